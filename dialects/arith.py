@@ -1,0 +1,878 @@
+"""The ``arith`` dialect: integer and float arithmetic, comparisons, select, casts, constants.
+
+Spelled exactly as upstream MLIR: ``arith.addi %a, %b : i64``,
+``arith.cmpi slt, %a, %b : i64``, ``arith.index_cast %i : index to i64``.
+Integers are signless and wrap; signedness is a property of the op (divsi vs
+divui).  Every op works on scalars and, elementwise, on tensors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from irc.attributes import DenseAttr, FloatAttr, IntegerAttr, float_bits, float_from_bits
+from irc.diagnostics import IRError
+from irc.operation import Commutative, ConstantLike, Elementwise, Operation, Pure
+from irc.semantics import (
+    Fault, attr_to_value, check_nonzero, float_dtype, is_array, round_to, signed, unsigned, width, wrap,
+)
+from irc.types import FloatType, IndexType, IntegerType, ShapedType, TensorType, i1, i64, numpy_dtype
+
+from .families import ELEMENTWISE, BinaryOp, CastOp, UnaryOp, element_kind_ok, with_element
+
+COMMUTATIVE = ELEMENTWISE | {Commutative}
+
+
+def _widen(x):
+    """Bool arrays (i1 tensors) to int8 so that + and * are arithmetic, not logical."""
+    return x.astype(np.int8) if is_array(x) and x.dtype == np.bool_ else x
+
+
+def _is_const(attr, value) -> bool:
+    """Whether a constant attribute (scalar or splat) equals ``value`` everywhere."""
+    if isinstance(attr, (IntegerAttr, FloatAttr)):
+        return attr.value == value and not (isinstance(attr, FloatAttr) and value == 0 and
+                                            float_bits(attr.value, attr.type) != 0)
+    if isinstance(attr, DenseAttr) and attr.is_splat and attr.array.size:
+        v = attr.array.flat[0]
+        if attr.array.dtype.kind == "f":
+            return v == value and not (value == 0 and np.signbit(v))
+        return v == value
+    return False
+
+
+def _is_int_const(attr, value: int) -> bool:
+    if isinstance(attr, IntegerAttr):
+        return attr.value == value or (attr.type is i1 and (attr.value & 1) == (value & 1))
+    if isinstance(attr, DenseAttr) and attr.array.dtype.kind in "iub" and attr.is_splat and attr.array.size:
+        return int(attr.array.flat[0]) == value or (attr.array.dtype == np.bool_ and int(attr.array.flat[0]) == (value & 1))
+    return False
+
+
+# ---- integer arithmetic ---------------------------------------------------------------
+
+
+class IntBinaryOp(BinaryOp):
+    operand_kind = "int"
+
+
+class AddIOp(IntBinaryOp):
+    name = "arith.addi"
+    traits = COMMUTATIVE
+    summary = "Integer addition, wrapping."
+    compute = staticmethod(lambda a, b, t: wrap(_widen(a) + _widen(b), t))
+
+    def fold_partial(self, c):
+        if _is_int_const(c[1], 0):
+            return [self.operands[0]]
+        return None
+
+
+class SubIOp(IntBinaryOp):
+    name = "arith.subi"
+    traits = ELEMENTWISE
+    summary = "Integer subtraction, wrapping."
+    compute = staticmethod(lambda a, b, t: wrap(_widen(a) - _widen(b), t))
+
+    def fold_partial(self, c):
+        if _is_int_const(c[1], 0):
+            return [self.operands[0]]
+        return None
+
+
+class MulIOp(IntBinaryOp):
+    name = "arith.muli"
+    traits = COMMUTATIVE
+    summary = "Integer multiplication, wrapping."
+    compute = staticmethod(lambda a, b, t: wrap(_widen(a) * _widen(b), t))
+
+    def fold_partial(self, c):
+        if _is_int_const(c[1], 1):
+            return [self.operands[0]]
+        return None
+
+
+def _trunc_div(a, b):
+    """Division rounding toward zero, for exact Python ints or numpy int arrays."""
+    if is_array(a) or is_array(b):
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        q = a // b
+        r = a - q * b
+        return q + ((r != 0) & ((r < 0) != (b < 0)))
+    q = abs(a) // abs(b)
+    return -q if (a < 0) != (b < 0) else q
+
+
+def _check_signed_overflow(sa, sb, t) -> None:
+    lowest = -(1 << (width(t) - 1))
+    if is_array(sa) or is_array(sb):
+        if np.any((np.asarray(sa) == lowest) & (np.asarray(sb) == -1)):
+            raise Fault("signed integer overflow in division")
+    elif sa == lowest and sb == -1:
+        raise Fault("signed integer overflow in division")
+
+
+def _signed_operands(a, b, t):
+    sa, sb = signed(_widen(a), t), signed(_widen(b), t)
+    if is_array(sa) or is_array(sb):
+        sa, sb = np.asarray(sa, dtype=np.int64), np.asarray(sb, dtype=np.int64)
+    check_nonzero(sb)
+    _check_signed_overflow(sa, sb, t)
+    return sa, sb
+
+
+def _unsigned_operands(a, b, t):
+    ua, ub = unsigned(a, t), unsigned(b, t)
+    check_nonzero(ub)
+    return ua, ub
+
+
+def _divsi(a, b, t):
+    sa, sb = _signed_operands(a, b, t)
+    return wrap(_trunc_div(sa, sb), t)
+
+
+def _remsi(a, b, t):
+    sa, sb = _signed_operands(a, b, t)
+    return wrap(sa - sb * _trunc_div(sa, sb), t)
+
+
+def _floordivsi(a, b, t):
+    sa, sb = _signed_operands(a, b, t)
+    return wrap(sa // sb, t)
+
+
+def _ceildivsi(a, b, t):
+    sa, sb = _signed_operands(a, b, t)
+    return wrap(-((-sa) // sb), t)
+
+
+def _divui(a, b, t):
+    ua, ub = _unsigned_operands(a, b, t)
+    return wrap(ua // ub, t)
+
+
+def _remui(a, b, t):
+    ua, ub = _unsigned_operands(a, b, t)
+    return wrap(ua % ub, t)
+
+
+def _ceildivui(a, b, t):
+    ua, ub = _unsigned_operands(a, b, t)
+    return wrap(ua // ub + (ua % ub != 0), t)
+
+
+class DivSIOp(IntBinaryOp):
+    name = "arith.divsi"
+    traits = ELEMENTWISE
+    summary = "Signed integer division rounding toward zero; division by zero and MIN / -1 are errors."
+    compute = staticmethod(_divsi)
+
+    def fold_partial(self, c):
+        return [self.operands[0]] if _is_int_const(c[1], 1) else None
+
+
+class DivUIOp(IntBinaryOp):
+    name = "arith.divui"
+    traits = ELEMENTWISE
+    summary = "Unsigned integer division; division by zero is an error."
+    compute = staticmethod(_divui)
+
+    def fold_partial(self, c):
+        return [self.operands[0]] if _is_int_const(c[1], 1) else None
+
+
+class RemSIOp(IntBinaryOp):
+    name = "arith.remsi"
+    traits = ELEMENTWISE
+    summary = "Signed remainder (sign of the dividend); division by zero and MIN % -1 are errors."
+    compute = staticmethod(_remsi)
+
+
+class RemUIOp(IntBinaryOp):
+    name = "arith.remui"
+    traits = ELEMENTWISE
+    summary = "Unsigned remainder; division by zero is an error."
+    compute = staticmethod(_remui)
+
+
+class FloorDivSIOp(IntBinaryOp):
+    name = "arith.floordivsi"
+    traits = ELEMENTWISE
+    summary = "Signed division rounding toward negative infinity."
+    compute = staticmethod(_floordivsi)
+
+
+class CeilDivSIOp(IntBinaryOp):
+    name = "arith.ceildivsi"
+    traits = ELEMENTWISE
+    summary = "Signed division rounding toward positive infinity."
+    compute = staticmethod(_ceildivsi)
+
+
+class CeilDivUIOp(IntBinaryOp):
+    name = "arith.ceildivui"
+    traits = ELEMENTWISE
+    summary = "Unsigned division rounding toward positive infinity."
+    compute = staticmethod(_ceildivui)
+
+
+class AndIOp(IntBinaryOp):
+    name = "arith.andi"
+    traits = COMMUTATIVE
+    summary = "Bitwise and."
+    compute = staticmethod(lambda a, b, t: a & b)
+
+    def fold_partial(self, c):
+        if _is_int_const(c[1], -1):
+            return [self.operands[0]]
+        if self.operands[0] is self.operands[1]:
+            return [self.operands[0]]
+        return None
+
+
+class OrIOp(IntBinaryOp):
+    name = "arith.ori"
+    traits = COMMUTATIVE
+    summary = "Bitwise or."
+    compute = staticmethod(lambda a, b, t: a | b)
+
+    def fold_partial(self, c):
+        if _is_int_const(c[1], 0) or self.operands[0] is self.operands[1]:
+            return [self.operands[0]]
+        return None
+
+
+class XOrIOp(IntBinaryOp):
+    name = "arith.xori"
+    traits = COMMUTATIVE
+    summary = "Bitwise exclusive or."
+    compute = staticmethod(lambda a, b, t: a ^ b)
+
+    def fold_partial(self, c):
+        return [self.operands[0]] if _is_int_const(c[1], 0) else None
+
+
+def _shift_amount(b, t):
+    ub = unsigned(b, t)
+    w = width(t)
+    if (np.any(ub >= w) if is_array(ub) else ub >= w):
+        raise Fault(f"shift amount is not less than the bit width ({w})")
+    return ub
+
+
+class ShLIOp(IntBinaryOp):
+    name = "arith.shli"
+    traits = ELEMENTWISE
+    summary = "Shift left; a shift by the bit width or more is an error."
+    compute = staticmethod(lambda a, b, t: wrap(_widen(a) << _shift_amount(b, t).astype(np.int64) if is_array(b)
+                                                else _widen(a) << _shift_amount(b, t), t))
+
+    def fold_partial(self, c):
+        return [self.operands[0]] if _is_int_const(c[1], 0) else None
+
+
+class ShRSIOp(IntBinaryOp):
+    name = "arith.shrsi"
+    traits = ELEMENTWISE
+    summary = "Arithmetic shift right; a shift by the bit width or more is an error."
+
+    @staticmethod
+    def compute(a, b, t):
+        amount = _shift_amount(b, t)
+        sa = signed(_widen(a), t)
+        if is_array(amount) or is_array(sa):
+            return wrap(np.asarray(sa, dtype=np.int64) >> np.asarray(amount, dtype=np.int64), t)
+        return wrap(sa >> amount, t)
+
+    def fold_partial(self, c):
+        return [self.operands[0]] if _is_int_const(c[1], 0) else None
+
+
+class ShRUIOp(IntBinaryOp):
+    name = "arith.shrui"
+    traits = ELEMENTWISE
+    summary = "Logical shift right; a shift by the bit width or more is an error."
+
+    @staticmethod
+    def compute(a, b, t):
+        amount = _shift_amount(b, t)
+        ua = unsigned(a, t)
+        if is_array(amount) or is_array(ua):
+            return wrap(np.asarray(ua, dtype=np.uint64) >> np.asarray(amount, dtype=np.uint64), t)
+        return wrap(ua >> amount, t)
+
+    def fold_partial(self, c):
+        return [self.operands[0]] if _is_int_const(c[1], 0) else None
+
+
+def _select_by(cond, a, b):
+    return np.where(cond, a, b) if is_array(cond) else (a if cond else b)
+
+
+def _same_operand_fold(self, c):
+    return [self.operands[0]] if self.operands[0] is self.operands[1] else None
+
+
+class MaxSIOp(IntBinaryOp):
+    name = "arith.maxsi"
+    traits = COMMUTATIVE
+    summary = "Signed maximum."
+    compute = staticmethod(lambda a, b, t: _select_by(signed(_widen(a), t) >= signed(_widen(b), t), a, b))
+    fold_partial = _same_operand_fold
+
+
+class MinSIOp(IntBinaryOp):
+    name = "arith.minsi"
+    traits = COMMUTATIVE
+    summary = "Signed minimum."
+    compute = staticmethod(lambda a, b, t: _select_by(signed(_widen(a), t) <= signed(_widen(b), t), a, b))
+    fold_partial = _same_operand_fold
+
+
+class MaxUIOp(IntBinaryOp):
+    name = "arith.maxui"
+    traits = COMMUTATIVE
+    summary = "Unsigned maximum."
+    compute = staticmethod(lambda a, b, t: _select_by(unsigned(a, t) >= unsigned(b, t), a, b))
+    fold_partial = _same_operand_fold
+
+
+class MinUIOp(IntBinaryOp):
+    name = "arith.minui"
+    traits = COMMUTATIVE
+    summary = "Unsigned minimum."
+    compute = staticmethod(lambda a, b, t: _select_by(unsigned(a, t) <= unsigned(b, t), a, b))
+    fold_partial = _same_operand_fold
+
+
+# ---- float arithmetic ---------------------------------------------------------------------
+
+
+class FloatBinaryOp(BinaryOp):
+    operand_kind = "float"
+
+
+class AddFOp(FloatBinaryOp):
+    name = "arith.addf"
+    traits = COMMUTATIVE
+    summary = "Float addition (IEEE, round to nearest even)."
+    compute = staticmethod(lambda a, b, t: round_to(a + b, t))
+
+    def fold_partial(self, c):
+        # x + (-0.0) == x exactly (x + 0.0 is not: -0.0 + 0.0 is +0.0).
+        return [self.operands[0]] if _is_const(c[1], -0.0) and _is_negzero(c[1]) else None
+
+
+def _is_negzero(attr) -> bool:
+    if isinstance(attr, FloatAttr):
+        return attr.value == 0 and np.signbit(attr.value)
+    return isinstance(attr, DenseAttr) and attr.is_splat and bool(np.signbit(attr.array.flat[0])) \
+        and attr.array.flat[0] == 0
+
+
+class SubFOp(FloatBinaryOp):
+    name = "arith.subf"
+    traits = ELEMENTWISE
+    summary = "Float subtraction."
+    compute = staticmethod(lambda a, b, t: round_to(a - b, t))
+
+    def fold_partial(self, c):
+        # x - 0.0 == x exactly.
+        return [self.operands[0]] if _is_const(c[1], 0.0) and not _is_negzero(c[1]) else None
+
+
+class MulFOp(FloatBinaryOp):
+    name = "arith.mulf"
+    traits = COMMUTATIVE
+    summary = "Float multiplication."
+    compute = staticmethod(lambda a, b, t: round_to(a * b, t))
+
+    def fold_partial(self, c):
+        return [self.operands[0]] if _is_const(c[1], 1.0) else None
+
+
+class DivFOp(FloatBinaryOp):
+    name = "arith.divf"
+    traits = ELEMENTWISE
+    summary = "Float division (x / 0 is an infinity or NaN, as IEEE says)."
+    compute = staticmethod(lambda a, b, t: round_to(np.true_divide(a, b), t))
+
+    def fold_partial(self, c):
+        return [self.operands[0]] if _is_const(c[1], 1.0) else None
+
+
+class RemFOp(FloatBinaryOp):
+    name = "arith.remf"
+    traits = ELEMENTWISE
+    summary = "Float remainder with the sign of the dividend (C fmod)."
+    compute = staticmethod(lambda a, b, t: round_to(np.fmod(a, b), t))
+
+
+def _maximumf(a, b, t):
+    nan = np.isnan(a) | np.isnan(b)
+    pick_a = (a > b) | ((a == b) & ~np.signbit(a))
+    return round_to(np.where(nan, np.float64("nan"), np.where(pick_a, a, b)) if is_array(nan) or is_array(a)
+                    or is_array(b) else (a + b if nan else (a if pick_a else b)), t)
+
+
+def _minimumf(a, b, t):
+    nan = np.isnan(a) | np.isnan(b)
+    pick_a = (a < b) | ((a == b) & np.signbit(a))
+    return round_to(np.where(nan, np.float64("nan"), np.where(pick_a, a, b)) if is_array(nan) or is_array(a)
+                    or is_array(b) else (a + b if nan else (a if pick_a else b)), t)
+
+
+class MaximumFOp(FloatBinaryOp):
+    name = "arith.maximumf"
+    traits = COMMUTATIVE
+    summary = "IEEE 754-2019 maximum: NaN if either is NaN; +0.0 > -0.0."
+    compute = staticmethod(_maximumf)
+    fold_partial = _same_operand_fold
+
+
+class MinimumFOp(FloatBinaryOp):
+    name = "arith.minimumf"
+    traits = COMMUTATIVE
+    summary = "IEEE 754-2019 minimum: NaN if either is NaN; -0.0 < +0.0."
+    compute = staticmethod(_minimumf)
+    fold_partial = _same_operand_fold
+
+
+class MaxNumFOp(FloatBinaryOp):
+    name = "arith.maxnumf"
+    traits = COMMUTATIVE
+    summary = "Maximum that ignores a NaN operand (C fmax)."
+    compute = staticmethod(lambda a, b, t: round_to(np.fmax(a, b), t))
+    fold_partial = _same_operand_fold
+
+
+class MinNumFOp(FloatBinaryOp):
+    name = "arith.minnumf"
+    traits = COMMUTATIVE
+    summary = "Minimum that ignores a NaN operand (C fmin)."
+    compute = staticmethod(lambda a, b, t: round_to(np.fmin(a, b), t))
+    fold_partial = _same_operand_fold
+
+
+class NegFOp(UnaryOp):
+    name = "arith.negf"
+    traits = ELEMENTWISE
+    operand_kind = "float"
+    summary = "Float negation (flips the sign bit, NaN included)."
+    compute = staticmethod(lambda a, t: round_to(-a, t))
+
+    def fold_partial(self, c):
+        inner = self.operands[0].defining_op
+        if isinstance(inner, NegFOp):
+            return [inner.operands[0]]
+        return None
+
+
+# ---- comparisons ---------------------------------------------------------------------------
+
+CMPI_PREDICATES = ["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
+CMPF_PREDICATES = ["false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
+                   "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true"]
+
+
+class CmpOp(Operation):
+    """``op PRED, %a, %b : T``; the predicate is the ``predicate`` attribute (MLIR's numbering)."""
+
+    traits = frozenset({Pure, Elementwise})
+    predicates: list[str] = []
+    operand_kind = "any"
+
+    @property
+    def predicate(self) -> str:
+        return self.predicates[self.attributes["predicate"].value]
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 2 or len(self.results) != 1:
+            raise self.error("expects two operands and one result")
+        p = self.attributes.get("predicate")
+        if not isinstance(p, IntegerAttr) or not 0 <= p.value < len(self.predicates):
+            raise self.error("requires a 'predicate' attribute, one of " + ", ".join(self.predicates))
+        a, b = self.operand_types
+        if a is not b:
+            raise self.error(f"requires both operands to have the same type, got {a} and {b}")
+        if not element_kind_ok(a, self.operand_kind):
+            raise self.error(f"operands must be {'integers' if self.operand_kind == 'int' else 'floats'}, got {a}")
+        expected = with_element(a, i1)
+        if self.results[0].type is not expected:
+            raise self.error(f"result must be {expected}, got {self.results[0].type}")
+
+    def interpret(self, interp, args):
+        return [self.compute(self.predicate, args[0], args[1], self.operands[0].type.element_type)]
+
+    def fold(self, constants):
+        if None in constants:
+            return self.fold_partial()
+        try:
+            value = self.interpret(None, [attr_to_value(c) for c in constants])[0]
+        except Fault:
+            return None
+        from irc.semantics import value_to_attr
+
+        return [value_to_attr(value, self.results[0].type)]
+
+    def fold_partial(self):
+        return None
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        args = syn.args
+        if len(args) != 3 or not isinstance(args[0], tuple) or args[0][0] != "keyword":
+            raise IRError(f"'{cls.name}' expects 'PREDICATE, %lhs, %rhs : type'", syn.loc)
+        pred_tok = args[0][1]
+        if pred_tok.value not in cls.predicates:
+            raise ctx.error(f"unknown predicate '{pred_tok.value}' for '{cls.name}'; expected one of "
+                            + ", ".join(cls.predicates), pred_tok)
+        t = syn.single_type()
+        operands = [ctx.value(args[1], t), ctx.value(args[2], t)]
+        attrs = {"predicate": IntegerAttr(cls.predicates.index(pred_tok.value), i64), **syn.attrs}
+        return cls(operands, [with_element(t, i1)], attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(f" {self.predicate}, {p.values(self.operands)}{p.attr_dict(self.attributes, ('predicate',))}"
+                f" : {self.operands[0].type}")
+
+    @classmethod
+    def build(cls, predicate: str, a, b):
+        return cls([a, b], [with_element(a.type, i1)],
+                   {"predicate": IntegerAttr(cls.predicates.index(predicate), i64)})
+
+
+def _as_bool(x):
+    return x if is_array(x) else int(bool(x))
+
+
+class CmpIOp(CmpOp):
+    name = "arith.cmpi"
+    summary = "Integer comparison: eq, ne, slt, sle, sgt, sge, ult, ule, ugt, uge. Result is i1."
+    predicates = CMPI_PREDICATES
+    operand_kind = "int"
+
+    @staticmethod
+    def compute(pred, a, b, t):
+        if pred in ("eq", "ne"):
+            r = (a == b) if pred == "eq" else (a != b)
+        elif pred[0] == "s":
+            a, b = signed(_widen(a), t), signed(_widen(b), t)
+            r = {"slt": a < b, "sle": a <= b, "sgt": a > b, "sge": a >= b}[pred]
+        else:
+            a, b = unsigned(a, t), unsigned(b, t)
+            r = {"ult": a < b, "ule": a <= b, "ugt": a > b, "uge": a >= b}[pred]
+        return _as_bool(r)
+
+    def fold_partial(self):
+        if self.operands[0] is self.operands[1]:
+            truth = self.predicate in ("eq", "sle", "sge", "ule", "uge")
+            t = self.results[0].type
+            if isinstance(t, ShapedType):
+                return [DenseAttr(truth, t)]
+            return [IntegerAttr(int(truth), i1)]
+        return None
+
+
+class CmpFOp(CmpOp):
+    name = "arith.cmpf"
+    summary = "Float comparison; o* predicates are false and u* true when an operand is NaN."
+    predicates = CMPF_PREDICATES
+    operand_kind = "float"
+
+    @staticmethod
+    def compute(pred, a, b, t):
+        if pred in ("false", "true"):
+            r = np.full(np.shape(a), pred == "true") if is_array(a) else pred == "true"
+            return _as_bool(r)
+        unordered = np.isnan(a) | np.isnan(b)
+        if pred == "ord":
+            return _as_bool(~unordered if is_array(unordered) else not unordered)
+        if pred == "uno":
+            return _as_bool(unordered)
+        base = {"eq": a == b, "gt": a > b, "ge": a >= b, "lt": a < b, "le": a <= b, "ne": a != b}[pred[1:]]
+        if pred[0] == "o":
+            r = base & ~unordered if is_array(base) else bool(base) and not unordered
+        else:
+            r = base | unordered if is_array(base) else bool(base) or bool(unordered)
+        return _as_bool(r)
+
+
+# ---- select and constants --------------------------------------------------------------------
+
+
+class SelectOp(Operation):
+    """``arith.select %cond, %a, %b : T``; an i1 tensor condition selects elementwise."""
+
+    name = "arith.select"
+    traits = frozenset({Pure, Elementwise})
+    summary = "Choose between two values by an i1 condition (elementwise for an i1 tensor)."
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 3 or len(self.results) != 1:
+            raise self.error("expects three operands and one result")
+        c, a, b = self.operand_types
+        if a is not b or self.results[0].type is not a:
+            raise self.error(f"requires both choices and the result to have one type, got {a}, {b} and "
+                             f"{self.results[0].type}")
+        if c is not i1 and c is not with_element(a, i1):
+            raise self.error(f"condition must be i1 or a tensor of i1 shaped like the result, got {c}")
+
+    def interpret(self, interp, args):
+        c, a, b = args
+        return [np.where(c, a, b) if is_array(c) else (a if c else b)]
+
+    def fold(self, constants):
+        cond, a, b = self.operands
+        if a is b:
+            return [a]
+        c = constants[0]
+        if isinstance(c, IntegerAttr):
+            return [a if c.value & 1 else b]
+        if isinstance(c, DenseAttr) and c.is_splat and c.array.size:
+            return [a if c.array.flat[0] else b]
+        if None not in constants:
+            values = [attr_to_value(x) for x in constants]
+            from irc.semantics import value_to_attr
+
+            return [value_to_attr(self.interpret(None, values)[0], self.results[0].type)]
+        return None
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        if len(syn.args) != 3 or any(isinstance(a, tuple) for a in syn.args):
+            raise IRError("'arith.select' expects '%cond, %true_value, %false_value : type'", syn.loc)
+        types = syn.plain_types()
+        if len(types) == 1:
+            cond_t, t = i1, types[0]
+        elif len(types) == 2:
+            cond_t, t = types
+        else:
+            raise IRError("'arith.select' expects ': type' or ': condition_type, type'", syn.loc)
+        c, a, b = syn.args
+        return cls([ctx.value(c, cond_t), ctx.value(a, t), ctx.value(b, t)], [t], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        c = self.operands[0].type
+        types = str(self.results[0].type) if c is i1 else f"{c}, {self.results[0].type}"
+        p.write(f" {p.values(self.operands)}{p.attr_dict(self.attributes)} : {types}")
+
+    @classmethod
+    def build(cls, cond, a, b):
+        return cls([cond, a, b], [a.type])
+
+
+class ConstantOp(Operation):
+    """``arith.constant 42 : i64``, ``arith.constant true``, ``arith.constant dense<1.0> : tensor<4xf32>``."""
+
+    name = "arith.constant"
+    traits = frozenset({Pure, ConstantLike})
+    summary = "A compile-time constant scalar or tensor."
+
+    @property
+    def value(self):
+        return self.attributes["value"]
+
+    def verify_op(self) -> None:
+        v = self.attributes.get("value")
+        if len(self.operands) or len(self.results) != 1:
+            raise self.error("takes no operands and has one result")
+        t = self.results[0].type
+        if not isinstance(v, (IntegerAttr, FloatAttr, DenseAttr)):
+            raise self.error("requires a 'value' attribute (integer, float or dense)")
+        if v.type is not t:
+            raise self.error(f"value of type {v.type} does not match the result type {t}")
+        if isinstance(t, ShapedType) and not isinstance(t, TensorType):
+            raise self.error(f"result must be a scalar or a tensor, got {t}")
+
+    def interpret(self, interp, args):
+        return [attr_to_value(self.attributes["value"])]
+
+    def fold(self, constants):
+        return [self.attributes["value"]]
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        if len(syn.args) != 1 or not isinstance(syn.args[0], tuple) or syn.args[0][0] != "literal":
+            raise IRError("'arith.constant' expects a literal value, as in 'arith.constant 42 : i64'", syn.loc)
+        lit = syn.args[0][1]
+        if syn.sig is None and lit.kind == "bool":
+            t = i1
+        else:
+            t = syn.single_type()
+        attr = lit.to_attr(t)
+        if lit.kind == "str":
+            raise IRError("'arith.constant' cannot hold a string", syn.loc)
+        return cls([], [t], {"value": attr, **syn.attrs})
+
+    def print_custom(self, p) -> None:
+        p.write(p.attr_dict(self.attributes, ("value",)) + " " + _constant_text(self.attributes["value"]))
+
+    @classmethod
+    def build(cls, attr):
+        return cls([], [attr.type], {"value": attr})
+
+
+def _constant_text(attr) -> str:
+    if isinstance(attr, IntegerAttr) and attr.type is i1:
+        return "true" if attr.value & 1 else "false"
+    return str(attr)
+
+
+def constant(value, type) -> ConstantOp:
+    """A constant op of ``type`` holding ``value`` (a Python number or array)."""
+    from irc.semantics import value_to_attr
+
+    return ConstantOp.build(value_to_attr(value, type))
+
+
+# ---- casts ------------------------------------------------------------------------------------
+
+
+def _int_to_int(x, src, dst, sign: bool):
+    return wrap(signed(x, src) if sign else unsigned(x, src), dst) if not is_array(x) else \
+        wrap((signed(x, src) if sign else unsigned(x, src)).astype(np.int64 if sign else np.uint64), dst)
+
+
+class IndexCastOp(CastOp):
+    name = "arith.index_cast"
+    summary = "Between index and an integer type, sign-extending or truncating."
+    from_kind = to_kind = "int"
+    compute = staticmethod(lambda x, s, d: _int_to_int(x, s, d, True))
+
+    def verify_widths(self, src, dst):
+        if isinstance(src, IndexType) == isinstance(dst, IndexType):
+            raise self.error(f"casts between index and an integer type, not {src} to {dst}")
+
+
+class IndexCastUIOp(IndexCastOp):
+    name = "arith.index_castui"
+    summary = "Between index and an integer type, zero-extending or truncating."
+    compute = staticmethod(lambda x, s, d: _int_to_int(x, s, d, False))
+
+
+class ExtSIOp(CastOp):
+    name = "arith.extsi"
+    summary = "Sign-extend an integer to a wider integer type."
+    from_kind = to_kind = "int"
+    compute = staticmethod(lambda x, s, d: _int_to_int(x, s, d, True))
+
+    def verify_widths(self, src, dst):
+        if not isinstance(src, IntegerType) or not isinstance(dst, IntegerType) or dst.width <= src.width:
+            raise self.error(f"result must be a wider integer type than the operand, got {src} to {dst}")
+
+
+class ExtUIOp(ExtSIOp):
+    name = "arith.extui"
+    summary = "Zero-extend an integer to a wider integer type."
+    compute = staticmethod(lambda x, s, d: _int_to_int(x, s, d, False))
+
+
+class TruncIOp(CastOp):
+    name = "arith.trunci"
+    summary = "Truncate an integer to a narrower integer type (keeps the low bits)."
+    from_kind = to_kind = "int"
+    compute = staticmethod(lambda x, s, d: _int_to_int(x, s, d, True))
+
+    def verify_widths(self, src, dst):
+        if not isinstance(src, IntegerType) or not isinstance(dst, IntegerType) or dst.width >= src.width:
+            raise self.error(f"result must be a narrower integer type than the operand, got {src} to {dst}")
+
+
+def _int_to_float(x, src, dst, sign: bool):
+    value = signed(_widen(x), src) if sign else unsigned(x, src)
+    arr = np.asarray(value, dtype=np.int64 if sign else np.uint64)
+    out = round_to(arr.astype(float_dtype(dst) if dst.kind != "bf16" else np.float64), dst)
+    return out if is_array(x) else out[()]
+
+
+def _float_to_int(x, src, dst, sign: bool):
+    w = width(dst)
+    lo, hi = (-(1 << (w - 1)), 1 << (w - 1)) if sign else (0, 1 << w)
+    if w == 1 and sign:
+        lo, hi = -1, 1
+    xs = np.asarray(x, dtype=np.float64)
+    t = np.trunc(xs)
+    if np.any(np.isnan(xs)) or np.any(t < lo) or np.any(t >= hi):
+        raise Fault(f"{'fptosi' if sign else 'fptoui'} of a value that {dst} cannot hold")
+    if is_array(x):
+        return wrap(t.astype(np.int64 if sign else np.uint64), dst)
+    return wrap(int(t), dst)
+
+
+class SIToFPOp(CastOp):
+    name = "arith.sitofp"
+    summary = "Signed integer to float, rounding to nearest."
+    from_kind, to_kind = "int", "float"
+    compute = staticmethod(lambda x, s, d: _int_to_float(x, s, d, True))
+
+
+class UIToFPOp(CastOp):
+    name = "arith.uitofp"
+    summary = "Unsigned integer to float, rounding to nearest."
+    from_kind, to_kind = "int", "float"
+    compute = staticmethod(lambda x, s, d: _int_to_float(x, s, d, False))
+
+
+class FPToSIOp(CastOp):
+    name = "arith.fptosi"
+    summary = "Float to signed integer, rounding toward zero; NaN or out of range is an error."
+    from_kind, to_kind = "float", "int"
+    compute = staticmethod(lambda x, s, d: _float_to_int(x, s, d, True))
+
+
+class FPToUIOp(CastOp):
+    name = "arith.fptoui"
+    summary = "Float to unsigned integer, rounding toward zero; NaN or out of range is an error."
+    from_kind, to_kind = "float", "int"
+    compute = staticmethod(lambda x, s, d: _float_to_int(x, s, d, False))
+
+
+class ExtFOp(CastOp):
+    name = "arith.extf"
+    summary = "Widen a float (exact)."
+    from_kind = to_kind = "float"
+    compute = staticmethod(lambda x, s, d: round_to(np.asarray(x, dtype=np.float64) if is_array(x)
+                                                    else np.float64(x), d))
+
+    def verify_widths(self, src, dst):
+        if dst.width <= src.width:
+            raise self.error(f"result must be a wider float type than the operand, got {src} to {dst}")
+
+
+class TruncFOp(CastOp):
+    name = "arith.truncf"
+    summary = "Narrow a float, rounding to nearest even."
+    from_kind = to_kind = "float"
+    compute = staticmethod(lambda x, s, d: round_to(x, d))
+
+    def verify_widths(self, src, dst):
+        if dst.width >= src.width:
+            raise self.error(f"result must be a narrower float type than the operand, got {src} to {dst}")
+
+
+class BitcastOp(CastOp):
+    name = "arith.bitcast"
+    summary = "Reinterpret the bits of a value as another type of the same width."
+    compute = None
+
+    def verify_widths(self, src, dst):
+        if width(src) != width(dst) or isinstance(src, IndexType) or isinstance(dst, IndexType):
+            raise self.error(f"operand and result must have the same bit width, got {src} and {dst}")
+
+    def interpret(self, interp, args):
+        x = args[0]
+        src, dst = self.operands[0].type.element_type, self.results[0].type.element_type
+        if is_array(x):
+            src_arr = x if not isinstance(src, FloatType) or src.kind != "bf16" else \
+                (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+            if isinstance(dst, FloatType) and dst.kind == "bf16":
+                bits = src_arr.view(np.uint16).astype(np.uint32) << 16
+                return [bits.view(np.float32)]
+            return [np.ascontiguousarray(src_arr).view(np.float32 if dst.kind == "bf16" else numpy_dtype(dst))
+                    if isinstance(dst, FloatType) else wrap(np.ascontiguousarray(src_arr).view(f"i{width(dst) // 8}"), dst)]
+        bits = float_bits(float(x), src) if isinstance(src, FloatType) else unsigned(x, src)
+        if isinstance(dst, FloatType):
+            return [float_dtype(dst)(float_from_bits(bits, dst))]
+        return [wrap(bits, dst)]

@@ -1,0 +1,161 @@
+"""The ``cf`` dialect: unstructured control flow with phi nodes.
+
+``cf.br ^bb``, ``cf.cond_br %c, ^then, ^else``, ``cf.assert %c, "message"``,
+and irc's own ``%x = cf.phi [%a, ^pred1], [%b, ^pred2] : i64``.  Blocks other
+than a region's entry take no arguments: values merge through phis, which
+lead their block and list one incoming value per predecessor.
+"""
+
+from __future__ import annotations
+
+from irc.attributes import StringAttr
+from irc.diagnostics import IRError
+from irc.operation import Operation, Terminator
+from irc.types import i1
+
+
+def _args_of(syn, kinds, form: str):
+    if len(syn.args) != len(kinds) or any(
+        (k == "value") != (not isinstance(a, tuple)) or (k != "value" and a[0] != k)
+        for a, k in zip(syn.args, kinds)
+    ):
+        raise IRError(f"'{syn.name}' expects '{form}'", syn.loc)
+    return syn.args
+
+
+class BranchOp(Operation):
+    name = "cf.br"
+    traits = frozenset({Terminator})
+    summary = "Jump to a block."
+
+    @property
+    def dest(self):
+        return self.successors[0]
+
+    def verify_op(self) -> None:
+        if self.operands or len(self.successors) != 1 or self.results:
+            raise self.error("takes exactly one successor and no operands (irc passes values with cf.phi)")
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        (succ,) = _args_of(syn, ["succ"], "cf.br ^dest")
+        return cls(successors=[ctx.block(succ[1])], attributes=syn.attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(f" {p.block(self.dest)}{p.attr_dict(self.attributes)}")
+
+    @classmethod
+    def build(cls, dest):
+        return cls(successors=[dest])
+
+
+class CondBranchOp(Operation):
+    name = "cf.cond_br"
+    traits = frozenset({Terminator})
+    summary = "Jump to the first block if the i1 condition holds, else to the second."
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or len(self.successors) != 2 or self.results:
+            raise self.error("takes one i1 condition and two successors")
+        if self.operands[0].type is not i1:
+            raise self.error(f"condition must be i1, got {self.operands[0].type}")
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        cond, t, f = _args_of(syn, ["value", "succ", "succ"], "cf.cond_br %cond, ^true_dest, ^false_dest")
+        return cls([ctx.value(cond, i1)], successors=[ctx.block(t[1]), ctx.block(f[1])], attributes=syn.attrs)
+
+    def print_custom(self, p) -> None:
+        t, f = self.successors
+        p.write(f" {p.value(self.operands[0])}, {p.block(t)}, {p.block(f)}{p.attr_dict(self.attributes)}")
+
+    @classmethod
+    def build(cls, cond, true_dest, false_dest):
+        return cls([cond], successors=[true_dest, false_dest])
+
+
+class PhiOp(Operation):
+    """``%x = cf.phi [%a, ^bb0], [%b, ^bb1] : T``: operand i flows in from ``successors[i]``.
+
+    On entry to the block all of its phis read their incoming values at once (a
+    parallel copy), so ``%a = phi [%b, ^l]`` and ``%b = phi [%a, ^l]`` swap.
+    """
+
+    name = "cf.phi"
+    summary = "Merge one value per predecessor where control flow joins."
+
+    @property
+    def incoming(self):
+        return list(zip(self.operands, self.successors))
+
+    def value_for(self, pred):
+        for v, b in zip(self.operands, self.successors):
+            if b is pred:
+                return v
+        return None
+
+    def verify_op(self) -> None:
+        if len(self.results) != 1:
+            raise self.error("has exactly one result")
+        if len(self.operands) != len(self.successors):
+            raise self.error("needs one block per incoming value")
+        t = self.results[0].type
+        for v in self.operands:
+            if v.type is not t:
+                raise self.error(f"incoming value of type {v.type} does not match the result type {t}")
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        if not syn.args or any(not isinstance(a, tuple) or a[0] != "incoming" for a in syn.args):
+            raise IRError("'cf.phi' expects '[%value, ^pred], ... : type'", syn.loc)
+        t = syn.single_type()
+        values = [ctx.value(a[1], t) for a in syn.args]
+        blocks = [ctx.block(a[2]) for a in syn.args]
+        return cls(values, [t], syn.attrs, blocks)
+
+    def print_custom(self, p) -> None:
+        incoming = ", ".join(f"[{p.value(v)}, {p.block(b)}]" for v, b in zip(self.operands, self.successors))
+        p.write(f" {incoming}{p.attr_dict(self.attributes)} : {self.results[0].type}")
+
+    @classmethod
+    def build(cls, type, incoming=()):
+        incoming = list(incoming)
+        return cls([v for v, _ in incoming], [type], {}, [b for _, b in incoming])
+
+    def add_incoming(self, value, block) -> None:
+        self.set_operands(list(self.operands) + [value])
+        self.set_successors(list(self.successors) + [block])
+
+    def remove_incoming(self, block) -> None:
+        keep = [(v, b) for v, b in zip(self.operands, self.successors) if b is not block]
+        self.set_operands([v for v, _ in keep])
+        self.set_successors([b for _, b in keep])
+
+
+class AssertOp(Operation):
+    name = "cf.assert"
+    summary = "Abort with a message when the i1 condition is false."
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or self.operands[0].type is not i1:
+            raise self.error("takes one i1 condition")
+        if not isinstance(self.attributes.get("msg"), StringAttr):
+            raise self.error("requires a 'msg' string attribute")
+
+    def interpret(self, interp, args):
+        if not args[0]:
+            raise interp.fault(self, f"assertion failed: {self.attributes['msg'].value}")
+        return []
+
+    def fold(self, constants):
+        return None
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        if len(syn.args) != 2 or isinstance(syn.args[0], tuple) or syn.args[1][0] != "literal" \
+                or syn.args[1][1].kind != "str":
+            raise IRError("'cf.assert' expects '%cond, \"message\"'", syn.loc)
+        return cls([ctx.value(syn.args[0], i1)], [], {"msg": StringAttr(syn.args[1][1].value), **syn.attrs})
+
+    def print_custom(self, p) -> None:
+        p.write(f" {p.value(self.operands[0])}, {self.attributes['msg']}{p.attr_dict(self.attributes, ('msg',))}")

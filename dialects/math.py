@@ -1,0 +1,172 @@
+"""The ``math`` dialect: elementary functions on floats (and ``absi`` on integers).
+
+``math.exp %x : f32``.  The interpreter computes with numpy at the type's
+precision (bf16 through float32, then rounded); backends may differ from it by
+the last few ulp for transcendental functions, never for exact ones (sqrt,
+abs, floor, ceil, fma).
+"""
+
+from __future__ import annotations
+
+import math as pymath
+from fractions import Fraction
+
+import numpy as np
+
+from irc.semantics import is_array, round_to, signed, wrap
+
+from .families import ELEMENTWISE, BinaryOp, TernaryOp, UnaryOp
+
+_erf = np.vectorize(pymath.erf, otypes=[np.float64])
+
+
+def _unary(fn):
+    """A float unary op's compute: apply ``fn`` at the type's precision, then round."""
+
+    def compute(a, t):
+        if t.kind in ("bf16", "f16"):
+            return round_to(fn(np.asarray(a, dtype=np.float32)), t)[()] if not is_array(a) else \
+                round_to(fn(a.astype(np.float32)), t)
+        return round_to(fn(a), t)
+
+    return staticmethod(compute)
+
+
+class FloatUnaryOp(UnaryOp):
+    operand_kind = "float"
+    traits = ELEMENTWISE
+
+
+class ExpOp(FloatUnaryOp):
+    name = "math.exp"
+    summary = "e raised to x."
+    compute = _unary(np.exp)
+
+
+class Exp2Op(FloatUnaryOp):
+    name = "math.exp2"
+    summary = "2 raised to x."
+    compute = _unary(np.exp2)
+
+
+class ExpM1Op(FloatUnaryOp):
+    name = "math.expm1"
+    summary = "exp(x) - 1, accurate near zero."
+    compute = _unary(np.expm1)
+
+
+class LogOp(FloatUnaryOp):
+    name = "math.log"
+    summary = "Natural logarithm (NaN below zero, -inf at zero)."
+    compute = _unary(np.log)
+
+
+class Log1pOp(FloatUnaryOp):
+    name = "math.log1p"
+    summary = "log(1 + x), accurate near zero."
+    compute = _unary(np.log1p)
+
+
+class Log2Op(FloatUnaryOp):
+    name = "math.log2"
+    summary = "Base-2 logarithm."
+    compute = _unary(np.log2)
+
+
+class TanhOp(FloatUnaryOp):
+    name = "math.tanh"
+    summary = "Hyperbolic tangent."
+    compute = _unary(np.tanh)
+
+
+class SqrtOp(FloatUnaryOp):
+    name = "math.sqrt"
+    summary = "Square root, correctly rounded (NaN below zero)."
+    compute = _unary(np.sqrt)
+
+
+class RsqrtOp(FloatUnaryOp):
+    name = "math.rsqrt"
+    summary = "1 / sqrt(x)."
+    compute = _unary(lambda a: np.true_divide(1, np.sqrt(a)).astype(np.result_type(a)))
+
+
+class SinOp(FloatUnaryOp):
+    name = "math.sin"
+    summary = "Sine (radians)."
+    compute = _unary(np.sin)
+
+
+class CosOp(FloatUnaryOp):
+    name = "math.cos"
+    summary = "Cosine (radians)."
+    compute = _unary(np.cos)
+
+
+class ErfOp(FloatUnaryOp):
+    name = "math.erf"
+    summary = "The error function."
+    compute = _unary(_erf)
+
+
+class AbsFOp(FloatUnaryOp):
+    name = "math.absf"
+    summary = "Absolute value of a float (clears the sign bit)."
+    compute = _unary(np.abs)
+
+
+class FloorOp(FloatUnaryOp):
+    name = "math.floor"
+    summary = "Round toward negative infinity."
+    compute = _unary(np.floor)
+
+
+class CeilOp(FloatUnaryOp):
+    name = "math.ceil"
+    summary = "Round toward positive infinity."
+    compute = _unary(np.ceil)
+
+
+class AbsIOp(UnaryOp):
+    name = "math.absi"
+    traits = ELEMENTWISE
+    operand_kind = "int"
+    summary = "Absolute value of a signed integer; abs(MIN) wraps to MIN."
+    compute = staticmethod(lambda a, t: wrap(np.abs(signed(a, t).astype(np.int64)) if is_array(a)
+                                             else abs(signed(a, t)), t))
+
+
+class PowFOp(BinaryOp):
+    name = "math.powf"
+    traits = ELEMENTWISE
+    operand_kind = "float"
+    summary = "x raised to the power y (C pow)."
+
+    @staticmethod
+    def compute(a, b, t):
+        if t.kind in ("bf16", "f16"):
+            return round_to(np.power(np.float32(a), np.float32(b)), t)
+        return round_to(np.power(a, b), t)
+
+
+def _fma_exact(a, b, c):
+    """a * b + c with one rounding (exact rational arithmetic, then round to double)."""
+    if not (np.isfinite(a) and np.isfinite(b) and np.isfinite(c)):
+        return float(a) * float(b) + float(c)
+    return float(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(c)))
+
+
+_fma_vec = np.vectorize(_fma_exact, otypes=[np.float64])
+
+
+class FmaOp(TernaryOp):
+    name = "math.fma"
+    traits = ELEMENTWISE
+    operand_kind = "float"
+    summary = "Fused multiply-add a * b + c with a single rounding."
+
+    @staticmethod
+    def compute(a, b, c, t):
+        if is_array(a) or is_array(b) or is_array(c):
+            return round_to(_fma_vec(a, b, c), t)
+        return round_to(np.float64(_fma_exact(a, b, c)), t)

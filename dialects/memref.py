@@ -1,0 +1,267 @@
+"""The ``memref`` dialect: buffers and the loads and stores that use them.
+
+``%m = memref.alloc(%n) : memref<?xi64>`` (one index operand per ``?``),
+``memref.alloca() : memref<4xf32>``, ``memref.dealloc %m : memref<?xi64>``,
+``%v = memref.load %m[%i] : memref<?xi64>``, ``memref.store %v, %m[%i] :
+memref<?xi64>``, ``%d = memref.dim %m, %c0 : memref<?xi64>``,
+``memref.copy %a, %b : memref<4xf32> to memref<4xf32>``.
+
+Buffers are row-major and contiguous.  An access out of bounds, or to a freed
+buffer, is an error that the interpreter reports at the op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from irc.diagnostics import IRError
+from irc.operation import Operation
+from irc.semantics import Buffer, float_dtype
+from irc.types import FloatType, IndexType, MemRefType, index, numpy_dtype
+
+
+def _memref_type(syn) -> MemRefType:
+    t = syn.single_type()
+    if not isinstance(t, MemRefType):
+        raise IRError(f"'{syn.name}' expects a memref type, got {t}", syn.loc)
+    return t
+
+
+def storage_dtype(t: MemRefType):
+    e = t.element_type
+    if isinstance(e, FloatType):
+        return float_dtype(e)
+    return np.dtype(np.bool_) if getattr(e, "width", 64) == 1 else numpy_dtype(e)
+
+
+class AllocOp(Operation):
+    """Allocate a buffer on the heap; freed by memref.dealloc."""
+
+    name = "memref.alloc"
+    summary = "Allocate a heap buffer; one index operand per dynamic dimension."
+
+    def verify_op(self) -> None:
+        if len(self.results) != 1 or not isinstance(self.results[0].type, MemRefType):
+            raise self.error("has one memref result")
+        t = self.results[0].type
+        dynamic = sum(d is None for d in t.shape)
+        if len(self.operands) != dynamic:
+            raise self.error(f"needs {dynamic} dynamic size operand(s) for {t}, got {len(self.operands)}")
+        for v in self.operands:
+            if not isinstance(v.type, IndexType):
+                raise self.error(f"sizes must be index values, got {v.type}")
+
+    def interpret(self, interp, args):
+        t = self.results[0].type
+        sizes = iter(args)
+        shape = tuple(next(sizes) if d is None else d for d in t.shape)
+        if any(s < 0 for s in shape):
+            raise interp.fault(self, f"negative buffer size {list(shape)}")
+        try:
+            array = np.zeros(shape, dtype=storage_dtype(t))
+        except (MemoryError, ValueError) as e:
+            raise interp.fault(self, f"cannot allocate a buffer of shape {list(shape)}: {e}") from None
+        return [Buffer(array, t)]
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        t = _memref_type(syn)
+        if len(syn.args) != 1 or not isinstance(syn.args[0], tuple) or syn.args[0][0] != "group":
+            raise IRError(f"'{cls.name}' expects '(%sizes...) : memref<...>'", syn.loc)
+        sizes = [ctx.value(tok, index) for tok in syn.args[0][1]]
+        return cls(sizes, [t], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(f"({p.values(self.operands)}){p.attr_dict(self.attributes)} : {self.results[0].type}")
+
+    @classmethod
+    def build(cls, type: MemRefType, sizes=()):
+        return cls(list(sizes), [type])
+
+
+class AllocaOp(AllocOp):
+    name = "memref.alloca"
+    summary = "Allocate a buffer in the function's stack frame; freed on return."
+
+
+class DeallocOp(Operation):
+    name = "memref.dealloc"
+    summary = "Free a buffer made by memref.alloc."
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or not isinstance(self.operands[0].type, MemRefType):
+            raise self.error("takes one memref")
+
+    def interpret(self, interp, args):
+        buf = args[0]
+        if buf.freed:
+            raise interp.fault(self, "buffer freed twice")
+        buf.freed = True
+        return []
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        t = _memref_type(syn)
+        if len(syn.args) != 1 or isinstance(syn.args[0], tuple):
+            raise IRError("'memref.dealloc' expects '%buffer : memref<...>'", syn.loc)
+        return cls([ctx.value(syn.args[0], t)], [], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(f" {p.value(self.operands[0])}{p.attr_dict(self.attributes)} : {self.operands[0].type}")
+
+
+def _check_indices(op, memref_value, indices) -> None:
+    t = memref_value.type
+    if not isinstance(t, MemRefType):
+        raise op.error(f"expects a memref, got {t}")
+    if len(indices) != t.rank:
+        raise op.error(f"needs {t.rank} indices for {t}, got {len(indices)}")
+    for v in indices:
+        if not isinstance(v.type, IndexType):
+            raise op.error(f"indices must be index values, got {v.type}")
+
+
+def _element_index(interp, op, buf: Buffer, idx):
+    if buf.freed:
+        raise interp.fault(op, "access to a freed buffer")
+    shape = buf.array.shape
+    for i, n in zip(idx, shape):
+        if not 0 <= i < n:
+            raise interp.fault(op, f"index {list(idx)} is out of bounds for a buffer of shape {list(shape)}")
+    return tuple(idx)
+
+
+class LoadOp(Operation):
+    name = "memref.load"
+    summary = "Read one element of a buffer."
+
+    def verify_op(self) -> None:
+        if not self.operands or len(self.results) != 1:
+            raise self.error("takes a memref and indices, and has one result")
+        _check_indices(self, self.operands[0], self.operands[1:])
+        if self.results[0].type is not self.operands[0].type.element_type:
+            raise self.error(f"result type {self.results[0].type} is not the element type of "
+                             f"{self.operands[0].type}")
+
+    def interpret(self, interp, args):
+        buf = args[0]
+        value = buf.array[_element_index(interp, self, buf, args[1:])]
+        elem = buf.type.element_type
+        return [value if isinstance(elem, FloatType) else int(value)]
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        t = _memref_type(syn)
+        if len(syn.args) != 1 or not isinstance(syn.args[0], tuple) or syn.args[0][0] != "indexed":
+            raise IRError("'memref.load' expects '%buffer[%i, ...] : memref<...>'", syn.loc)
+        _, mem, idx = syn.args[0]
+        return cls([ctx.value(mem, t), *[ctx.value(i, index) for i in idx]], [t.element_type], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        m = self.operands[0]
+        p.write(f" {p.value(m)}[{p.values(self.operands[1:])}]{p.attr_dict(self.attributes)} : {m.type}")
+
+    @classmethod
+    def build(cls, memref, indices=()):
+        return cls([memref, *indices], [memref.type.element_type])
+
+
+class StoreOp(Operation):
+    name = "memref.store"
+    summary = "Write one element of a buffer."
+
+    def verify_op(self) -> None:
+        if len(self.operands) < 2 or self.results:
+            raise self.error("takes a value, a memref and indices")
+        _check_indices(self, self.operands[1], self.operands[2:])
+        if self.operands[0].type is not self.operands[1].type.element_type:
+            raise self.error(f"value of type {self.operands[0].type} does not match the element type of "
+                             f"{self.operands[1].type}")
+
+    def interpret(self, interp, args):
+        value, buf = args[0], args[1]
+        buf.array[_element_index(interp, self, buf, args[2:])] = value
+        return []
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        t = _memref_type(syn)
+        args = syn.args
+        if len(args) != 2 or isinstance(args[0], tuple) or not isinstance(args[1], tuple) \
+                or args[1][0] != "indexed":
+            raise IRError("'memref.store' expects '%value, %buffer[%i, ...] : memref<...>'", syn.loc)
+        _, mem, idx = args[1]
+        operands = [ctx.value(args[0], t.element_type), ctx.value(mem, t), *[ctx.value(i, index) for i in idx]]
+        return cls(operands, [], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        v, m = self.operands[:2]
+        p.write(f" {p.value(v)}, {p.value(m)}[{p.values(self.operands[2:])}]{p.attr_dict(self.attributes)}"
+                f" : {m.type}")
+
+    @classmethod
+    def build(cls, value, memref, indices=()):
+        return cls([value, memref, *indices])
+
+
+class DimOp(Operation):
+    name = "memref.dim"
+    summary = "The size of one dimension of a buffer (an index); an index out of range is an error."
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 2 or len(self.results) != 1:
+            raise self.error("takes a memref and a dimension index")
+        if not isinstance(self.operands[0].type, MemRefType) or not isinstance(self.operands[1].type, IndexType):
+            raise self.error("takes a memref and an index")
+        if not isinstance(self.results[0].type, IndexType):
+            raise self.error("result is an index")
+
+    def interpret(self, interp, args):
+        buf, d = args
+        if not 0 <= d < buf.array.ndim:
+            raise interp.fault(self, f"dimension {d} is out of range for a rank-{buf.array.ndim} buffer")
+        return [buf.array.shape[d]]
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        t = _memref_type(syn)
+        if len(syn.args) != 2 or any(isinstance(a, tuple) for a in syn.args):
+            raise IRError("'memref.dim' expects '%buffer, %dim : memref<...>'", syn.loc)
+        return cls([ctx.value(syn.args[0], t), ctx.value(syn.args[1], index)], [index], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        m = self.operands[0]
+        p.write(f" {p.values(self.operands)}{p.attr_dict(self.attributes)} : {m.type}")
+
+
+class CopyOp(Operation):
+    name = "memref.copy"
+    summary = "Copy every element of one buffer into another of the same shape."
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 2 or self.results:
+            raise self.error("takes a source and a target memref")
+        a, b = self.operand_types
+        if not isinstance(a, MemRefType) or not isinstance(b, MemRefType) or a.element_type is not b.element_type \
+                or a.rank != b.rank:
+            raise self.error(f"source and target must be memrefs of one element type and rank, got {a} and {b}")
+
+    def interpret(self, interp, args):
+        src, dst = args
+        if src.freed or dst.freed:
+            raise interp.fault(self, "access to a freed buffer")
+        if src.array.shape != dst.array.shape:
+            raise interp.fault(self, f"shapes differ: {list(src.array.shape)} and {list(dst.array.shape)}")
+        dst.array[...] = src.array
+        return []
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        if syn.sig is None or syn.sig[0] != "cast" or len(syn.args) != 2:
+            raise IRError("'memref.copy' expects '%source, %target : memref<...> to memref<...>'", syn.loc)
+        (a,), (b,) = syn.sig[1], syn.sig[2]
+        return cls([ctx.value(syn.args[0], a), ctx.value(syn.args[1], b)], [], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        a, b = self.operands
+        p.write(f" {p.values(self.operands)}{p.attr_dict(self.attributes)} : {a.type} to {b.type}")

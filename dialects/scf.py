@@ -1,0 +1,320 @@
+"""The ``scf`` dialect: structured control flow with regions.
+
+Spelled as MLIR::
+
+    %r = scf.for %i = %lb to %ub step %s iter_args(%acc = %init) -> (i64) {
+      ...
+      scf.yield %next : i64
+    }
+    %x = scf.if %c -> (i64) { scf.yield %a : i64 } else { scf.yield %b : i64 }
+    %w = scf.while (%a = %init) : (i64) -> i64 {
+      scf.condition(%more) %a : i64
+    } do {
+    ^bb0(%a2: i64):
+      scf.yield %a3 : i64
+    }
+
+A region of a result-less ``scf.for``/``scf.if`` may leave out its empty
+``scf.yield``; the parser adds it and the printer leaves it out again.
+"""
+
+from __future__ import annotations
+
+from irc.block import Block, Region
+from irc.diagnostics import IRError
+from irc.operation import HasRecursiveEffects, Operation, ReturnLike, Terminator
+from irc.registry import syntax_rule
+from irc.types import FunctionType, IndexType, i1, index
+
+from .func import _print_typed_values, _typed_values
+
+
+def _ensure_yield(region: Region, loc) -> None:
+    """Add the implicit empty ``scf.yield`` to a block that has no terminator."""
+    if region.is_empty:
+        region.append(Block())
+    block = region.entry
+    if block.terminator is None:
+        block.append(YieldOp([], loc=loc))
+
+
+def _elides_yield(region: Region) -> bool:
+    term = region.entry.terminator if region.entry else None
+    return isinstance(term, YieldOp) and not term.operands and not term.attributes
+
+
+def _print_body(p, region: Region, skip_empty_yield: bool) -> None:
+    if skip_empty_yield and _elides_yield(region) and region.first_block is region.last_block:
+        term = region.entry.terminator
+        block = region.entry
+        # Print without the trailing empty yield.
+        block.remove(term)
+        try:
+            p.region(region)
+        finally:
+            block.append(term)
+    else:
+        p.region(region)
+
+
+class YieldOp(Operation):
+    name = "scf.yield"
+    traits = frozenset({Terminator, ReturnLike})
+    summary = "Pass values out of an scf region (loop-carried values, if results)."
+
+    def verify_op(self) -> None:
+        parent = self.parent_op
+        if not isinstance(parent, (ForOp, IfOp, WhileOp)):
+            raise self.error("must end a region of scf.for, scf.if or scf.while")
+        expected = parent.yield_types(self.parent_region)
+        if self.operand_types != expected:
+            raise self.error(f"yields ({', '.join(map(str, self.operand_types))}) but '{parent.name}' "
+                             f"expects ({', '.join(map(str, expected))})")
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        return cls(_typed_values(ctx, syn), [], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(_print_typed_values(p, self))
+
+
+class ConditionOp(Operation):
+    name = "scf.condition"
+    traits = frozenset({Terminator})
+    summary = "End the 'before' region of scf.while: continue with the values if the condition holds."
+
+    def verify_op(self) -> None:
+        parent = self.parent_op
+        if not isinstance(parent, WhileOp) or self.parent_region is not parent.regions[0]:
+            raise self.error("must end the 'before' region of scf.while")
+        if not self.operands or self.operands[0].type is not i1:
+            raise self.error("needs an i1 condition")
+        expected = parent.result_types
+        if self.operand_types[1:] != expected:
+            raise self.error(f"forwards ({', '.join(map(str, self.operand_types[1:]))}) but the loop "
+                             f"results are ({', '.join(map(str, expected))})")
+
+    def print_custom(self, p) -> None:
+        p.write(f"({p.value(self.operands[0])})")
+        if len(self.operands) > 1:
+            p.write(f" {p.values(self.operands[1:])} : {p.types(self.operand_types[1:])}")
+        p.write(p.attr_dict(self.attributes))
+
+
+@syntax_rule("condition_op")
+def _parse_condition(ctx, children):
+    kw = children[0]
+    cond = ctx.value(children[1], i1)
+    values = []
+    if len(children) == 4:
+        toks, types = children[2], children[3]
+        if len(toks) != len(types):
+            raise ctx.error(f"'scf.condition' forwards {len(toks)} values but lists {len(types)} types", toks[0])
+        values = ctx.values(toks, types)
+    return ConditionOp([cond, *values], loc=ctx.loc(kw))
+
+
+class ForOp(Operation):
+    name = "scf.for"
+    traits = frozenset({HasRecursiveEffects})
+    summary = "Counted loop from lb (inclusive) to ub (exclusive) by step, carrying iter_args."
+
+    @property
+    def lower_bound(self):
+        return self.operands[0]
+
+    @property
+    def upper_bound(self):
+        return self.operands[1]
+
+    @property
+    def step(self):
+        return self.operands[2]
+
+    @property
+    def inits(self):
+        return self.operands[3:]
+
+    @property
+    def body(self) -> Block:
+        return self.regions[0].entry
+
+    @property
+    def induction_var(self):
+        return self.body.args[0]
+
+    def yield_types(self, region):
+        return self.result_types
+
+    def verify_op(self) -> None:
+        if len(self.operands) < 3 or len(self.regions) != 1 or self.regions[0].is_empty:
+            raise self.error("needs lb, ub, step and a body")
+        lb, ub, st = self.operand_types[:3]
+        if not (lb is ub is st) or not lb.is_int_or_index:
+            raise self.error(f"bounds and step must have one integer or index type, got {lb}, {ub}, {st}")
+        inits = [v.type for v in self.inits]
+        if inits != self.result_types:
+            raise self.error("iter_args initial values must match the result types")
+        args = [a.type for a in self.body.args]
+        if args != [lb, *inits]:
+            raise self.error("body arguments must be the induction variable and the iter_args")
+        if self.regions[0].first_block is not self.regions[0].last_block:
+            raise self.error("body must be a single block")
+
+    def print_custom(self, p) -> None:
+        iv = self.induction_var
+        out = (f" {p.value(iv)} = {p.value(self.lower_bound)} to {p.value(self.upper_bound)} "
+               f"step {p.value(self.step)}")
+        if self.inits:
+            pairs = ", ".join(f"{p.value(a)} = {p.value(v)}" for a, v in zip(self.body.args[1:], self.inits))
+            out += f" iter_args({pairs}) -> ({p.types(self.result_types)})"
+        if not isinstance(iv.type, IndexType):
+            out += f" : {iv.type}"
+        p.write(out + p.attr_dict(self.attributes) + " ")
+        _print_body(p, self.regions[0], not self.results)
+
+
+@syntax_rule("for_header")
+def _parse_for_header(ctx, children):
+    kw, defs, lb_tok, ub_tok, step_tok = children[:5]
+    iter_args, iv_type = None, None
+    for c in children[5:]:
+        if isinstance(c, tuple):
+            iter_args = c
+        else:
+            iv_type = ctx.type_of(c)
+    iv_type = iv_type or index
+    operands = [ctx.value(t, iv_type) for t in (lb_tok, ub_tok, step_tok)]
+    entry = [(defs.value.rstrip("= \t\n")[1:], iv_type, ctx.loc(defs))]
+    result_types = []
+    if iter_args is not None:
+        pairs, result_types = iter_args
+        if len(pairs) != len(result_types):
+            raise ctx.error(f"iter_args has {len(pairs)} values but {len(result_types)} types", defs)
+        for (d, v), t in zip(pairs, result_types):
+            operands.append(ctx.value(v, t))
+            entry.append((d.value.rstrip("= \t\n")[1:], t, ctx.loc(d)))
+    ctx.expect_entry_args(entry, isolated=False)
+    return (operands, result_types, ctx.loc(kw))
+
+
+@syntax_rule("for_op")
+def _parse_for(ctx, children):
+    (operands, result_types, loc), region = children
+    if not result_types:
+        _ensure_yield(region, loc)
+    return ForOp(operands, result_types, regions=[region], loc=loc)
+
+
+class IfOp(Operation):
+    name = "scf.if"
+    traits = frozenset({HasRecursiveEffects})
+    summary = "Run the 'then' or the 'else' region by an i1 condition; results come from scf.yield."
+
+    @property
+    def then_region(self) -> Region:
+        return self.regions[0]
+
+    @property
+    def else_region(self) -> Region:
+        return self.regions[1]
+
+    def yield_types(self, region):
+        return self.result_types
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or self.operands[0].type is not i1:
+            raise self.error("needs one i1 condition")
+        if len(self.regions) != 2 or self.then_region.is_empty:
+            raise self.error("needs a 'then' region and an 'else' region (which may be empty)")
+        if self.results and self.else_region.is_empty:
+            raise self.error("with results needs an 'else' region")
+
+    def print_custom(self, p) -> None:
+        out = f" {p.value(self.operands[0])}"
+        if self.results:
+            out += f" -> ({p.types(self.result_types)})"
+        p.write(out + p.attr_dict(self.attributes) + " ")
+        _print_body(p, self.then_region, not self.results)
+        if not self.else_region.is_empty and not (not self.results and _elides_yield(self.else_region)
+                                                  and len(self.else_region.entry) == 1):
+            p.write(" else ")
+            _print_body(p, self.else_region, not self.results)
+
+
+@syntax_rule("if_header")
+def _parse_if_header(ctx, children):
+    kw = children[0]
+    cond = ctx.value(children[1], i1)
+    result_types = children[2] if len(children) > 2 else []
+    ctx.expect_entry_args([], isolated=False)
+    return (cond, result_types, ctx.loc(kw))
+
+
+@syntax_rule("if_op")
+def _parse_if(ctx, children):
+    (cond, result_types, loc), then_region = children[:2]
+    else_region = children[2] if len(children) > 2 else Region()
+    if not result_types:
+        _ensure_yield(then_region, loc)
+        if else_region.is_empty:
+            else_region.append(Block())
+        _ensure_yield(else_region, loc)
+    return IfOp([cond], result_types, regions=[then_region, else_region], loc=loc)
+
+
+class WhileOp(Operation):
+    name = "scf.while"
+    traits = frozenset({HasRecursiveEffects})
+    summary = "General loop: 'before' computes a condition and forwards values; 'do' computes the next iteration."
+
+    @property
+    def before(self) -> Region:
+        return self.regions[0]
+
+    @property
+    def after(self) -> Region:
+        return self.regions[1]
+
+    def yield_types(self, region):
+        return [v.type for v in self.operands]
+
+    def verify_op(self) -> None:
+        if len(self.regions) != 2 or self.before.is_empty or self.after.is_empty:
+            raise self.error("needs a 'before' and an 'after' region")
+        inits = [v.type for v in self.operands]
+        if [a.type for a in self.before.entry.args] != inits:
+            raise self.error("'before' region arguments must match the initial values")
+        if [a.type for a in self.after.entry.args] != self.result_types:
+            raise self.error("'after' region arguments must match the result types")
+
+    def print_custom(self, p) -> None:
+        pairs = ", ".join(f"{p.value(a)} = {p.value(v)}" for a, v in zip(self.before.entry.args, self.operands))
+        ft = FunctionType([v.type for v in self.operands], self.result_types)
+        p.write(f" ({pairs}) : {ft}{p.attr_dict(self.attributes)} ")
+        p.region(self.before)
+        p.write(" do ")
+        p.region(self.after, print_entry_args=True, print_entry_label=bool(self.after.entry.args))
+
+
+@syntax_rule("while_header")
+def _parse_while_header(ctx, children):
+    kw, pairs, ft = children[0], children[1:-1], children[-1]
+    if len(pairs) != len(ft.inputs):
+        raise ctx.error(f"scf.while has {len(pairs)} initial values but its type lists {len(ft.inputs)}", kw)
+    operands, entry = [], []
+    for (d, v), t in zip(pairs, ft.inputs):
+        operands.append(ctx.value(v, t))
+        entry.append((d.value.rstrip("= \t\n")[1:], t, ctx.loc(d)))
+    ctx.expect_entry_args(entry, isolated=False)
+    return (operands, list(ft.results), ctx.loc(kw))
+
+
+@syntax_rule("while_op")
+def _parse_while(ctx, children):
+    (operands, result_types, loc), before, after = children
+    if [a.type for a in after.entry.args] != result_types:
+        raise IRError("the 'do' region of scf.while must start with '^bb0(...):' naming one argument "
+                      "per loop result", loc)
+    return WhileOp(operands, result_types, regions=[before, after], loc=loc)

@@ -1,0 +1,319 @@
+"""Attributes: immutable compile-time data attached to operations.
+
+Spelled as MLIR spells them: ``42 : i64``, ``1.5 : f32``, ``true``, ``"text"``,
+``unit`` (as a bare name in a dictionary), ``@symbol``, ``[a, b]``, types, and
+``dense<...>`` tensor constants backed by a read-only numpy array.
+
+Attributes compare and hash by value so that CSE can key ops on them.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+
+from .types import FloatType, IndexType, Type, i1, numpy_dtype
+
+
+class Attribute:
+    __slots__ = ()
+
+    def _key(self):
+        raise NotImplementedError
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._key()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self})"
+
+
+class IntegerAttr(Attribute):
+    """An integer of a given integer or index type; ``value`` is stored signed, as printed."""
+
+    __slots__ = ("value", "type")
+
+    def __init__(self, value: int, type: Type):
+        self.value = int(value)
+        self.type = type
+
+    def _key(self):
+        return (self.value, self.type)
+
+    def __str__(self) -> str:
+        if self.type is i1:
+            return "true" if self.value & 1 else "false"
+        return f"{self.value} : {self.type}"
+
+
+class FloatAttr(Attribute):
+    """A float of a given float type, stored as a Python float rounded to that type."""
+
+    __slots__ = ("value", "type")
+
+    def __init__(self, value: float, type: FloatType):
+        self.value = round_float(float(value), type)
+        self.type = type
+
+    def _key(self):
+        # Distinguish -0.0 from 0.0 and make NaN equal to itself.
+        return (float_bits(self.value, self.type), self.type)
+
+    def __str__(self) -> str:
+        return f"{format_float(self.value, self.type)} : {self.type}"
+
+
+class StringAttr(Attribute):
+    __slots__ = ("value",)
+
+    def __init__(self, value: str):
+        self.value = value
+
+    def _key(self):
+        return self.value
+
+    def __str__(self) -> str:
+        return quote_string(self.value)
+
+
+class UnitAttr(Attribute):
+    """The presence of a name in an attribute dictionary, e.g. ``{nonnegative}``."""
+
+    __slots__ = ()
+
+    def _key(self):
+        return ()
+
+    def __str__(self) -> str:
+        return "unit"
+
+
+class TypeAttr(Attribute):
+    __slots__ = ("type",)
+
+    def __init__(self, type: Type):
+        self.type = type
+
+    def _key(self):
+        return self.type
+
+    def __str__(self) -> str:
+        return str(self.type)
+
+
+class SymbolRefAttr(Attribute):
+    """A reference to a symbol such as a function: ``@name``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def _key(self):
+        return self.name
+
+    def __str__(self) -> str:
+        return "@" + self.name
+
+
+class ArrayAttr(Attribute):
+    __slots__ = ("elements",)
+
+    def __init__(self, elements):
+        self.elements = tuple(elements)
+
+    def _key(self):
+        return self.elements
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(map(str, self.elements)) + "]"
+
+
+class DenseAttr(Attribute):
+    """A tensor constant: ``dense<0.5> : tensor<4xf32>`` or ``dense<[1, 2]> : tensor<2xi32>``.
+
+    ``array`` is a read-only numpy array of the tensor's shape (``bf16`` is held as
+    float32 rounded to bf16; ``i1`` as bool).
+    """
+
+    __slots__ = ("array", "type", "_hash")
+
+    def __init__(self, array, type: Type):
+        dtype = np.float32 if str(type.element_type) == "bf16" else numpy_dtype(type)
+        arr = np.array(array, dtype=dtype)
+        if arr.shape != tuple(type.shape):
+            arr = np.broadcast_to(arr, type.shape).copy()
+        arr.setflags(write=False)
+        self.array = arr
+        self.type = type
+        self._hash = None
+
+    @property
+    def is_splat(self) -> bool:
+        return self.array.size > 0 and _is_splat(self.array)
+
+    def _key(self):
+        return (self.type, self.array.tobytes())
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash((DenseAttr, self._key()))
+        return self._hash
+
+    def __str__(self) -> str:
+        elem = self.type.element_type
+        a = self.array
+        if self.is_splat:
+            return f"dense<{format_scalar(a.flat[0], elem)}> : {self.type}"
+        return f"dense<{_format_nested(a, elem)}> : {self.type}"
+
+
+def _is_splat(a: np.ndarray) -> bool:
+    """All elements equal, bit for bit (so NaN splats and -0.0 are exact)."""
+    flat = np.ascontiguousarray(a).reshape(-1)
+    if a.dtype.kind == "f":
+        flat = flat.view(f"u{a.itemsize}")
+    return bool((flat == flat[0]).all())
+
+
+def _format_nested(a: np.ndarray, elem: Type) -> str:
+    if a.ndim == 0:
+        return format_scalar(a.item(), elem)
+    if a.ndim == 1:
+        return "[" + ", ".join(format_scalar(x, elem) for x in a.tolist()) + "]"
+    return "[" + ", ".join(_format_nested(x, elem) for x in a) + "]"
+
+
+def format_scalar(x, elem: Type) -> str:
+    """The literal for one element of ``elem`` type, as in a dense attribute."""
+    if isinstance(elem, FloatType):
+        return format_float(float(x), elem)
+    if elem is i1:
+        return "true" if x else "false"
+    return str(int(x))
+
+
+_FLOAT_PACK = {"f16": ("<e", "<H"), "f32": ("<f", "<I"), "f64": ("<d", "<Q")}
+
+
+def float_bits(value: float, type: FloatType) -> int:
+    """The IEEE bit pattern of ``value`` in ``type`` (bf16: the top half of f32)."""
+    if type.kind == "bf16":
+        return struct.unpack("<I", struct.pack("<f", value))[0] >> 16
+    f, i = _FLOAT_PACK[type.kind]
+    return struct.unpack(i, struct.pack(f, value))[0]
+
+
+def float_from_bits(bits: int, type: FloatType) -> float:
+    if type.kind == "bf16":
+        return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
+    f, i = _FLOAT_PACK[type.kind]
+    return struct.unpack(f, struct.pack(i, bits & ((1 << type.width) - 1)))[0]
+
+
+def round_float(value: float, type: FloatType) -> float:
+    """Round a Python float to the precision of ``type`` (round to nearest even)."""
+    kind = type.kind
+    if kind == "f64" or math.isnan(value) or math.isinf(value):
+        return value
+    if kind == "f32":
+        return float(np.float32(value))
+    if kind == "f16":
+        return float(np.float16(value))
+    return bf16_round(value)
+
+
+def bf16_round(value: float) -> float:
+    bits = struct.unpack("<I", struct.pack("<f", np.float32(value)))[0]
+    if (bits & 0x7F800000) == 0x7F800000:  # inf or nan: keep as is
+        return float(np.float32(value))
+    bits += 0x7FFF + ((bits >> 16) & 1)
+    return struct.unpack("<f", struct.pack("<I", (bits >> 16 << 16) & 0xFFFFFFFF))[0]
+
+
+def format_float(value: float, type: FloatType) -> str:
+    """The shortest literal that reads back as exactly ``value`` in ``type``.
+
+    NaN and infinities print as hexadecimal bit patterns, as MLIR prints them.
+    Finite values always contain a '.', which MLIR's lexer requires.
+    """
+    if math.isnan(value) or math.isinf(value):
+        digits = type.width // 4
+        return "0x" + format(float_bits(value, type), f"0{digits}X")
+    if type.kind == "f32" or type.kind == "bf16":
+        text = str(np.float32(value))  # numpy prints the shortest round-trip digits
+    elif type.kind == "f16":
+        text = str(np.float16(value))
+    else:
+        text = repr(value)
+    mantissa, e, exponent = text.partition("e")
+    if "." not in mantissa and mantissa not in ("inf", "-inf", "nan"):
+        mantissa += ".0"
+    return mantissa + (("e" + exponent) if e else "")
+
+
+def quote_string(s: str) -> str:
+    out = ['"']
+    for ch in s:
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\{ord(ch):02X}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def unquote_string(token: str) -> str:
+    """Decode a string literal token including its quotes (MLIR escapes: \\n \\t \\\\ \\" \\XX)."""
+    body = token[1:-1]
+    if "\\" not in body:
+        return body
+    out = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        nxt = body[i + 1]
+        if nxt in '"\\':
+            out.append(nxt)
+            i += 2
+        elif nxt == "n":
+            out.append("\n")
+            i += 2
+        elif nxt == "t":
+            out.append("\t")
+            i += 2
+        else:
+            out.append(chr(int(body[i + 1 : i + 3], 16)))
+            i += 3
+    return "".join(out)
+
+
+def integer_attr(value: int, type: Type) -> Attribute:
+    """An integer attribute normalised to the signed range of ``type``'s width."""
+    width = 64 if isinstance(type, IndexType) else type.width
+    value &= (1 << width) - 1
+    if type is not i1 and value >= 1 << (width - 1):
+        value -= 1 << width
+    return IntegerAttr(value, type)
+
+
+__all__ = [
+    "Attribute", "IntegerAttr", "FloatAttr", "StringAttr", "UnitAttr", "TypeAttr",
+    "SymbolRefAttr", "ArrayAttr", "DenseAttr", "integer_attr", "format_float",
+    "float_bits", "float_from_bits", "round_float", "quote_string", "unquote_string",
+]

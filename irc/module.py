@@ -1,0 +1,88 @@
+"""The module: the top-level op holding functions, with a symbol table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from .attributes import StringAttr
+from .block import Block, Region
+from .diagnostics import UNKNOWN, IRError, Location
+from .operation import IsolatedFromAbove, Operation
+
+
+class ModuleOp(Operation):
+    """``builtin.module``: one region, one block of symbol-defining ops (functions).
+
+    A file of top-level ops parses into an implicit module; the printer leaves
+    the ``module { }`` wrapper out unless the module has a name or attributes.
+    """
+
+    name = "builtin.module"
+    traits = frozenset({IsolatedFromAbove})
+    summary = "A container of functions and other symbols."
+
+    source = None  # the SourceFile it was parsed from, if any
+
+    @classmethod
+    def new(cls, region: Region | None = None, loc: Location = UNKNOWN) -> ModuleOp:
+        """An empty module, or one wrapping ``region``."""
+        return cls(regions=[region or Region([Block()])], loc=loc)
+
+    @property
+    def body(self) -> Block:
+        return self.regions[0].entry
+
+    @property
+    def ops(self) -> Iterator[Operation]:
+        return self.body.ops
+
+    def symbol_table(self) -> dict[str, Operation]:
+        table: dict[str, Operation] = {}
+        for op in self.body.ops:
+            sym = op.attributes.get("sym_name")
+            if isinstance(sym, StringAttr):
+                table[sym.value] = op
+        return table
+
+    def lookup(self, name: str) -> Operation | None:
+        for op in self.body.ops:
+            sym = op.attributes.get("sym_name")
+            if isinstance(sym, StringAttr) and sym.value == name:
+                return op
+        return None
+
+    @property
+    def functions(self) -> list[Operation]:
+        return [op for op in self.body.ops if op.name == "func.func"]
+
+    def function(self, name: str) -> Operation:
+        op = self.lookup(name)
+        if op is None or op.name != "func.func":
+            names = ", ".join(f"@{f.sym_name}" for f in self.functions) or "none"
+            raise IRError(f"no function named '@{name}' in the module (functions: {names})")
+        return op
+
+    def verify_op(self) -> None:
+        if len(self.regions) != 1 or self.regions[0].first_block is not self.regions[0].last_block:
+            raise self.error("must have one region with one block")
+
+    def print(self, generic: bool = False) -> str:
+        from .printer import print_module
+
+        return print_module(self, generic=generic)
+
+    def verify(self) -> ModuleOp:
+        from .verifier import verify
+
+        verify(self)
+        return self
+
+    def __str__(self) -> str:
+        return self.print()
+
+    __repr__ = Operation.__repr__
+
+    def clone(self, value_map=None, block_map=None) -> ModuleOp:
+        new = Operation.clone(self, value_map, block_map)
+        new.source = self.source
+        return new

@@ -1,0 +1,684 @@
+"""The parser: lark LALR(1) over ``grammar.lark``, building IR during the parse.
+
+No parse tree is built.  Each grammar rule's callback runs as the rule is
+reduced, so ops are created and appended to their block in source order:
+
+* ``region_open`` reduces as soon as ``{`` is seen, before any op inside, and
+  pushes a fresh name scope and an entry block (with the arguments the
+  enclosing op's header declared: function parameters, loop variables);
+* ``block_label`` starts a new block in the current region;
+* ``operation`` appends the finished op to the current block and defines its
+  results' names;
+* ``region`` closes the scope, checking that every referenced block and every
+  forward-referenced value got defined.
+
+Names follow MLIR's scoping: a value is visible in nested regions, names may be
+reused in sibling regions, and functions are isolated from above.  Uses before
+definitions (phis, branches, blocks in any order) go through typed placeholders
+that are replaced when the definition appears.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Transformer, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from . import registry
+from .attributes import ArrayAttr, FloatAttr, IntegerAttr, StringAttr, SymbolRefAttr, TypeAttr, UnitAttr, unquote_string
+from .block import Block, Region
+from .diagnostics import IRError, Location, SourceFile
+from .module import ModuleOp
+from .operation import UnregisteredOp
+from .syntax import Literal, UniformSyntax
+from .types import FunctionType, IndexType, Type, f64, i1, i64, parse_type
+from .values import Value
+
+try:  # The Cython lexer and parser loop are ~3x faster; plain lark works too.
+    import lark_cython
+
+    _PLUGINS = lark_cython.plugins
+except ImportError:  # pragma: no cover - depends on the environment
+    _PLUGINS = None
+
+
+class ForwardRef(Value):
+    """A placeholder for a value used before its definition is parsed."""
+
+    __slots__ = ("name", "loc")
+
+    def __init__(self, type: Type, name: str, loc: Location):
+        Value.__init__(self, type, name)
+        self.name = name
+        self.loc = loc
+
+    @property
+    def parent_block(self):
+        return None
+
+
+class ValueList(list):
+    """``%a, %b`` in an op."""
+
+
+class SuccessorList(list):
+    """``[^bb1, ^bb2]`` in the generic form."""
+
+
+class RegionList(list):
+    """``({...}, {...})``."""
+
+
+class Args(list):
+    """The argument items of a uniform op."""
+
+
+class _RegionState:
+    __slots__ = ("region", "current", "blocks", "undefined", "scope", "isolated")
+
+    def __init__(self, region: Region, scope: dict, isolated: _IsolatedScope | None):
+        self.region = region
+        self.current: Block | None = None
+        self.blocks: dict[str, Block] = {}
+        self.undefined: dict[str, Location] = {}
+        self.scope = scope
+        self.isolated = isolated
+
+
+class _IsolatedScope:
+    """Names inside one function (or the module): visible scopes and pending forward refs."""
+
+    __slots__ = ("scopes", "forward")
+
+    def __init__(self):
+        self.scopes: list[dict[str, tuple[Value, Location]]] = [{}]
+        self.forward: dict[str, ForwardRef] = {}
+
+
+class _PendingEntry:
+    """Entry-block arguments declared by an op header, consumed by the next ``{``."""
+
+    __slots__ = ("args", "isolated")
+
+    def __init__(self, args, isolated: bool):
+        self.args = args  # list of (name, Type, Location)
+        self.isolated = isolated
+
+
+class ParseContext(Transformer):
+    """Callbacks for every grammar rule, plus the name resolution ops use."""
+
+    def __init__(self):
+        super().__init__()
+        self.reset(SourceFile("<input>", ""), False)
+
+    def reset(self, source: SourceFile, allow_unregistered: bool) -> None:
+        self.source = source
+        self.allow_unregistered = allow_unregistered
+        self.pending: list[_PendingEntry] = []
+        self.module_region = Region([Block()])
+        self.isolated = [_IsolatedScope()]
+        state = _RegionState(self.module_region, self.isolated[0].scopes[0], self.isolated[0])
+        state.current = self.module_region.entry
+        self.regions = [state]
+        self.explicit_modules: list[ModuleOp] = []
+        self.source_start = Location(source, 1, 1)
+
+    # -- helpers ops use ------------------------------------------------------------
+
+    def loc(self, tok) -> Location:
+        return Location(self.source, tok.line, tok.column)
+
+    def error(self, message: str, tok) -> IRError:
+        return IRError(message, tok if isinstance(tok, Location) else self.loc(tok))
+
+    def type_of(self, tok) -> Type:
+        try:
+            return parse_type(tok.value)
+        except ValueError as e:
+            raise self.error(str(e), tok) from None
+
+    def value(self, tok, type: Type | None = None) -> Value:
+        """Resolve a value token (``%a``, ``%r#1``), checking its type if given."""
+        name = tok.value[1:]
+        scopes = self.isolated[-1].scopes
+        for scope in reversed(scopes):
+            entry = scope.get(name)
+            if entry is not None:
+                value = entry[0]
+                if type is not None and value.type is not type:
+                    raise self.error(
+                        f"use of value '%{name}' expects type {type}, but it has type {value.type}", tok
+                    ).note(entry[1], f"'%{name}' is defined here")
+                return value
+        forward = self.isolated[-1].forward
+        ref = forward.get(name)
+        if ref is not None:
+            if type is not None and ref.type is not type:
+                raise self.error(
+                    f"use of value '%{name}' expects type {type}, but an earlier use has type {ref.type}", tok
+                ).note(ref.loc, "earlier use here")
+            return ref
+        if type is None:
+            raise self.error(f"use of undefined value '%{name}'", tok)
+        ref = forward[name] = ForwardRef(type, name, self.loc(tok))
+        return ref
+
+    def values(self, toks, types) -> list[Value]:
+        return [self.value(t, ty) for t, ty in zip(toks, types)]
+
+    def define(self, name: str, value: Value, loc: Location) -> None:
+        iso = self.isolated[-1]
+        for scope in iso.scopes:
+            prev = scope.get(name)
+            if prev is not None:
+                raise IRError(f"redefinition of value '%{name}'", loc).note(prev[1], "previous definition here")
+        ref = iso.forward.pop(name, None)
+        if ref is not None:
+            if ref.type is not value.type:
+                raise IRError(
+                    f"value '%{name}' is defined with type {value.type}, but was used as {ref.type}", loc
+                ).note(ref.loc, "used here")
+            ref.replace_all_uses_with(value)
+        iso.scopes[-1][name] = (value, loc)
+        value.name_hint = name
+
+    def block(self, tok) -> Block:
+        """Resolve a successor token (``^bb1``), declaring the block if not yet seen."""
+        name = tok.value[1:]
+        state = self.regions[-1]
+        block = state.blocks.get(name)
+        if block is None:
+            block = state.blocks[name] = Block(label=name, loc=self.loc(tok))
+            state.undefined[name] = self.loc(tok)
+        return block
+
+    # -- top level ------------------------------------------------------------------
+
+    def start(self, children):
+        if self.explicit_modules:
+            module = self.explicit_modules[0]
+            if len(self.explicit_modules) > 1 or not self.module_region.entry.is_empty:
+                raise IRError("a file holds either one 'module { ... }' or top-level ops, not both",
+                              module.loc)
+            return module
+        self._close_isolated(self.isolated[0])
+        body = self.module_region.entry
+        only = body.first_op
+        if only is not None and only is body.last_op and isinstance(only, ModuleOp):
+            only.detach()  # a file holding one generic-form module is that module
+            return only
+        return ModuleOp.new(self.module_region)
+
+    def module_op(self, children):
+        region = children[-1]
+        module = ModuleOp.new(region, Location(self.source, 1, 1))
+        if len(children) == 2:
+            module.attributes["sym_name"] = StringAttr(_symbol_name(children[0].value))
+        self.explicit_modules.append(module)
+        return module
+
+    # -- operations -------------------------------------------------------------------
+
+    def operation(self, children):
+        op = children[-1]
+        results = op.results
+        if len(children) == 2:
+            defs = children[0]
+            names = _split_defs(defs.value)
+            count = sum(n for _, n in names)
+            loc = self.loc(defs)
+            if count != len(results):
+                raise IRError(
+                    f"'{op.name}' defines {len(results)} result{'s' if len(results) != 1 else ''}, "
+                    f"but {count} name{'s are' if count != 1 else ' is'} given", loc)
+            i = 0
+            for name, n in names:
+                if n == 1:
+                    self.define(name, results[i], loc)
+                else:
+                    for k in range(n):
+                        self.define(f"{name}#{k}", results[i + k], loc)
+                    self.isolated[-1].scopes[-1][name] = (results[i], loc)
+                i += n
+        elif results:
+            raise self.error(f"'{op.name}' has {len(results)} result(s) that must be named, as in '%r = {op.name} ...'",
+                             op.loc)
+        self.regions[-1].current.append(op)
+        return op
+
+    def uniform_op(self, children):
+        name_tok = children[0]
+        name = name_tok.value
+        args = attrs = regions = sig = None
+        for c in children[1:]:
+            if isinstance(c, Args):
+                args = c
+            elif isinstance(c, dict):
+                attrs = c
+            elif isinstance(c, RegionList):
+                regions = c
+            else:
+                sig = c
+        cls = registry.lookup(name)
+        loc = self.loc(name_tok)
+        if cls is None:
+            if self.allow_unregistered:
+                raise IRError(f"unregistered op '{name}' must be written in the generic form "
+                              f"'\"{name}\"(...) : (...) -> (...)'", loc)
+            raise IRError(f"unknown op '{name}'" + registry.suggestion(name), loc)
+        syntax = UniformSyntax(name, args or [], attrs or {}, regions or [], sig, loc)
+        op = cls.parse_uniform(self, syntax)
+        op.loc = loc
+        return op
+
+    def generic_op(self, children):
+        name_tok = children[0]
+        name = unquote_string(name_tok.value)
+        loc = self.loc(name_tok)
+        fn = children[-1]
+        operands = successors = regions = attrs = None
+        for c in children[1:-1]:
+            if isinstance(c, ValueList):
+                operands = c
+            elif isinstance(c, SuccessorList):
+                successors = c
+            elif isinstance(c, RegionList):
+                regions = c
+            else:
+                attrs = c
+        operands = operands or []
+        if len(operands) != len(fn.inputs):
+            raise IRError(f"'{name}' has {len(operands)} operands but its type lists {len(fn.inputs)}", loc)
+        values = self.values(operands, fn.inputs)
+        blocks = [self.block(t) for t in successors or []]
+        cls = registry.lookup(name)
+        if cls is None:
+            if not self.allow_unregistered:
+                raise IRError(f"unknown op '{name}'" + registry.suggestion(name)
+                              + " (use --allow-unregistered to accept unknown ops)", loc)
+            op = UnregisteredOp(values, fn.results, attrs or {}, blocks, regions or [], loc)
+            op.name = name
+            return op
+        return cls(values, fn.results, attrs or {}, blocks, regions or [], loc)
+
+    # -- uniform-form pieces ----------------------------------------------------------------
+
+    def args(self, children):
+        return Args(children)
+
+    def indexed_arg(self, children):
+        return ("indexed", children[0], children[1] if len(children) > 1 else [])
+
+    def keyword_arg(self, children):
+        return ("keyword", children[0])
+
+    def callee_arg(self, children):
+        return ("callee", children[0], children[1] if len(children) > 1 else [])
+
+    def group_arg(self, children):
+        return ("group", children[0] if children else [])
+
+    def succ_arg(self, children):
+        return ("succ", children[0])
+
+    def incoming_arg(self, children):
+        return ("incoming", children[0], children[1])
+
+    def literal_arg(self, children):
+        return ("literal", children[0])
+
+    def value_list(self, children):
+        return ValueList(children)
+
+    def succ_list(self, children):
+        return SuccessorList(children)
+
+    def plain_sig(self, children):
+        return ("plain", children[0])
+
+    def cast_sig(self, children):
+        return ("cast", children[0], children[1])
+
+    def function_sig(self, children):
+        return ("fn", children[0])
+
+    def type_list(self, children):
+        return [self.type_of(t) for t in children]
+
+    def function_type(self, children):
+        if len(children) == 1:
+            return FunctionType([], children[0])
+        return FunctionType(children[0], children[1])
+
+    def fn_result(self, children):
+        if not children:
+            return []
+        c = children[0]
+        return c if isinstance(c, list) else [self.type_of(c)]
+
+    def paren_types(self, children):
+        if not children:
+            return []
+        c = children[0]
+        return c if isinstance(c, list) else [self.type_of(c)]
+
+    # -- custom forms ------------------------------------------------------------------------
+    # Rules such as func_header or for_op are handled by callbacks that the dialect
+    # defining the op registers with ``registry.syntax_rule``; see dialects/func.py.
+
+    def __default__(self, data, children, meta):
+        handler = registry.SYNTAX_RULES.get(data)
+        if handler is None:
+            if data.startswith("_"):  # lark's helper rules for repetitions: inlined into the parent
+                return Tree(data, children)
+            raise AssertionError(f"grammar rule '{data}' has no callback")
+        return handler(self, children)
+
+    def named_param(self, children):
+        return ("named", children[0], self.type_of(children[1]), children[2] if len(children) > 2 else None)
+
+    def anon_param(self, children):
+        return ("anon", None, self.type_of(children[0]), children[1] if len(children) > 1 else None)
+
+    def func_params(self, children):
+        return children
+
+    def single_result(self, children):
+        return [self.type_of(children[0])]
+
+    def result_list(self, children):
+        return children[0] if children else []
+
+    def iter_args(self, children):
+        return (children[:-1], children[-1])
+
+    def iter_arg(self, children):
+        return (children[0], children[1])
+
+    def expect_entry_args(self, args, isolated: bool) -> None:
+        """Called by a header callback: the next region's entry block gets ``args``.
+
+        ``args`` is a list of (name, Type, Location).
+        """
+        self.pending.append(_PendingEntry(args, isolated))
+
+    # -- regions and blocks -----------------------------------------------------------------
+
+    def region_open(self, children):
+        pending = self.pending.pop() if self.pending else None
+        region = Region()
+        entry = Block()
+        region.append(entry)
+        if pending is not None and pending.isolated:
+            iso = _IsolatedScope()
+            self.isolated.append(iso)
+            scope = iso.scopes[0]
+        else:
+            iso = None
+            scope = {}
+            self.isolated[-1].scopes.append(scope)
+        state = _RegionState(region, scope, iso)
+        state.current = entry
+        self.regions.append(state)
+        if pending is not None:
+            for name, type, loc in pending.args:
+                arg = entry.add_argument(type)
+                self.define(name, arg, loc)
+        return None
+
+    def region(self, children):
+        state = self.regions.pop()
+        for name, loc in state.undefined.items():
+            raise IRError(f"reference to an undefined block '^{name}'", loc)
+        region = state.region
+        entry = region.entry
+        if entry is region.last_block and entry.is_empty and entry.label is None and not entry.args:
+            region.remove(entry)  # '{ }' is a region with no blocks, as in MLIR
+        if state.isolated is not None:
+            self.isolated.pop()
+            self._close_isolated(state.isolated)
+        else:
+            self.isolated[-1].scopes.pop()
+        return state.region
+
+    def _close_isolated(self, iso: _IsolatedScope) -> None:
+        for name, ref in iso.forward.items():
+            raise IRError(f"use of undefined value '%{name}'", ref.loc)
+
+    def region_list(self, children):
+        return RegionList(children)
+
+    def labeled_block(self, children):
+        return None
+
+    def block_label(self, children):
+        tok = children[0]
+        text = tok.value
+        name = text[1:].rstrip(":( \t\r\n")
+        state = self.regions[-1]
+        args = children[1:]
+        entry = state.region.entry
+        if entry is state.current and entry.label is None and entry.is_empty and name not in state.blocks:
+            # The first label names the entry block.
+            if args and entry.args:
+                raise self.error("the entry block's arguments are declared by the op's header", tok)
+            entry.label = name
+            entry.loc = self.loc(tok)
+            state.blocks[name] = entry
+            for arg_tok, ty in args:
+                self.define(arg_tok.value[1:], entry.add_argument(ty), self.loc(arg_tok))
+            return None
+        if args:
+            raise self.error(
+                f"only the entry block of a region may have arguments; merge values into '^{name}' "
+                "with cf.phi instead", tok)
+        block = state.blocks.get(name)
+        if block is None:
+            block = state.blocks[name] = Block(label=name, loc=self.loc(tok))
+        elif name not in state.undefined:
+            raise self.error(f"redefinition of block '^{name}'", tok).note(block.loc, "previous definition here")
+        else:
+            del state.undefined[name]
+            block.loc = self.loc(tok)
+        state.region.append(block)
+        state.current = block
+        return None
+
+    def block_arg(self, children):
+        return (children[0], self.type_of(children[1]))
+
+    # -- attributes -------------------------------------------------------------------------------
+
+    def attr_dict(self, children):
+        return dict(children)
+
+    def attr_entry(self, children):
+        key = children[0].value
+        if key.startswith('"'):
+            key = unquote_string(key)
+        if len(children) == 1:
+            return (key, UnitAttr())
+        value = children[1]
+        if isinstance(value, Literal):
+            value = _untyped_literal_attr(value)
+        return (key, value)
+
+    def typed_literal(self, children):
+        lit, tok = children
+        return lit.to_attr(self.type_of(tok))
+
+    def type_attr(self, children):
+        c = children[0]
+        return TypeAttr(c if isinstance(c, FunctionType) else self.type_of(c))
+
+    def symbol_attr(self, children):
+        return SymbolRefAttr(_symbol_name(children[0].value))
+
+    def array_attr(self, children):
+        return ArrayAttr(_untyped_literal_attr(c) if isinstance(c, Literal) else c for c in children)
+
+    def unit_attr(self, children):
+        return UnitAttr()
+
+    def int_lit(self, children):
+        tok = children[0]
+        return Literal("int", int(tok.value), self.loc(tok))
+
+    def float_lit(self, children):
+        tok = children[0]
+        return Literal("float", float(tok.value), self.loc(tok))
+
+    def hex_lit(self, children):
+        tok = children[0]
+        return Literal("hex", int(tok.value, 16), self.loc(tok))
+
+    def true_lit(self, children):
+        return Literal("bool", True, self.source_start)
+
+    def false_lit(self, children):
+        return Literal("bool", False, self.source_start)
+
+    def string_lit(self, children):
+        tok = children[0]
+        return Literal("str", unquote_string(tok.value), self.loc(tok))
+
+    def dense_lit(self, children):
+        return Literal("dense", children[1], self.loc(children[0]))
+
+    def dense_list(self, children):
+        return list(children)
+
+
+def _untyped_literal_attr(lit: Literal):
+    """An attribute value written without a type: integers are i64, floats f64 (as MLIR)."""
+    if lit.kind in ("int", "hex"):
+        return IntegerAttr(lit.value, i64)
+    if lit.kind == "float":
+        return FloatAttr(lit.value, f64)
+    if lit.kind == "bool":
+        return IntegerAttr(int(lit.value), i1)
+    return lit.to_attr(None)
+
+
+def _symbol_name(text: str) -> str:
+    return unquote_string(text[1:]) if text.startswith('@"') else text[1:]
+
+
+@lru_cache(maxsize=1024)
+def _split_defs(text: str) -> tuple[tuple[str, int], ...]:
+    """``"%a, %b:2 ="`` -> (("a", 1), ("b", 2))."""
+    out = []
+    for part in text.rstrip("= \t\r\n").split(","):
+        part = part.strip()[1:]
+        name, _, count = part.partition(":")
+        out.append((name, int(count) if count else 1))
+    return tuple(out)
+
+
+# -- the parser object ---------------------------------------------------------------------
+
+_GRAMMAR = Path(__file__).with_name("grammar.lark")
+_lock = threading.Lock()
+_parser: tuple[Lark, ParseContext] | None = None
+
+
+def _get_parser() -> tuple[Lark, ParseContext]:
+    global _parser
+    if _parser is None:
+        ctx = ParseContext()
+        kwargs = {"_plugins": _PLUGINS} if _PLUGINS is not None else {}
+        lark = Lark(_GRAMMAR.read_text(), parser="lalr", lexer="contextual", transformer=ctx,
+                    maybe_placeholders=False, propagate_positions=False, **kwargs)
+        _parser = (lark, ctx)
+    return _parser
+
+
+def parse(text: str, filename: str = "<input>", allow_unregistered: bool = False) -> ModuleOp:
+    """Parse a module from text.  Raises ``IRError`` pointing at the first problem."""
+    import irc.dialects  # noqa: F401 - registers every dialect's ops
+
+    source = SourceFile(filename, text)
+    lark, ctx = _get_parser()
+    with _lock:
+        ctx.reset(source, allow_unregistered)
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # the parse allocates many long-lived objects; no cycles to find
+        try:
+            module = lark.parse(text)
+        except UnexpectedInput as e:
+            raise _syntax_error(e, source) from None
+        except IRError:
+            raise
+        except RecursionError:
+            raise IRError("input is nested too deeply", Location(source, 1, 1)) from None
+        finally:
+            ctx.reset(SourceFile("<input>", ""), False)
+            if gc_was_enabled:
+                gc.enable()
+    module.source = source
+    return module
+
+
+def parse_file(path, allow_unregistered: bool = False) -> ModuleOp:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as e:
+        raise IRError(f"{path}: file is not valid UTF-8 text ({e.reason} at byte {e.start})") from None
+    return parse(text, str(path), allow_unregistered)
+
+
+_TERMINAL_NAMES = {
+    "DEFS": "a result list ('%r =')", "VALUE_ID": "a value ('%name')", "LABEL": "a block label ('^bb:')",
+    "LABEL_ARGS": "a block label with arguments", "SUCC_ID": "a block ('^bb')", "SYMBOL": "a symbol ('@name')",
+    "OP_NAME": "an op name ('dialect.op')", "TYPE": "a type", "BARE_ID": "a keyword", "STRING": "a string",
+    "HEX": "a hexadecimal literal", "FLOAT": "a float literal", "INT": "an integer literal",
+    "VISIBILITY": "a visibility ('private')", "$END": "end of input",
+    "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'",
+    "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "MORETHAN": "'>'", "LESSTHAN": "'<'",
+    "__ANON_0": "'->'", "DENSE": "'dense<'",
+}
+
+
+def _describe_expected(expected) -> str:
+    names = []
+    for term in sorted(expected):
+        text = _TERMINAL_NAMES.get(term)
+        if text is None:
+            lark, _ = _get_parser()
+            try:
+                pattern = lark.get_terminal(term).pattern
+                text = f"'{pattern.value}'" if pattern.type == "str" else term.lower()
+            except KeyError:
+                text = term.lower()
+        if text not in names:
+            names.append(text)
+    if len(names) > 6:
+        names = names[:6] + ["..."]
+    return ", ".join(names)
+
+
+def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
+    line = getattr(e, "line", 1) or 1
+    column = getattr(e, "column", 1) or 1
+    loc = Location(source, line, column)
+    if isinstance(e, UnexpectedCharacters):
+        ch = source.text[e.pos_in_stream] if e.pos_in_stream < len(source.text) else "?"
+        return IRError(f"unexpected character '{ch}'", loc)
+    if isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
+        lines = source.text.rstrip().splitlines() or [""]
+        end = Location(source, len(lines), len(lines[-1]) + 1)
+        return IRError(f"unexpected end of input, expected {_describe_expected(e.expected)}", end)
+    if isinstance(e, UnexpectedToken):
+        tok = e.token
+        text = str(tok.value)
+        if tok.type == "LABEL_ARGS" and "LABEL" not in e.expected and "LABEL_ARGS" not in e.expected:
+            return IRError("branches take no block arguments in irc: merge values in the successor "
+                           "with cf.phi", loc)
+        return IRError(f"unexpected '{text}', expected {_describe_expected(e.expected)}", loc)
+    return IRError(str(e).splitlines()[0], loc)

@@ -1,0 +1,147 @@
+"""Runtime values and numeric semantics shared by constant folding and the interpreter.
+
+A runtime value mirrors what numpy would hold for the type, so one scalar
+formula serves scalars and tensors alike:
+
+* ``iN``/``index`` scalars are Python ints in the signed range of the width
+  (``i1`` is 0 or 1, like numpy's bool); integer arithmetic wraps;
+* float scalars are numpy scalars of the type's dtype (``bf16`` is a float32
+  rounded to bf16 after every op), so every op rounds exactly as IEEE says;
+* tensors are numpy arrays of those dtypes; memrefs are ``Buffer`` objects
+  around a numpy array.
+
+Faults (integer division by zero, ``divsi`` overflow) raise ``Fault``; the
+interpreter turns it into a diagnostic at the op, and folding simply declines.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .attributes import Attribute, DenseAttr, FloatAttr, IntegerAttr, bf16_round, integer_attr
+from .types import FloatType, IndexType, IntegerType, ShapedType, Type, i1, numpy_dtype
+
+
+class Fault(Exception):
+    """Undefined behaviour detected while computing a value (message says which)."""
+
+
+def width(t: Type) -> int:
+    return 64 if isinstance(t, IndexType) else t.width
+
+
+def is_array(x) -> bool:
+    return isinstance(x, np.ndarray)
+
+
+def wrap(x, t: Type):
+    """Reduce an exact integer (or array) to the canonical value of integer type ``t``."""
+    if is_array(x):
+        return x.astype(_int_dtype(t), copy=False)
+    w = width(t)
+    if w == 1:
+        return x & 1
+    half = 1 << (w - 1)
+    return ((x + half) & ((1 << w) - 1)) - half
+
+
+def signed(x, t: Type):
+    """The two's complement reading of a canonical value (only i1 differs: 1 -> -1)."""
+    if width(t) == 1:
+        return -x.astype(np.int8) if is_array(x) else -x
+    return x
+
+
+def unsigned(x, t: Type):
+    """The unsigned reading of a canonical value."""
+    w = width(t)
+    if is_array(x):
+        if w == 1:
+            return x.astype(np.uint8)
+        return x.view(f"u{w // 8}") if x.dtype.itemsize * 8 == w else x.astype(f"u{w // 8}")
+    return x & ((1 << w) - 1)
+
+
+def _int_dtype(t: Type) -> np.dtype:
+    return np.dtype(np.bool_) if width(t) == 1 else numpy_dtype(t)
+
+
+def float_dtype(t: FloatType):
+    return np.float32 if t.kind == "bf16" else numpy_dtype(t).type
+
+
+def round_to(x, t: FloatType):
+    """Round a float result to type ``t`` (numpy already did, except for bf16)."""
+    if t.kind == "bf16":
+        if is_array(x):
+            return _bf16_round_array(x.astype(np.float32))
+        return np.float32(bf16_round(float(x)))
+    dt = float_dtype(t)
+    if is_array(x):
+        return x.astype(dt, copy=False)
+    return dt(x)
+
+
+def _bf16_round_array(a: np.ndarray) -> np.ndarray:
+    bits = a.view(np.uint32).astype(np.uint64)
+    special = (bits & 0x7F800000) == 0x7F800000
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16) & 0xFFFFFFFF
+    out = np.where(special, bits, rounded).astype(np.uint32).view(np.float32)
+    return out
+
+
+def check_nonzero(b, what: str = "integer division by zero") -> None:
+    if is_array(b):
+        if b.size and not b.all():
+            raise Fault(what)
+    elif b == 0:
+        raise Fault(what)
+
+
+# -- attributes <-> runtime values --------------------------------------------------------
+
+
+def attr_to_value(attr: Attribute):
+    """The runtime value a constant attribute denotes, or None if it is not a constant."""
+    if isinstance(attr, IntegerAttr):
+        return attr.value & 1 if attr.type is i1 else attr.value
+    if isinstance(attr, FloatAttr):
+        return float_dtype(attr.type)(attr.value)
+    if isinstance(attr, DenseAttr):
+        return attr.array
+    return None
+
+
+def value_to_attr(value, t: Type) -> Attribute:
+    if isinstance(t, ShapedType):
+        return DenseAttr(np.asarray(value), t)
+    if isinstance(t, FloatType):
+        return FloatAttr(float(value), t)
+    if isinstance(t, (IntegerType, IndexType)):
+        return integer_attr(int(value), t)
+    raise TypeError(f"no constant attribute for type {t}")
+
+
+def zero_of(t: Type):
+    elem = t.element_type
+    if isinstance(t, ShapedType):
+        return np.zeros(t.shape, dtype=np.float32 if str(elem) == "bf16" else numpy_dtype(elem) if width_ok(elem) else None)
+    return float_dtype(elem)(0) if isinstance(elem, FloatType) else 0
+
+
+def width_ok(t: Type) -> bool:
+    return isinstance(t, FloatType) or width(t) in (1, 8, 16, 32, 64)
+
+
+class Buffer:
+    """A memref's storage at run time: a numpy array and whether it was freed."""
+
+    __slots__ = ("array", "freed", "type")
+
+    def __init__(self, array: np.ndarray, type: Type):
+        self.array = array
+        self.freed = False
+        self.type = type
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.type}, freed={self.freed})"

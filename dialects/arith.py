@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from irc import registry
 from irc.attributes import DenseAttr, FloatAttr, IntegerAttr, float_bits, float_from_bits
 from irc.diagnostics import IRError
 from irc.operation import Commutative, ConstantLike, Elementwise, Operation, Pure
@@ -49,6 +50,13 @@ def _is_int_const(attr, value: int) -> bool:
     return False
 
 
+def _zero_attr(t):
+    from irc.semantics import value_to_attr
+
+    return value_to_attr(np.zeros(t.shape, dtype=bool if t.element_type is i1 else numpy_dtype(t.element_type))
+                         if isinstance(t, ShapedType) else 0, t)
+
+
 # ---- integer arithmetic ---------------------------------------------------------------
 
 
@@ -77,6 +85,8 @@ class SubIOp(IntBinaryOp):
     def fold_partial(self, c):
         if _is_int_const(c[1], 0):
             return [self.operands[0]]
+        if self.operands[0] is self.operands[1]:
+            return [_zero_attr(self.results[0].type)]
         return None
 
 
@@ -250,6 +260,8 @@ class XOrIOp(IntBinaryOp):
     compute = staticmethod(lambda a, b, t: a ^ b)
 
     def fold_partial(self, c):
+        if self.operands[0] is self.operands[1]:
+            return [_zero_attr(self.results[0].type)]
         return [self.operands[0]] if _is_int_const(c[1], 0) else None
 
 
@@ -712,6 +724,15 @@ class ConstantOp(Operation):
     @classmethod
     def build(cls, attr):
         return cls([], [attr.type], {"value": attr})
+
+    @classmethod
+    def materialize(cls, attr):
+        if isinstance(attr, (IntegerAttr, FloatAttr, DenseAttr)):
+            return cls.build(attr)
+        return None
+
+
+registry.MATERIALIZERS.append(ConstantOp)
 
 
 def _constant_text(attr) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from irc.attributes import StringAttr
 from irc.diagnostics import IRError
-from irc.operation import Operation, Terminator
+from irc.operation import Operation, Pure, Terminator
 from irc.types import i1
 
 
@@ -82,7 +82,20 @@ class PhiOp(Operation):
     """
 
     name = "cf.phi"
+    traits = frozenset({Pure})
     summary = "Merge one value per predecessor where control flow joins."
+
+    def fold(self, constants):
+        """A phi whose incoming values are all one value (or the phi itself) is that value."""
+        result = self.results[0]
+        only = None
+        for v in self.operands:
+            if v is result or v is only:
+                continue
+            if only is not None:
+                return None
+            only = v
+        return [only] if only is not None else None
 
     @property
     def incoming(self):

@@ -147,6 +147,18 @@ class ForOp(Operation):
     def yield_types(self, region):
         return self.result_types
 
+    def interpret(self, interp, args):
+        lb, ub, step = args[:3]
+        values = list(args[3:])
+        if step <= 0:
+            raise interp.fault(self, f"step must be positive, got {step}")
+        region, env = self.regions[0], interp.env
+        iv = lb
+        while iv < ub:
+            _, values = interp.run_region(region, [iv, *values], env)
+            iv += step
+        return values
+
     def verify_op(self) -> None:
         if len(self.operands) < 3 or len(self.regions) != 1 or self.regions[0].is_empty:
             raise self.error("needs lb, ub, step and a body")
@@ -223,6 +235,12 @@ class IfOp(Operation):
     def yield_types(self, region):
         return self.result_types
 
+    def interpret(self, interp, args):
+        region = self.then_region if args[0] else self.else_region
+        if region.is_empty:
+            return []
+        return interp.run_region(region, [], interp.env)[1]
+
     def verify_op(self) -> None:
         if len(self.operands) != 1 or self.operands[0].type is not i1:
             raise self.error("needs one i1 condition")
@@ -280,6 +298,14 @@ class WhileOp(Operation):
     def yield_types(self, region):
         return [v.type for v in self.operands]
 
+    def interpret(self, interp, args):
+        values, env = list(args), interp.env
+        while True:
+            _, forwarded = interp.run_region(self.before, values, env)
+            if not forwarded[0]:
+                return forwarded[1:]
+            _, values = interp.run_region(self.after, forwarded[1:], env)
+
     def verify_op(self) -> None:
         if len(self.regions) != 2 or self.before.is_empty or self.after.is_empty:
             raise self.error("needs a 'before' and an 'after' region")
@@ -318,3 +344,4 @@ def _parse_while(ctx, children):
         raise IRError("the 'do' region of scf.while must start with '^bb0(...):' naming one argument "
                       "per loop result", loc)
     return WhileOp(operands, result_types, regions=[before, after], loc=loc)
+

@@ -8,11 +8,15 @@
 
 from __future__ import annotations
 
+from . import passes as _passes_pkg  # noqa: F401 - irc.passes is the pass registry
 from .diagnostics import IRError, Location
+from .interpreter import interpret
 from .module import ModuleOp
 from .parser import parse, parse_file
+from .verifier import verify
 
 __version__ = "0.1.0"
 Module = ModuleOp
 
-__all__ = ["IRError", "Location", "Module", "ModuleOp", "parse", "parse_file", "__version__"]
+__all__ = ["IRError", "Location", "Module", "ModuleOp", "interpret", "parse", "parse_file", "verify",
+           "__version__"]

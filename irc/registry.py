@@ -13,6 +13,9 @@ from collections.abc import Callable
 
 OPS: dict[str, type] = {}
 SYNTAX_RULES: dict[str, Callable] = {}
+# Op classes with a ``materialize(attr)`` classmethod that builds a constant op for an
+# attribute (or returns None); folding uses them to turn folded values into ops.
+MATERIALIZERS: list[type] = []
 
 
 def register(cls: type) -> None:

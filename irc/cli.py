@@ -1,0 +1,301 @@
+"""The ``irc`` command line.
+
+    irc opt FILE|- [-p PIPELINE] [-o OUT] [--generic] [--print-after-all]
+                   [--print-after-change] [--timing] [--stats] [--no-verify]
+    irc run FILE|- [--entry NAME] [--interp] [--] ARGS...
+    irc passes
+
+Exit status: 0 on success, 1 when the input program is bad (a diagnostic is
+printed as ``file:line:col: error: ...``), 2 on bad usage, 3 on an internal
+error.  No Python traceback is ever shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """A mistake on the command line (not in the program)."""
+
+
+def _read_module(path: str, allow_unregistered: bool = False):
+    from .parser import parse
+
+    if path == "-":
+        text, name = sys.stdin.read(), "<stdin>"
+    else:
+        p = Path(path)
+        if not p.exists():
+            raise UsageError(f"no such file: {path}")
+        if p.is_dir():
+            raise UsageError(f"{path} is a directory, not an .ir file")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            from .diagnostics import IRError
+
+            raise IRError(f"{path}: not UTF-8 text (invalid byte at offset {e.start})") from None
+        except OSError as e:
+            raise UsageError(f"cannot read {path}: {e.strerror}") from None
+        name = path
+    return parse(text, name, allow_unregistered=allow_unregistered)
+
+
+def _write_output(text: str, out: str | None) -> None:
+    if out is None or out == "-":
+        sys.stdout.write(text)
+        return
+    tmp = f"{out}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)  # atomic: a failed write never clobbers the old file
+    except OSError as e:
+        raise UsageError(f"cannot write {out}: {e.strerror}") from None
+
+
+# -- irc opt -----------------------------------------------------------------------------
+
+
+def cmd_opt(args) -> int:
+    from .passmanager import PassManager, PipelineError
+    from .verifier import verify
+
+    try:
+        pm = PassManager.parse(args.pipeline or "", verify_each=not args.no_verify,
+                               print_after_all=args.print_after_all,
+                               print_after_change=args.print_after_change,
+                               timing=args.timing, stats=args.stats)
+    except PipelineError as e:
+        raise UsageError(str(e)) from None
+    import time
+
+    start = time.perf_counter()
+    module = _read_module(args.file, args.allow_unregistered)
+    parsed = time.perf_counter()
+    if not args.no_verify:
+        verify(module)
+    verified = time.perf_counter()
+    pm.timing = False  # printed below, together with parse and print times
+    pm.run(module)
+    printed_start = time.perf_counter()
+    text = module.print(generic=args.generic)
+    done = time.perf_counter()
+    _write_output(text if text.endswith("\n") or not text else text + "\n", args.output)
+    if args.timing:
+        pm.times[:0] = [("(parse)", parsed - start), ("(verify)", verified - parsed)]
+        pm.times.append(("(print)", done - printed_start))
+        pm.write_timing(sys.stderr)
+    return EXIT_OK
+
+
+# -- irc run ------------------------------------------------------------------------------
+
+
+def parse_argument(text: str, t, index: int):
+    """A command-line argument for a parameter of type ``t``: a literal or @file.npy."""
+    from .types import FloatType, IndexType, IntegerType, ShapedType
+
+    what = f"argument {index} ('{text}')"
+    if text.startswith("@"):
+        path = text[1:]
+        try:
+            return np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise UsageError(f"{what}: no such file {path}") from None
+        except (OSError, ValueError) as e:
+            raise UsageError(f"{what}: cannot load {path} as a .npy array: {e}") from None
+    if isinstance(t, ShapedType):
+        raise UsageError(f"{what}: parameter {index} has type {t}; pass an array as @file.npy")
+    if isinstance(t, (IntegerType, IndexType)):
+        low = text.lower()
+        if isinstance(t, IntegerType) and t.width == 1 and low in ("true", "false"):
+            return low == "true"
+        try:
+            return int(text, 0)
+        except ValueError:
+            raise UsageError(f"{what}: expected an integer for {t}") from None
+    if isinstance(t, FloatType):
+        try:
+            return float(text)
+        except ValueError:
+            raise UsageError(f"{what}: expected a number for {t}") from None
+    raise UsageError(f"{what}: parameters of type {t} cannot be given on the command line")
+
+
+def format_result(value, t) -> str:
+    """Integers as integers, floats as the shortest text that reads back exactly."""
+    from .types import FloatType
+
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, np.ndarray):
+        return np.array2string(value, separator=", ", threshold=sys.maxsize, max_line_width=sys.maxsize) \
+            .replace("\n", "")
+    if isinstance(t, FloatType) and isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return repr(value)
+        if t.kind in ("f32", "bf16"):
+            return repr(float(str(np.float32(value)))) if t.kind == "f32" else repr(value)
+        if t.kind == "f16":
+            return repr(float(str(np.float16(value))))
+        return repr(value)
+    return str(value)
+
+
+def cmd_run(args) -> int:
+    from .interpreter import Interpreter
+
+    module = _read_module(args.file)
+    from .verifier import verify
+
+    verify(module)
+    names = [f.sym_name for f in module.functions if not f.is_declaration]
+    entry = args.entry or ("main" if "main" in names else (names[0] if len(names) == 1 else None))
+    if entry is None:
+        raise UsageError("name the function to run with --entry (functions: "
+                         + ", ".join("@" + n for n in names) + ")")
+    func = module.lookup(entry)
+    if func is None or func.name != "func.func" or func.is_declaration:
+        raise UsageError(f"no function '@{entry}' with a body (functions: "
+                         + ", ".join("@" + n for n in names) + ")")
+    ft = func.function_type
+    raw = args.args
+    if len(raw) != len(ft.inputs):
+        raise UsageError(f"@{entry} takes {len(ft.inputs)} argument(s) ({', '.join(map(str, ft.inputs))}), "
+                         f"got {len(raw)}")
+    values = [parse_argument(text, t, i) for i, (text, t) in enumerate(zip(raw, ft.inputs))]
+    try:
+        result = Interpreter(module).run(entry, *values)
+    except (TypeError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    results = () if result is None else (result if len(ft.results) > 1 else (result,))
+    for value, t in zip(results, ft.results):
+        print(format_result(value, t))
+    return EXIT_OK
+
+
+# -- irc passes ---------------------------------------------------------------------------
+
+
+def cmd_passes(args) -> int:
+    import irc.passes  # noqa: F401 - registers the passes
+    from .passmanager import PASSES
+
+    width = max((len(n) for n in PASSES), default=0)
+    for name in sorted(PASSES):
+        cls = PASSES[name]
+        print(f"{name:<{width}}  {cls.summary}")
+        for f in cls.options():
+            print(f"{'':<{width}}    {f.name.replace('_', '-')}={f.default!s} ({f.type if isinstance(f.type, str) else f.type.__name__})")
+    return EXIT_OK
+
+
+# -- main -------------------------------------------------------------------------------------
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # usage errors: one line, exit 2
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"irc: error: {message}\n")
+        sys.exit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="irc", description="irc: a multi-level compiler for tensor programs")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    opt = sub.add_parser("opt", help="parse, verify, transform and print a program")
+    opt.add_argument("file", help="an .ir file, or - for standard input")
+    opt.add_argument("-p", "--pipeline", default="", help="passes to run, e.g. canonicalize,dce")
+    opt.add_argument("-o", "--output", help="write the result here instead of standard output")
+    opt.add_argument("--generic", action="store_true", help="print every op in the generic form")
+    opt.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
+    opt.add_argument("--print-after-change", action="store_true",
+                     help="print the IR after every pass that changed it")
+    opt.add_argument("--timing", action="store_true", help="report the time each pass took")
+    opt.add_argument("--stats", action="store_true", help="report what each pass did")
+    opt.add_argument("--no-verify", action="store_true", help="do not verify after each pass")
+    opt.add_argument("--allow-unregistered", action="store_true", help="accept ops of unknown dialects")
+    opt.set_defaults(func=cmd_opt)
+
+    run = sub.add_parser("run", help="run a function and print its results")
+    run.add_argument("file", help="an .ir file, or - for standard input")
+    run.add_argument("--entry", help="the function to run (default: @main)")
+    run.add_argument("--interp", action="store_true",
+                     help="run on the reference interpreter (the only engine in this version)")
+    run.add_argument("args", nargs="*", metavar="ARG",
+                     help="arguments: literals (negative numbers too), or @file.npy for arrays")
+    run.set_defaults(func=cmd_run)
+
+    passes = sub.add_parser("passes", help="list every pass with its one-line description")
+    passes.set_defaults(func=cmd_passes)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .diagnostics import IRError
+
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    if args.command == "run":
+        # Arguments may follow the options ('irc run f.ir --entry f 1 -2'); argparse
+        # leaves those it did not place in ``extras``.
+        if "--" in extras:
+            cut = extras.index("--")
+            extras = extras[:cut] + extras[cut + 1:]
+        unknown = [a for a in extras if a.startswith("-") and not _is_number(a)]
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.args = [a for a in args.args if a != "--"] + extras
+    elif extras:
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except IRError as e:
+        sys.stderr.write(f"{e}\n")
+        return EXIT_BAD_INPUT
+    except UsageError as e:
+        sys.stderr.write(f"irc: error: {e}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("irc: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except RecursionError:
+        sys.stderr.write("irc: error: the program is nested too deeply for irc to process\n")
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        sys.stderr.write("irc: error: out of memory\n")
+        return EXIT_BAD_INPUT
+    except Exception as e:  # noqa: BLE001 - never show a traceback; report the bug instead
+        sys.stderr.write(f"irc: internal error: {type(e).__name__}: {e}\n"
+                         "irc: this is a bug in irc; please report it with the input that caused it\n")
+        if os.environ.get("IRC_DEBUG"):
+            raise
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""Passes, pipelines and the pass manager.
+
+A pass is a small class whose ``name`` is its pipeline token and whose
+dataclass fields are its options::
+
+    @dataclass
+    class Inline(Pass):
+        '''Inline calls to small functions.'''
+        name = "inline"
+        max_size: int = 50
+        def run(self, module, stats): ...
+
+Defining the class registers it, so ``irc passes`` and pipeline parsing both
+read the registry; there is no list to keep by hand.  A pipeline string is
+``a,b{opt=1,flag=true},c``.  The manager verifies after every pass (by
+default), and can print the IR after each pass (or only after those that
+changed it), time each pass and collect per-pass statistics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import sys
+import time
+from collections import defaultdict
+from typing import ClassVar, TextIO
+
+from .diagnostics import IRError
+
+PASSES: dict[str, type[Pass]] = {}
+
+
+class PipelineError(ValueError):
+    """A malformed pipeline string or an unknown pass or option (a usage error)."""
+
+
+class Statistics:
+    """Named counters a pass increments: ``stats.add("ops-folded")``."""
+
+    def __init__(self):
+        self.counters: dict[str, int] = defaultdict(int)
+
+    def add(self, name: str, n: int = 1) -> None:
+        self.counters[name] += n
+
+    def __bool__(self) -> bool:
+        return any(self.counters.values())
+
+
+class Pass:
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__ and cls.name:
+            if not cls.__dict__.get("summary"):
+                cls.summary = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+            PASSES[cls.name] = cls
+
+    def run(self, module, stats: Statistics) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def options(cls) -> list[dataclasses.Field]:
+        return list(dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else []
+
+    def pipeline_text(self) -> str:
+        opts = [f"{f.name.replace('_', '-')}={_format_option(getattr(self, f.name))}"
+                for f in self.options() if getattr(self, f.name) != f.default]
+        return self.name + ("{" + ",".join(opts) + "}" if opts else "")
+
+
+def _format_option(v) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def _convert_option(cls: type[Pass], field: dataclasses.Field, text: str):
+    kind = field.type if isinstance(field.type, type) else {"int": int, "bool": bool, "float": float,
+                                                             "str": str}.get(str(field.type), str)
+    try:
+        if kind is bool:
+            if text.lower() in ("1", "true", "on", "yes"):
+                return True
+            if text.lower() in ("0", "false", "off", "no"):
+                return False
+            raise ValueError
+        return kind(text)
+    except ValueError:
+        raise PipelineError(f"option '{field.name}' of pass '{cls.name}' expects a {kind.__name__}, "
+                            f"got '{text}'") from None
+
+
+def parse_pipeline(text: str) -> list[Pass]:
+    """``"canonicalize,cse{x=1}"`` -> pass instances; PipelineError if malformed."""
+    passes: list[Pass] = []
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i] in " ,":
+            i += 1
+        if i >= n:
+            break
+        j = i
+        while j < n and text[j] not in ",{":
+            j += 1
+        name = text[i:j].strip()
+        options: dict[str, str] = {}
+        if j < n and text[j] == "{":
+            close = text.find("}", j)
+            if close < 0:
+                raise PipelineError(f"unclosed '{{' in pipeline after '{name}'")
+            for item in text[j + 1:close].replace(" ", ",").split(","):
+                if not item:
+                    continue
+                key, eq, value = item.partition("=")
+                options[key.strip()] = value.strip() if eq else "true"
+            j = close + 1
+        passes.append(make_pass(name, options))
+        i = j
+    return passes
+
+
+def make_pass(name: str, options: dict[str, str] | None = None) -> Pass:
+    cls = PASSES.get(name)
+    if cls is None:
+        close = difflib.get_close_matches(name, PASSES.keys(), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise PipelineError(f"unknown pass '{name}'{hint} ('irc passes' lists them)")
+    fields = {f.name: f for f in cls.options()}
+    kwargs = {}
+    for key, value in (options or {}).items():
+        field = fields.get(key.replace("-", "_"))
+        if field is None:
+            known = ", ".join(f.replace("_", "-") for f in fields) or "none"
+            raise PipelineError(f"unknown option '{key}' for pass '{name}' (options: {known})")
+        kwargs[field.name] = _convert_option(cls, field, value)
+    return cls(**kwargs)
+
+
+class PassManager:
+    def __init__(self, passes: list[Pass], verify_each: bool = True, print_after_all: bool = False,
+                 print_after_change: bool = False, timing: bool = False, stats: bool = False,
+                 out: TextIO | None = None):
+        self.passes = passes
+        self.verify_each = verify_each
+        self.print_after_all = print_after_all
+        self.print_after_change = print_after_change
+        self.timing = timing
+        self.collect_stats = stats
+        self.out = out
+        self.times: list[tuple[str, float]] = []
+        self.statistics: list[tuple[str, Statistics]] = []
+
+    @classmethod
+    def parse(cls, pipeline: str, **kwargs) -> PassManager:
+        return cls(parse_pipeline(pipeline), **kwargs)
+
+    def run(self, module):
+        from .verifier import verify
+
+        out = self.out or sys.stderr
+        for p in self.passes:
+            stats = Statistics()
+            before = module.print() if self.print_after_change else None
+            start = time.perf_counter()
+            try:
+                p.run(module, stats)
+            except IRError:
+                raise
+            except RecursionError:
+                raise IRError(f"pass '{p.name}' ran out of stack on this input") from None
+            self.times.append((p.name, time.perf_counter() - start))
+            self.statistics.append((p.pipeline_text(), stats))
+            if self.verify_each:
+                start = time.perf_counter()
+                try:
+                    verify(module)
+                except IRError as e:
+                    raise IRError(f"the IR is invalid after pass '{p.name}' (a bug in irc; please report it): "
+                                  f"{e.message}", e.location, e.notes) from None
+                self.times.append(("(verify)", time.perf_counter() - start))
+            if self.print_after_all or (self.print_after_change and module.print() != before):
+                out.write(f"// -----// IR Dump After {p.pipeline_text()} //----- //\n{module.print()}\n")
+        if self.timing:
+            self.write_timing(out)
+        if self.collect_stats:
+            self.write_stats(out)
+        return module
+
+    def write_timing(self, out: TextIO) -> None:
+        total = sum(t for _, t in self.times) or 1e-12
+        out.write("===" + "-" * 60 + "===\n")
+        out.write("  Pass execution timing report\n")
+        out.write(f"  Total: {total * 1e3:.3f} ms\n")
+        out.write("===" + "-" * 60 + "===\n")
+        out.write(f"  {'wall (ms)':>10}  {'%':>6}  name\n")
+        for name, t in self.times:
+            out.write(f"  {t * 1e3:10.3f}  {100 * t / total:5.1f}%  {name}\n")
+
+    def write_stats(self, out: TextIO) -> None:
+        out.write("===" + "-" * 60 + "===\n  Pass statistics\n" + "===" + "-" * 60 + "===\n")
+        for name, stats in self.statistics:
+            out.write(f"{name}\n")
+            if not stats:
+                out.write("  (no changes)\n")
+            for key, value in sorted(stats.counters.items()):
+                out.write(f"  {value:8d} {key}\n")
+
+
+def run(module, pipeline: str, verify_each: bool = True, **kwargs):
+    """Run a pipeline on ``module`` in place and return it."""
+    return PassManager.parse(pipeline, verify_each=verify_each, **kwargs).run(module)

@@ -1,0 +1,227 @@
+"""The verifier: structural rules, SSA dominance, phis, regions and symbols.
+
+Checks, for every op in a module:
+* the op's own rules (``verify_op``: operand and result types, attributes);
+* blocks end in exactly one terminator, which comes last; branches stay in
+  their region; only a region's entry block has arguments;
+* every operand is defined before its use: earlier in the same block, in a
+  dominating block, or in an enclosing region (never across an op that is
+  isolated from above, such as a function);
+* phis lead their block, list exactly one incoming value per predecessor, and
+  each incoming value is available at the end of that predecessor;
+* symbols: function names are unique; func.call targets exist with the same
+  signature.
+
+Uses in blocks unreachable from the entry are exempt from dominance, as in
+MLIR.  The first problem found is raised as an ``IRError`` at the op.
+"""
+
+from __future__ import annotations
+
+from .block import Block, Region
+from .diagnostics import IRError
+from .dominance import DominatorTree
+from .operation import IsolatedFromAbove, Operation
+from .values import BlockArgument, OpResult
+
+
+class Verifier:
+    def __init__(self):
+        self.domtrees: dict[Region, DominatorTree] = {}
+        self.positions: dict[Block, dict[Operation, int]] = {}
+
+    def domtree(self, region: Region) -> DominatorTree:
+        tree = self.domtrees.get(region)
+        if tree is None:
+            tree = self.domtrees[region] = DominatorTree(region)
+        return tree
+
+    def position(self, op: Operation) -> int:
+        block = op.parent
+        table = self.positions.get(block)
+        if table is None:
+            table = self.positions[block] = {o: i for i, o in enumerate(block.ops)}
+        return table[op]
+
+    # -- ops -----------------------------------------------------------------------------
+
+    def verify_op(self, op: Operation) -> None:
+        if op.is_registered():
+            try:
+                op.verify_op()
+            except IRError:
+                raise
+            except Exception as e:  # a malformed op must not crash the verifier
+                raise op.error(f"is malformed ({type(e).__name__}: {e})") from None
+        for region in op.regions:
+            self.verify_region(region, op)
+
+    def verify_region(self, region: Region, owner: Operation) -> None:
+        needs_terminator = owner.name != "builtin.module" and owner.is_registered()
+        for block in region.blocks:
+            if block is not region.first_block and block.args:
+                raise IRError(f"block '^{block.label}' has arguments, but only the entry block of a region "
+                              "may; merge values with cf.phi", block.loc)
+            self.verify_block(block, needs_terminator)
+        reachable = self.domtree(region)
+        for block in region.blocks:
+            self.verify_dominance(block, reachable.is_reachable(block))
+
+    def verify_block(self, block: Block, needs_terminator: bool) -> None:
+        last = block.last_op
+        if needs_terminator:
+            if last is None:
+                raise IRError("block is empty: it needs a terminator", block.loc if block.loc.line else
+                              block.parent.parent.loc)
+            if not last.is_terminator and last.is_registered():
+                raise last.error("is not a terminator, but ends its block; add a terminator such as "
+                                 "'cf.br', 'func.return' or 'scf.yield'")
+        leading_phis = True
+        for op in block.ops:
+            if op.is_terminator and op is not last:
+                raise op.error("is a terminator, so it must be the last op in its block")
+            if op.name == "cf.phi":
+                if not leading_phis:
+                    raise op.error("must come before every other op in its block (phis lead their block)")
+            else:
+                leading_phis = False
+            for succ in op.successors:
+                if succ.parent is not block.parent:
+                    raise op.error(f"refers to block '^{succ.label}' of another region")
+            self.verify_op(op)
+
+    # -- SSA dominance ---------------------------------------------------------------------
+
+    def verify_dominance(self, block: Block, reachable: bool) -> None:
+        seen: set[Operation] = set()
+        for op in block.ops:
+            if op.name == "cf.phi":
+                self.verify_phi(op, block)
+            elif reachable:
+                for value in op.operands:
+                    self.check_available(value, op, block, seen)
+            seen.add(op)
+
+    def check_available(self, value, user: Operation, block: Block, seen: set) -> None:
+        if isinstance(value, OpResult):
+            d = value.op
+            dblock = d.parent
+            if dblock is None:
+                raise user.error(f"uses a value defined by an erased '{d.name}' op")
+            if dblock is block:
+                if d not in seen:
+                    raise user.error(f"uses '%{value.name_hint or '?'}' before its definition").note(
+                        d.loc, "defined here")
+                return
+        elif isinstance(value, BlockArgument):
+            dblock = value.block
+            if dblock is block:
+                return
+        else:
+            raise user.error("uses a value that was never defined")
+        self.check_dominates(value, dblock, user, block)
+
+    def check_dominates(self, value, dblock: Block, user: Operation, block: Block) -> None:
+        """Whether ``value`` (defined in ``dblock``) is visible at ``user`` in ``block``."""
+        region = dblock.parent
+        op, b = user, block
+        while b.parent is not region:
+            owner = b.parent.parent if b.parent is not None else None
+            if owner is None or owner.parent is None:
+                raise user.error(f"uses '%{value.name_hint or '?'}', which is not defined in an enclosing scope")
+            if owner.has_trait(IsolatedFromAbove):
+                raise user.error(f"uses '%{value.name_hint or '?'}' from outside '{owner.name}', which is "
+                                 "isolated from above")
+            op, b = owner, owner.parent
+        if b is dblock:
+            if isinstance(value, OpResult) and self.position(value.op) >= self.position(op):
+                raise user.error(f"uses '%{value.name_hint or '?'}' before its definition").note(
+                    value.op.loc, "defined here")
+            return
+        tree = self.domtree(region)
+        if not tree.dominates(dblock, b):
+            err = user.error(f"uses '%{value.name_hint or '?'}', whose definition does not dominate this use")
+            if isinstance(value, OpResult):
+                err.note(value.op.loc, "defined here")
+            raise err
+
+    def verify_phi(self, phi: Operation, block: Block) -> None:
+        preds = block.predecessors
+        if block is block.parent.first_block:
+            raise phi.error("cannot be in the entry block of a region (it has no predecessors)")
+        incoming = phi.successors
+        seen_blocks: set[Block] = set()
+        for b in incoming:
+            if b in seen_blocks:
+                raise phi.error(f"lists predecessor '^{b.label}' more than once")
+            seen_blocks.add(b)
+        pred_set = set(preds)
+        for b in incoming:
+            if b not in pred_set:
+                raise phi.error(f"lists '^{b.label}', which is not a predecessor of its block")
+        for p in preds:
+            if p not in seen_blocks:
+                raise phi.error(f"has no incoming value for predecessor '^{p.label}'").note(
+                    p.terminator.loc if p.terminator is not None else p.loc, "the branch from it is here")
+        tree = self.domtree(block.parent)
+        for value, pred in zip(phi.operands, incoming):
+            if not tree.is_reachable(pred):
+                continue
+            self.check_available_at_end(value, phi, pred)
+
+    def check_available_at_end(self, value, phi: Operation, pred: Block) -> None:
+        if isinstance(value, OpResult):
+            d = value.op
+            if d.parent is None:
+                raise phi.error(f"uses a value defined by an erased '{d.name}' op")
+            dblock = d.parent
+        elif isinstance(value, BlockArgument):
+            dblock = value.block
+        else:
+            raise phi.error("uses a value that was never defined")
+        if dblock is pred:
+            return
+        region = pred.parent
+        if dblock.parent is not region:
+            # Defined in an enclosing region: visible if it dominates the owner of this region.
+            term = pred.terminator or pred.last_op
+            self.check_dominates(value, dblock, phi if term is None else term, pred)
+            return
+        if not self.domtree(region).dominates(dblock, pred):
+            err = phi.error(f"incoming value '%{value.name_hint or '?'}' from '^{pred.label}' is not available "
+                            f"at the end of '^{pred.label}'")
+            if isinstance(value, OpResult):
+                err.note(value.op.loc, "defined here")
+            raise err
+
+
+def verify_symbols(module) -> None:
+    from .attributes import StringAttr
+
+    table: dict[str, Operation] = {}
+    for op in module.body.ops:
+        sym = op.attributes.get("sym_name")
+        if isinstance(sym, StringAttr):
+            prev = table.get(sym.value)
+            if prev is not None:
+                raise op.error(f"redefines symbol '@{sym.value}'").note(prev.loc, "previous definition here")
+            table[sym.value] = op
+    for op in module.walk():
+        if op.name != "func.call":
+            continue
+        target = table.get(op.callee)
+        if target is None or target.name != "func.func":
+            raise op.error(f"calls '@{op.callee}', which is not a function in this module")
+        ft = target.function_type
+        if list(ft.inputs) != op.operand_types or list(ft.results) != op.result_types:
+            from .types import FunctionType
+
+            raise op.error(f"calls '@{op.callee}' as {FunctionType(op.operand_types, op.result_types)}, "
+                           f"but it has type {ft}").note(target.loc, "the function is defined here")
+
+
+def verify(module) -> None:
+    """Verify a module; raise ``IRError`` at the first problem."""
+    v = Verifier()
+    v.verify_op(module)
+    verify_symbols(module)

@@ -1,0 +1,77 @@
+"""canonicalize: fold every op, apply each op's simplification patterns, to a fixpoint.
+
+Folds come from the ops themselves (``fold`` in dialects/): constant folding and
+identities such as x + 0, x * 1, x - x, x ^ x, select with equal arms, cmpi of a
+value with itself, phis whose incoming values are all one value.  The patterns
+here change the IR's shape: constants move to the right of commutative ops,
+conditional branches on a constant become plain branches.  Dead pure ops and
+unreachable blocks are removed, and constants are hoisted to the top of their
+function and de-duplicated, as MLIR's canonicalizer does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from irc.passmanager import Pass
+from irc.patterns import GreedyDriver, RewritePattern, constant_value
+
+from .cfg_utils import remove_unreachable_blocks_everywhere
+
+
+class MoveConstantRight(RewritePattern):
+    """``op(c, x)`` -> ``op(x, c)`` for commutative ops, so folds need only look right."""
+
+    op_name = None
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        if not op.is_commutative or len(op.operands) != 2:
+            return False
+        a, b = op.operands
+        if constant_value(a) is None or constant_value(b) is not None:
+            return False
+        op.set_operands([b, a])
+        rewriter.modified(op)
+        return True
+
+
+class FoldConstantCondBranch(RewritePattern):
+    """``cf.cond_br %true, ^a, ^b`` -> ``cf.br ^a`` (and ^b's phis forget this edge)."""
+
+    op_name = "cf.cond_br"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        from irc.dialects.cf import BranchOp
+
+        cond = constant_value(op.operands[0])
+        true_dest, false_dest = op.successors
+        if cond is None and true_dest is not false_dest:
+            return False
+        taken = true_dest if cond is None or cond.value & 1 else false_dest
+        dropped = false_dest if taken is true_dest else true_dest
+        block = op.parent
+        if dropped is not taken:
+            for phi in list(dropped.phis()):
+                phi.remove_incoming(block)
+                rewriter.modified(phi)
+        rewriter.before_op(op).insert(BranchOp.build(taken)).loc = op.loc
+        rewriter.erase_op(op)
+        return True
+
+
+PATTERNS = [MoveConstantRight(), FoldConstantCondBranch()]
+
+
+@dataclass
+class Canonicalize(Pass):
+    """Fold constants and simplify ops with local patterns until nothing changes."""
+
+    name = "canonicalize"
+    max_iterations: int = 10
+
+    def run(self, module, stats) -> None:
+        for _ in range(self.max_iterations):
+            changed = GreedyDriver(PATTERNS, fold=True, stats=stats).run(module)
+            changed |= remove_unreachable_blocks_everywhere(module, stats)
+            if not changed:
+                break

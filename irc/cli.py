@@ -77,6 +77,8 @@ def cmd_opt(args) -> int:
                                timing=args.timing, stats=args.stats)
     except PipelineError as e:
         raise UsageError(str(e)) from None
+    if args.split_input_file:
+        return _opt_split(args)
     import time
 
     start = time.perf_counter()
@@ -96,6 +98,46 @@ def cmd_opt(args) -> int:
         pm.times.append(("(print)", done - printed_start))
         pm.write_timing(sys.stderr)
     return EXIT_OK
+
+
+_SPLIT_MARKER = "// -----"
+
+
+def _opt_split(args) -> int:
+    """Process each '// -----'-separated chunk on its own, as mlir-opt does.
+
+    Diagnostics keep the line numbers of the whole file; every chunk's error is
+    reported and the exit status is 1 if any chunk failed.
+    """
+    from .diagnostics import IRError
+    from .parser import parse
+    from .passmanager import PassManager
+    from .verifier import verify
+
+    if args.file == "-":
+        text, name = sys.stdin.read(), "<stdin>"
+    else:
+        module_text = Path(args.file)
+        if not module_text.exists():
+            raise UsageError(f"no such file: {args.file}")
+        text, name = module_text.read_text(encoding="utf-8"), args.file
+    outputs, failed = [], False
+    offset = 0
+    for chunk in text.split(_SPLIT_MARKER + "\n"):
+        padded = "\n" * offset + chunk  # keep line numbers of the whole file
+        offset += chunk.count("\n") + 1
+        try:
+            module = parse(padded, name, allow_unregistered=args.allow_unregistered)
+            if not args.no_verify:
+                verify(module)
+            PassManager.parse(args.pipeline or "", verify_each=not args.no_verify).run(module)
+            outputs.append(module.print(generic=args.generic))
+        except IRError as e:
+            sys.stderr.write(f"{e}\n")
+            failed = True
+    _write_output((_SPLIT_MARKER + "\n").join(o if o.endswith("\n") or not o else o + "\n" for o in outputs),
+                  args.output)
+    return EXIT_BAD_INPUT if failed else EXIT_OK
 
 
 # -- irc run ------------------------------------------------------------------------------
@@ -234,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--stats", action="store_true", help="report what each pass did")
     opt.add_argument("--no-verify", action="store_true", help="do not verify after each pass")
     opt.add_argument("--allow-unregistered", action="store_true", help="accept ops of unknown dialects")
+    opt.add_argument("--split-input-file", action="store_true",
+                     help="treat each '// -----'-separated chunk as its own module (errors keep their lines)")
     opt.set_defaults(func=cmd_opt)
 
     run = sub.add_parser("run", help="run a function and print its results")

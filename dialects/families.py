@@ -106,12 +106,18 @@ class ElementwiseOp(Operation):
 
     @classmethod
     def parse_uniform(cls, ctx, syn):
-        t = syn.single_type()
-        toks = syn.args
-        if len(toks) != cls.arity or not all(not isinstance(a, tuple) for a in toks):
+        sig = syn.sig
+        if sig is None or sig[0] != "plain" or len(sig[1]) != 1:
+            t = syn.single_type()  # raises the right diagnostic
+        t = sig[1][0]
+        operands = []
+        for a in syn.args:
+            if type(a) is tuple:
+                break
+            operands.append(ctx.value(a, t))
+        if len(operands) != cls.arity or len(syn.args) != cls.arity:
             raise IRError(f"'{cls.name}' expects {cls.arity} operand{'s' if cls.arity != 1 else ''} "
                           f"(%a{', %b' * (cls.arity - 1)}) before ': type'", syn.loc)
-        operands = [ctx.value(a, t) for a in toks]
         return cls(operands, [t], syn.attrs)
 
     def print_custom(self, p) -> None:

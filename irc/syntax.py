@@ -106,7 +106,7 @@ def _wrap_nested(data, width):
     return data - (1 << width) if data >= 1 << (width - 1) else data
 
 
-@dataclass
+@dataclass(slots=True)
 class UniformSyntax:
     """A parsed uniform op: ``name args {attrs} (regions) : signature``.
 

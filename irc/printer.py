@@ -87,8 +87,8 @@ class Printer:
 
     def _name_region(self, region: Region) -> None:
         for block in region.blocks:
-            # Unlabelled entry blocks get a label only if one is printed (lazily).
-            if block.label is not None or block is not region.first_block:
+            # An unlabelled entry block needs a label only if a phi names it.
+            if block.label is not None or block is not region.first_block or block.first_use is not None:
                 self.labels[block] = self._fresh_label(block.label)
             for arg in block.args:
                 self.names[arg] = self._fresh(arg.name_hint)
@@ -199,7 +199,8 @@ class Printer:
             entry = i == 0
             # An entry block's label is cosmetic (nothing can branch to it); the
             # generic form's automatic '^bbN' labels are not worth keeping.
-            named_entry = block.label is not None and not _AUTO_LABEL.match(block.label)
+            named_entry = (block.label is not None and not _AUTO_LABEL.match(block.label)) \
+                or block.first_use is not None
             show_label = not entry or named_entry or (print_entry_args and bool(block.args))
             if self.generic and entry and block.args:
                 show_label = True

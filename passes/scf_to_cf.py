@@ -1,0 +1,242 @@
+"""scf-to-cf: lower scf.for, scf.if and scf.while to blocks, branches and phis.
+
+After this pass a function is one CFG, which is the only control-flow form the
+backends translate.  Each structured op splits its block in two at the op; the
+op's regions are moved in between, entry-block arguments become phis (or the
+values that flow in directly), ``scf.yield``/``scf.condition`` become branches,
+and the op's results become phis in the continuation block::
+
+    %r = scf.for %i = %lb to %ub step %s iter_args(%a = %init) -> (i64) {...}
+
+becomes ``^head: %i = cf.phi [%lb, ^pre], [%i.next, ^latch]`` (and one phi per
+iter_arg), ``%c = arith.cmpi slt, %i, %ub``, ``cf.cond_br %c, ^body, ^exit``;
+the body ends by adding the step and branching back to the head.  Inner ops are
+lowered before outer ones, so a lowered region may already hold many blocks.
+"""
+
+from __future__ import annotations
+
+from irc.block import Block
+from irc.dialects.arith import AddIOp, CmpIOp
+from irc.dialects.cf import BranchOp, CondBranchOp, PhiOp
+from irc.dialects.scf import ConditionOp, ForOp, IfOp, WhileOp, YieldOp
+from irc.operation import Operation
+from irc.passmanager import Pass
+
+
+class SCFToCF(Pass):
+    """Lower scf.for/if/while to cf branches and phis (the CFG the backends take)."""
+
+    name = "scf-to-cf"
+
+    def run(self, module, stats) -> None:
+        for func in module.functions:
+            if func.is_declaration:
+                continue
+            # Post-order: inner structured ops first, so each lowering sees CFG regions.
+            structured = [op for op in func.walk() if isinstance(op, (ForOp, IfOp, WhileOp))]
+            for op in reversed(structured):
+                lower(op)
+                stats.add(f"{op.name}-lowered")
+
+
+def lower(op: Operation) -> None:
+    if isinstance(op, ForOp):
+        _lower_for(op)
+    elif isinstance(op, IfOp):
+        _lower_if(op)
+    else:
+        _lower_while(op)
+
+
+def split_block_after(op: Operation) -> Block:
+    """Move every op after ``op`` into a new block placed right after ``op``'s block.
+
+    Successors of the moved terminator now branch from the new block, so phis in
+    those successors are retargeted to it.
+    """
+    block = op.parent
+    cont = Block(label=None, loc=op.loc)
+    block.parent.insert_after(cont, block)
+    nxt = op.next
+    while nxt is not None:
+        after = nxt.next
+        nxt.detach()
+        cont.append(nxt)
+        nxt = after
+    term = cont.terminator
+    if term is not None:
+        for succ in set(term.successors):
+            for phi in succ.phis():
+                for i, b in enumerate(phi.successors):
+                    if b is block:
+                        phi.set_successor(i, cont)
+    return cont
+
+
+def _move_region_blocks(region, before: Block) -> list[Block]:
+    """Move a region's blocks into the parent region, just before ``before``."""
+    moved = list(region.blocks)
+    anchor_region = before.parent
+    prev = before.prev
+    for b in moved:
+        region.remove(b)
+        if prev is None:
+            # ``before`` is the entry; never happens: the split block precedes it.
+            raise AssertionError("cannot insert blocks before a region's entry")
+        anchor_region.insert_after(b, prev)
+        prev = b
+    return moved
+
+
+def _terminators(blocks, kind) -> list[Operation]:
+    return [b.terminator for b in blocks if isinstance(b.terminator, kind)]
+
+
+def _lower_for(op: ForOp) -> None:
+    pre = op.parent
+    cont = split_block_after(op)
+    lb, ub, step = op.operands[:3]
+    inits = list(op.operands[3:])
+    body_region = op.regions[0]
+    body_entry = body_region.entry
+    head = Block(loc=op.loc)
+    pre.parent.insert_after(head, pre)
+    # Header phis: the induction variable and the loop-carried values.
+    iv_phi = PhiOp.build(lb.type, [(lb, pre)])
+    iv_phi.loc = op.loc
+    head.append(iv_phi)
+    carried = []
+    for init in inits:
+        phi = PhiOp.build(init.type, [(init, pre)])
+        phi.loc = op.loc
+        head.append(phi)
+        carried.append(phi)
+    for arg, new in zip(body_entry.args, [iv_phi, *carried]):
+        new.results[0].name_hint = arg.name_hint
+        arg.replace_all_uses_with(new.results[0])
+    cmp = CmpIOp.build("slt", iv_phi.results[0], ub)
+    cmp.loc = op.loc
+    head.append(cmp)
+    blocks = _move_region_blocks(body_region, cont)
+    cond = CondBranchOp.build(cmp.results[0], blocks[0], cont)
+    cond.loc = op.loc
+    head.append(cond)
+    for y in _terminators(blocks, YieldOp):
+        latch = y.parent
+        nxt = AddIOp.build(iv_phi.results[0], step)
+        nxt.loc = y.loc
+        nxt.results[0].name_hint = f"{iv_phi.results[0].name_hint or 'iv'}.next"
+        latch.insert_before(nxt, y)
+        iv_phi.add_incoming(nxt.results[0], latch)
+        for phi, v in zip(carried, y.operands):
+            phi.add_incoming(v, latch)
+        br = BranchOp.build(head)
+        br.loc = y.loc
+        latch.insert_before(br, y)
+        y.erase()
+    for r, phi in zip(op.results, carried):
+        r.replace_all_uses_with(phi.results[0])
+    _replace_with_branch(op, head)
+    for b in blocks:  # the body's entry arguments are gone (all uses replaced)
+        while b.args:
+            b.erase_argument(len(b.args) - 1)
+
+
+def _replace_with_branch(op: Operation, dest: Block) -> None:
+    br = BranchOp.build(dest)
+    br.loc = op.loc
+    op.parent.insert_before(br, op)
+    op.drop_all_references()
+    op.parent.remove(op)
+
+
+def _lower_if(op: IfOp) -> None:
+    pre = op.parent
+    cont = split_block_after(op)
+    result_phis = [PhiOp.build(r.type) for r in op.results]
+    for phi in reversed(result_phis):
+        phi.loc = op.loc
+        cont.prepend(phi)
+    targets = []
+    for region in op.regions:
+        if region.is_empty:
+            targets.append(cont)
+            continue
+        blocks = _move_region_blocks(region, cont)
+        targets.append(blocks[0])
+        for y in _terminators(blocks, YieldOp):
+            for phi, v in zip(result_phis, y.operands):
+                phi.add_incoming(v, y.parent)
+            br = BranchOp.build(cont)
+            br.loc = y.loc
+            y.parent.insert_before(br, y)
+            y.erase()
+    for r, phi in zip(op.results, result_phis):
+        phi.results[0].name_hint = r.name_hint
+        r.replace_all_uses_with(phi.results[0])
+    cond = CondBranchOp.build(op.operands[0], targets[0], targets[1])
+    cond.loc = op.loc
+    op.parent.insert_before(cond, op)
+    op.drop_all_references()
+    pre.remove(op)
+
+
+def _lower_while(op: WhileOp) -> None:
+    pre = op.parent
+    cont = split_block_after(op)
+    before_blocks = _move_region_blocks(op.before, cont)
+    after_blocks = _move_region_blocks(op.after, cont)
+    head = before_blocks[0]
+    arg_phis = []
+    for arg, init in zip(head.args, op.operands):
+        phi = PhiOp.build(init.type, [(init, pre)])
+        phi.loc = op.loc
+        arg_phis.append(phi)
+    for phi in reversed(arg_phis):
+        head.prepend(phi)
+    for arg, phi in zip(head.args, arg_phis):
+        phi.results[0].name_hint = arg.name_hint
+        arg.replace_all_uses_with(phi.results[0])
+    conditions = _terminators(before_blocks, ConditionOp)
+    # Values forwarded by scf.condition feed the 'after' region's arguments and the
+    # loop results; with several condition ops they merge through phis.
+    after_entry = after_blocks[0]
+    if len(conditions) == 1:
+        forwarded = list(conditions[0].operands[1:])
+        for arg, v in zip(after_entry.args, forwarded):
+            arg.replace_all_uses_with(v)
+        for r, v in zip(op.results, forwarded):
+            r.replace_all_uses_with(v)
+    else:
+        after_phis = [PhiOp.build(a.type) for a in after_entry.args]
+        exit_phis = [PhiOp.build(r.type) for r in op.results]
+        for phi in reversed(after_phis):
+            after_entry.prepend(phi)
+        for phi in reversed(exit_phis):
+            cont.prepend(phi)
+        for c in conditions:
+            for phi, v in zip(after_phis, c.operands[1:]):
+                phi.add_incoming(v, c.parent)
+            for phi, v in zip(exit_phis, c.operands[1:]):
+                phi.add_incoming(v, c.parent)
+        for arg, phi in zip(after_entry.args, after_phis):
+            arg.replace_all_uses_with(phi.results[0])
+        for r, phi in zip(op.results, exit_phis):
+            r.replace_all_uses_with(phi.results[0])
+    for c in conditions:
+        br = CondBranchOp.build(c.operands[0], after_entry, cont)
+        br.loc = c.loc
+        c.parent.insert_before(br, c)
+        c.erase()
+    for y in _terminators(after_blocks, YieldOp):
+        for phi, v in zip(arg_phis, y.operands):
+            phi.add_incoming(v, y.parent)
+        br = BranchOp.build(head)
+        br.loc = y.loc
+        y.parent.insert_before(br, y)
+        y.erase()
+    _replace_with_branch(op, head)
+    for b in before_blocks + after_blocks:
+        while b.args:
+            b.erase_argument(len(b.args) - 1)

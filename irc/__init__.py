@@ -18,5 +18,15 @@ from .verifier import verify
 __version__ = "0.1.0"
 Module = ModuleOp
 
-__all__ = ["IRError", "Location", "Module", "ModuleOp", "interpret", "parse", "parse_file", "verify",
+
+def compile(module, target: str = "cpu", **options):  # noqa: A001 - the natural name
+    """Compile ``module`` to machine code; see ``irc.runtime.compile`` for the options.
+
+    The device code lives in ``irc.runtime`` and is imported only when asked for.
+    """
+    from irc.runtime import compile as compile_for_target
+
+    return compile_for_target(module, target=target, **options)
+
+__all__ = ["IRError", "Location", "Module", "ModuleOp", "compile", "interpret", "parse", "parse_file", "verify",
            "__version__"]

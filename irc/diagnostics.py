@@ -110,5 +110,9 @@ class IRError(Exception):
         return id(self)
 
 
-class InterpreterError(IRError):
-    """A runtime fault found while interpreting (division by zero, out of bounds...)."""
+class ExecutionError(IRError):
+    """A runtime fault of a running program (division by zero, out of bounds...), at the op."""
+
+
+class InterpreterError(ExecutionError):
+    """A runtime fault found by the reference interpreter."""

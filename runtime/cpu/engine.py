@@ -1,0 +1,86 @@
+"""LLVM for the host CPU: the target machine, LLVM's optimisation pipeline, and the JIT.
+
+Everything that touches llvmlite.binding lives here.  One ORC LLJIT instance
+serves the process; each compiled module becomes a JIT library of its own that
+lives as long as the ``Executable`` holding it.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+
+import llvmlite.binding as llvm
+
+_lock = threading.Lock()
+_initialized = False
+
+
+def _init() -> None:
+    global _initialized
+    if not _initialized:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _initialized = True
+
+
+def host_cpu() -> tuple[str, str]:
+    """The host CPU name and its feature string (e.g. 'rocketlake', '+avx512f,...')."""
+    _init()
+    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+@lru_cache(maxsize=None)
+def target_machine(opt_level: int = 2, cpu: str | None = None, features: str | None = None,
+                   triple: str | None = None, reloc: str = "default"):
+    _init()
+    host_name, host_features = host_cpu()
+    triple = triple or llvm.get_process_triple()
+    target = llvm.Target.from_triple(triple)
+    return target.create_target_machine(cpu=cpu if cpu is not None else host_name,
+                                        features=features if features is not None else host_features,
+                                        opt=opt_level, reloc=reloc, codemodel="jitdefault")
+
+
+def optimize(ir_text: str, opt_level: int, tm) -> llvm.ModuleRef:
+    """Parse, verify and optimise LLVM IR with LLVM's new pass manager at -O``opt_level``."""
+    _init()
+    mod = llvm.parse_assembly(ir_text)
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    if opt_level > 0:
+        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+        pto.loop_vectorization = opt_level >= 2
+        pto.slp_vectorization = opt_level >= 2
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+_jit = None
+_library_count = 0
+
+
+def _get_jit():
+    global _jit
+    if _jit is None:
+        _jit = llvm.create_lljit_compiler(target_machine(3))
+    return _jit
+
+
+def load(symbols, *, module: llvm.ModuleRef | None = None, object_code: bytes | None = None):
+    """JIT-link a module (or object code); return (library, {symbol: address})."""
+    global _library_count
+    with _lock:
+        jit = _get_jit()
+        _library_count += 1
+        builder = llvm.JITLibraryBuilder().add_current_process()
+        if module is not None:
+            builder.add_ir(module)
+        else:
+            builder.add_object_img(object_code)
+        for name in symbols:
+            builder.export_symbol(name)
+        library = builder.link(jit, f"irc{_library_count}")
+        return library, {name: library[name] for name in symbols}

@@ -1,0 +1,659 @@
+"""Translate CFG-level irc functions to LLVM IR with llvmlite's IR builder.
+
+This is the CPU *renderer*: it knows LLVM, not how to load or call code
+(``engine.py`` and ``callconv.py`` do that).
+
+Calling convention of every translated function ``@f`` (also the documented C ABI
+of objects written by ``irc compile --emit obj``)::
+
+    int32_t f(ARGS..., RESULT_0 *out0, RESULT_1 *out1, ...)
+
+* a scalar parameter is passed as itself (``index`` as int64_t, ``i1`` as a byte
+  holding 0 or 1);
+* a ``memref<d0 x ... x T>`` parameter is passed as ``T *data`` followed by one
+  ``int64_t`` size per dimension (row-major, contiguous);
+* results are written through the trailing pointers;
+* the return value is 0 on success, or ``k + 1`` when the k-th runtime check of
+  the module failed (integer division by zero, ``divsi`` overflow, a shift by the
+  bit width or more, an out-of-range ``fptosi``, a failed ``cf.assert``, an
+  out-of-bounds access when bounds checks are on).  ``Translation.faults[k]``
+  holds the message and the op's source location, so the caller can raise.
+
+Semantics are exactly the interpreter's: integers wrap, floats are IEEE at the
+type's precision, and fast-math flags are used only when asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llvmlite import ir
+
+from irc.diagnostics import IRError, Location
+from irc.dominance import reverse_postorder
+from irc.types import FloatType, IndexType, IntegerType, MemRefType, Type
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType(I8)
+
+
+@dataclass
+class Options:
+    checks: bool = True          # trap integer UB and failed asserts with an error status
+    bounds_checks: bool = False  # check every memref access against its sizes
+    fast_math: bool = False      # allow LLVM to reassociate floats ('fast' flags)
+
+
+@dataclass
+class Translation:
+    module: ir.Module
+    faults: list[tuple[str, Location]] = field(default_factory=list)
+    signatures: dict[str, object] = field(default_factory=dict)  # name -> irc FunctionType
+
+
+def llvm_type(t: Type) -> ir.Type:
+    if isinstance(t, IntegerType):
+        return ir.IntType(t.width)
+    if isinstance(t, IndexType):
+        return I64
+    if isinstance(t, FloatType):
+        if t.kind == "f32":
+            return ir.FloatType()
+        if t.kind == "f64":
+            return ir.DoubleType()
+        if t.kind == "f16":
+            return ir.HalfType()
+        raise TypeError("bf16 is not supported by the CPU backend yet")
+    if isinstance(t, MemRefType):
+        return memref_struct(t)
+    raise TypeError(f"type {t} cannot be translated to LLVM (tensors must be bufferized first)")
+
+
+def memref_struct(t: MemRefType) -> ir.LiteralStructType:
+    """A memref value: {element pointer, [rank x i64] sizes}, row-major and contiguous."""
+    return ir.LiteralStructType([ir.PointerType(llvm_type(t.element_type)), ir.ArrayType(I64, max(t.rank, 1))])
+
+
+def param_types(t: Type) -> list[ir.Type]:
+    """The C parameters one irc parameter expands to."""
+    if isinstance(t, MemRefType):
+        return [ir.PointerType(llvm_type(t.element_type))] + [I64] * t.rank
+    if isinstance(t, IntegerType) and t.width == 1:
+        return [I8]
+    return [llvm_type(t)]
+
+
+def function_type(ft) -> ir.FunctionType:
+    params = [p for t in ft.inputs for p in param_types(t)]
+    for t in ft.results:
+        if isinstance(t, MemRefType):
+            raise TypeError("functions returning memrefs are not supported by the CPU backend yet; "
+                            "pass the output buffer as an argument")
+        params.append(ir.PointerType(I8 if isinstance(t, IntegerType) and t.width == 1 else llvm_type(t)))
+    return ir.FunctionType(I32, params)
+
+
+_MATH_INTRINSICS = {
+    "math.exp": "llvm.exp", "math.exp2": "llvm.exp2", "math.log": "llvm.log", "math.log2": "llvm.log2",
+    "math.sqrt": "llvm.sqrt", "math.sin": "llvm.sin", "math.cos": "llvm.cos", "math.absf": "llvm.fabs",
+    "math.floor": "llvm.floor", "math.ceil": "llvm.ceil", "math.fma": "llvm.fma", "math.powf": "llvm.pow",
+    "math.tanh": "llvm.tanh",
+    "arith.maximumf": "llvm.maximum", "arith.minimumf": "llvm.minimum",
+    "arith.maxnumf": "llvm.maxnum", "arith.minnumf": "llvm.minnum",
+}
+_LIBM = {"math.expm1": "expm1", "math.log1p": "log1p", "math.erf": "erf"}
+_INT_BINARY = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul", "arith.andi": "and_",
+               "arith.ori": "or_", "arith.xori": "xor"}
+_FLOAT_BINARY = {"arith.addf": "fadd", "arith.subf": "fsub", "arith.mulf": "fmul", "arith.divf": "fdiv",
+                 "arith.remf": "frem"}
+_ICMP = {"eq": ("==", True), "ne": ("!=", True), "slt": ("<", True), "sle": ("<=", True), "sgt": (">", True),
+         "sge": (">=", True), "ult": ("<", False), "ule": ("<=", False), "ugt": (">", False),
+         "uge": (">=", False)}
+_FCMP = {"eq": "==", "gt": ">", "ge": ">=", "lt": "<", "le": "<=", "ne": "!="}
+
+
+def translate(module, options: Options | None = None) -> Translation:
+    """Translate every function of a CFG-level module (run scf-to-cf first)."""
+    options = options or Options()
+    mod = ir.Module(name="irc")
+    tr = Translation(mod)
+    funcs = {}
+    for op in module.body.ops:
+        if op.name != "func.func":
+            raise IRError(f"the CPU backend cannot translate top-level '{op.name}'", op.loc)
+        try:
+            fnty = function_type(op.function_type)
+        except TypeError as e:
+            raise IRError(str(e), op.loc) from None
+        fn = ir.Function(mod, fnty, name=op.sym_name)
+        funcs[op.sym_name] = fn
+        tr.signatures[op.sym_name] = op.function_type
+    for op in module.body.ops:
+        if not op.is_declaration:
+            FunctionTranslator(tr, funcs, op, options).run()
+    return tr
+
+
+class FunctionTranslator:
+    def __init__(self, tr: Translation, funcs: dict, func, options: Options):
+        self.tr = tr
+        self.funcs = funcs
+        self.func = func
+        self.fn = funcs[func.sym_name]
+        self.options = options
+        self.values: dict = {}
+        self.blocks: dict = {}
+        self.phis: list = []
+        self.exit_blocks: dict = {}  # irc block -> the LLVM block its terminator ends up in
+        self.fmf = ("fast",) if options.fast_math else ()
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def intrinsic(self, name: str, ty: ir.Type, nargs: int):
+        full = f"{name}.{_intrinsic_suffix(ty)}"
+        mod = self.tr.module
+        fn = mod.globals.get(full)
+        if fn is None:
+            fn = ir.Function(mod, ir.FunctionType(ty, [ty] * nargs), name=full)
+        return fn
+
+    def libm(self, name: str, ty: ir.Type):
+        suffix = {"float": "f", "double": "", "half": None}[str(ty)]
+        if suffix is None:
+            raise TypeError(f"'{name}' on f16 is not supported by the CPU backend yet")
+        full = name + suffix
+        mod = self.tr.module
+        fn = mod.globals.get(full)
+        if fn is None:
+            fn = ir.Function(mod, ir.FunctionType(ty, [ty]), name=full)
+        return fn
+
+    def fault_if(self, b: ir.IRBuilder, cond, op, message: str) -> None:
+        """Branch to an error return when ``cond`` (i1) holds."""
+        code = len(self.tr.faults) + 1
+        self.tr.faults.append((f"{message}", op.loc))
+        fail = self.fn.append_basic_block(f"fault{code}")
+        ok = self.fn.append_basic_block(f"ok{code}")
+        b.cbranch(cond, fail, ok)
+        with b.goto_block(fail):
+            b.ret(ir.Constant(I32, code))
+        b.position_at_end(ok)
+
+    # -- the function --------------------------------------------------------------------------
+
+    def run(self) -> None:
+        fn, func = self.fn, self.func
+        entry_ir = fn.append_basic_block("entry")
+        b = ir.IRBuilder(entry_ir)
+        args = iter(fn.args)
+        for arg in func.args:
+            t = arg.type
+            if isinstance(t, MemRefType):
+                ptr = next(args)
+                struct = ir.Constant(memref_struct(t), ir.Undefined)
+                struct = b.insert_value(struct, ptr, 0)
+                for d in range(t.rank):
+                    struct = b.insert_value(struct, next(args), [1, d])
+                self.values[arg] = struct
+            elif isinstance(t, IntegerType) and t.width == 1:
+                self.values[arg] = b.trunc(next(args), I1)
+            else:
+                self.values[arg] = next(args)
+        self.outs = list(args)
+        region = func.body
+        order = reverse_postorder(region.entry)
+        for block in order:
+            self.blocks[block] = fn.append_basic_block(block.label or "bb")
+        b.branch(self.blocks[region.entry])
+        for block in order:
+            b.position_at_end(self.blocks[block])
+            self.current = block
+            for op in block.ops:
+                try:
+                    self.translate_op(b, op)
+                except IRError:
+                    raise
+                except (TypeError, KeyError, NotImplementedError) as e:
+                    raise IRError(f"the CPU backend cannot translate '{op.name}': {e}", op.loc) from None
+        for phi_ir, op in self.phis:
+            for value, pred in zip(op.operands, op.successors):
+                if pred not in self.blocks:
+                    continue  # an unreachable predecessor has no LLVM block
+                edges = sum(1 for s in pred.terminator.successors if s is op.parent)
+                for _ in range(edges):
+                    phi_ir.add_incoming(self.value(value), self.exit_blocks[pred])
+        # Unreachable blocks are never emitted; their phi entries were skipped above.
+
+    def value(self, v):
+        return self.values[v]
+
+    def intrinsic_memset(self):
+        return self._declare("llvm.memset.p0.i64", ir.FunctionType(ir.VoidType(), [PTR, I8, I64, I1]))
+
+    def intrinsic_memmove(self):
+        return self._declare("llvm.memmove.p0.p0.i64", ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I1]))
+
+    def _declare(self, name: str, fnty: ir.FunctionType):
+        fn = self.tr.module.globals.get(name)
+        return fn if fn is not None else ir.Function(self.tr.module, fnty, name=name)
+
+    # -- ops -----------------------------------------------------------------------------------------
+
+    def translate_op(self, b: ir.IRBuilder, op) -> None:
+        name = op.name
+        handler = _HANDLERS.get(name)
+        if handler is None:
+            hint = {"scf.for": "run scf-to-cf first", "scf.if": "run scf-to-cf first",
+                    "scf.while": "run scf-to-cf first"}.get(name, "no lowering for it reaches the CPU backend")
+            raise IRError(f"the CPU backend cannot translate '{name}' ({hint})", op.loc)
+        result = handler(self, b, op)
+        if op.results:
+            self.values[op.results[0]] = result
+        if op.is_terminator:
+            self.exit_blocks[self.current] = b.block
+
+
+def _intrinsic_suffix(ty: ir.Type) -> str:
+    return {"float": "f32", "double": "f64", "half": "f16"}.get(str(ty), str(ty))
+
+
+def _handler(*names):
+    def wrap(fn):
+        for n in names:
+            _HANDLERS[n] = fn
+        return fn
+
+    return wrap
+
+
+_HANDLERS: dict = {}
+
+
+@_handler("arith.constant")
+def _constant(self, b, op):
+    from irc.attributes import FloatAttr, IntegerAttr
+
+    attr = op.attributes["value"]
+    t = llvm_type(op.results[0].type)
+    if isinstance(attr, IntegerAttr):
+        return ir.Constant(t, attr.value & ((1 << t.width) - 1))
+    if isinstance(attr, FloatAttr):
+        return ir.Constant(t, attr.value)
+    raise TypeError("tensor constants must be bufferized before the CPU backend")
+
+
+@_handler(*_INT_BINARY)
+def _int_binary(self, b, op):
+    x, y = (self.value(v) for v in op.operands)
+    return getattr(b, _INT_BINARY[op.name])(x, y)
+
+
+@_handler(*_FLOAT_BINARY)
+def _float_binary(self, b, op):
+    x, y = (self.value(v) for v in op.operands)
+    return getattr(b, _FLOAT_BINARY[op.name])(x, y, flags=self.fmf)
+
+
+@_handler("arith.negf")
+def _negf(self, b, op):
+    return b.fneg(self.value(op.operands[0]), flags=self.fmf)
+
+
+def _check_division(self, b, op, x, y, signed: bool):
+    if not self.options.checks:
+        return
+    zero = ir.Constant(y.type, 0)
+    self.fault_if(b, b.icmp_unsigned("==", y, zero), op, "integer division by zero")
+    if signed and y.type.width > 1:
+        lowest = ir.Constant(x.type, 1 << (x.type.width - 1))
+        minus1 = ir.Constant(y.type, (1 << y.type.width) - 1)
+        overflow = b.and_(b.icmp_unsigned("==", x, lowest), b.icmp_unsigned("==", y, minus1))
+        self.fault_if(b, overflow, op, "signed integer overflow in division")
+    elif signed:  # i1: -1 / -1 overflows
+        self.fault_if(b, b.and_(x, y), op, "signed integer overflow in division")
+
+
+@_handler("arith.divsi", "arith.remsi", "arith.floordivsi", "arith.ceildivsi")
+def _signed_division(self, b, op):
+    x, y = (self.value(v) for v in op.operands)
+    _check_division(self, b, op, x, y, True)
+    if op.name == "arith.remsi":
+        return b.srem(x, y)
+    q = b.sdiv(x, y)
+    if op.name == "arith.divsi":
+        return q
+    r = b.srem(x, y)
+    zero = ir.Constant(x.type, 0)
+    nonzero = b.icmp_signed("!=", r, zero)
+    signs_differ = b.icmp_signed("<", b.xor(x, y), zero)
+    one = ir.Constant(x.type, 1)
+    if op.name == "arith.floordivsi":
+        return b.select(b.and_(nonzero, signs_differ), b.sub(q, one), q)
+    return b.select(b.and_(nonzero, b.not_(signs_differ)), b.add(q, one), q)
+
+
+@_handler("arith.divui", "arith.remui", "arith.ceildivui")
+def _unsigned_division(self, b, op):
+    x, y = (self.value(v) for v in op.operands)
+    _check_division(self, b, op, x, y, False)
+    if op.name == "arith.remui":
+        return b.urem(x, y)
+    q = b.udiv(x, y)
+    if op.name == "arith.divui":
+        return q
+    r = b.urem(x, y)
+    return b.add(q, b.zext(b.icmp_unsigned("!=", r, ir.Constant(x.type, 0)), x.type))
+
+
+@_handler("arith.shli", "arith.shrsi", "arith.shrui")
+def _shift(self, b, op):
+    x, y = (self.value(v) for v in op.operands)
+    if self.options.checks:
+        too_far = b.icmp_unsigned(">=", y, ir.Constant(y.type, x.type.width))
+        self.fault_if(b, too_far, op, f"shift amount is not less than the bit width ({x.type.width})")
+    fn = {"arith.shli": b.shl, "arith.shrsi": b.ashr, "arith.shrui": b.lshr}[op.name]
+    return fn(x, y)
+
+
+@_handler("arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui")
+def _int_minmax(self, b, op):
+    x, y = (self.value(v) for v in op.operands)
+    signed = op.name[-2] == "s"
+    cmp = b.icmp_signed if signed else b.icmp_unsigned
+    pick_x = cmp(">=" if "max" in op.name else "<=", x, y)
+    return b.select(pick_x, x, y)
+
+
+@_handler("arith.cmpi")
+def _cmpi(self, b, op):
+    x, y = (self.value(v) for v in op.operands)
+    sym, signed = _ICMP[op.predicate]
+    return (b.icmp_signed if signed else b.icmp_unsigned)(sym, x, y)
+
+
+@_handler("arith.cmpf")
+def _cmpf(self, b, op):
+    x, y = (self.value(v) for v in op.operands)
+    pred = op.predicate
+    if pred in ("false", "true"):
+        return ir.Constant(I1, int(pred == "true"))
+    if pred in ("ord", "uno"):
+        return (b.fcmp_ordered if pred == "ord" else b.fcmp_unordered)(pred, x, y)
+    fn = b.fcmp_ordered if pred[0] == "o" else b.fcmp_unordered
+    return fn(_FCMP[pred[1:]], x, y)
+
+
+@_handler("arith.select")
+def _select(self, b, op):
+    c, x, y = (self.value(v) for v in op.operands)
+    return b.select(c, x, y)
+
+
+@_handler("arith.index_cast", "arith.extsi", "arith.trunci", "arith.index_castui", "arith.extui")
+def _int_cast(self, b, op):
+    x = self.value(op.operands[0])
+    to = llvm_type(op.results[0].type)
+    if to.width == x.type.width:
+        return x
+    if to.width < x.type.width:
+        return b.trunc(x, to)
+    return b.sext(x, to) if op.name in ("arith.index_cast", "arith.extsi") else b.zext(x, to)
+
+
+@_handler("arith.sitofp", "arith.uitofp")
+def _int_to_float(self, b, op):
+    x = self.value(op.operands[0])
+    to = llvm_type(op.results[0].type)
+    return b.sitofp(x, to) if op.name == "arith.sitofp" else b.uitofp(x, to)
+
+
+@_handler("arith.fptosi", "arith.fptoui")
+def _float_to_int(self, b, op):
+    x = self.value(op.operands[0])
+    to = llvm_type(op.results[0].type)
+    signed = op.name == "arith.fptosi"
+    if self.options.checks:
+        w = to.width
+        lo, hi = (-(2.0 ** (w - 1)), 2.0 ** (w - 1)) if signed else (0.0, 2.0 ** w)
+        if w == 1 and signed:
+            lo, hi = -1.0, 1.0
+        # In range iff lo - 1 < x < hi (after truncation toward zero), NaN excluded.
+        above = b.fcmp_ordered(">", x, ir.Constant(x.type, lo - 1.0))
+        below = b.fcmp_ordered("<", x, ir.Constant(x.type, hi))
+        bad = b.not_(b.and_(above, below))
+        self.fault_if(b, bad, op, f"{op.name.split('.')[1]} of a value that {op.results[0].type} cannot hold")
+    return b.fptosi(x, to) if signed else b.fptoui(x, to)
+
+
+@_handler("arith.extf", "arith.truncf")
+def _float_cast(self, b, op):
+    x = self.value(op.operands[0])
+    to = llvm_type(op.results[0].type)
+    return b.fpext(x, to) if op.name == "arith.extf" else b.fptrunc(x, to)
+
+
+@_handler("arith.bitcast")
+def _bitcast(self, b, op):
+    return b.bitcast(self.value(op.operands[0]), llvm_type(op.results[0].type))
+
+
+@_handler(*_MATH_INTRINSICS)
+def _math_intrinsic(self, b, op):
+    args = [self.value(v) for v in op.operands]
+    fn = self.intrinsic(_MATH_INTRINSICS[op.name], args[0].type, len(args))
+    return b.call(fn, args, fastmath=self.fmf)
+
+
+@_handler(*_LIBM)
+def _libm_call(self, b, op):
+    x = self.value(op.operands[0])
+    return b.call(self.libm(_LIBM[op.name], x.type), [x])
+
+
+@_handler("math.rsqrt")
+def _rsqrt(self, b, op):
+    x = self.value(op.operands[0])
+    root = b.call(self.intrinsic("llvm.sqrt", x.type, 1), [x], fastmath=self.fmf)
+    return b.fdiv(ir.Constant(x.type, 1.0), root, flags=self.fmf)
+
+
+@_handler("math.absi")
+def _absi(self, b, op):
+    x = self.value(op.operands[0])
+    neg = b.icmp_signed("<", x, ir.Constant(x.type, 0))
+    return b.select(neg, b.neg(x), x)
+
+
+# -- control flow -------------------------------------------------------------------------------
+
+
+@_handler("cf.br")
+def _br(self, b, op):
+    b.branch(self.blocks[op.successors[0]])
+
+
+@_handler("cf.cond_br")
+def _cond_br(self, b, op):
+    t, f = op.successors
+    b.cbranch(self.value(op.operands[0]), self.blocks[t], self.blocks[f])
+
+
+@_handler("cf.phi")
+def _phi(self, b, op):
+    phi = b.phi(llvm_type(op.results[0].type))
+    self.phis.append((phi, op))
+    return phi
+
+
+@_handler("cf.assert")
+def _assert(self, b, op):
+    if self.options.checks:
+        failed = b.not_(self.value(op.operands[0]))
+        self.fault_if(b, failed, op, f"assertion failed: {op.attributes['msg'].value}")
+
+
+@_handler("func.return")
+def _return(self, b, op):
+    for v, out in zip(op.operands, self.outs):
+        x = self.value(v)
+        if x.type == I1:
+            x = b.zext(x, I8)
+        b.store(x, out)
+    b.ret(ir.Constant(I32, 0))
+
+
+@_handler("func.call")
+def _call(self, b, op):
+    callee = self.funcs.get(op.callee)
+    if callee is None:
+        raise IRError(f"call to unknown function '@{op.callee}'", op.loc)
+    args = []
+    for v in op.operands:
+        x = self.value(v)
+        t = v.type
+        if isinstance(t, MemRefType):
+            args.append(b.extract_value(x, 0))
+            args.extend(b.extract_value(x, [1, d]) for d in range(t.rank))
+        elif x.type == I1:
+            args.append(b.zext(x, I8))
+        else:
+            args.append(x)
+    slots = []
+    with b.goto_entry_block():
+        for t in op.result_types:
+            slots.append(b.alloca(I8 if isinstance(t, IntegerType) and t.width == 1 else llvm_type(t)))
+    status = b.call(callee, args + slots)
+    # A fault in the callee propagates unchanged to the caller's caller.
+    fail = self.fn.append_basic_block("callfail")
+    ok = self.fn.append_basic_block("callok")
+    b.cbranch(b.icmp_unsigned("!=", status, ir.Constant(I32, 0)), fail, ok)
+    with b.goto_block(fail):
+        b.ret(status)
+    b.position_at_end(ok)
+    results = []
+    for slot, t in zip(slots, op.result_types):
+        x = b.load(slot)
+        if isinstance(t, IntegerType) and t.width == 1:
+            x = b.trunc(x, I1)
+        results.append(x)
+    for r, x in zip(op.results[1:], results[1:]):
+        self.values[r] = x
+    return results[0] if results else None
+
+
+# -- memrefs -------------------------------------------------------------------------------------
+
+
+def _sizes(b, mem, rank):
+    return [b.extract_value(mem, [1, d]) for d in range(rank)]
+
+
+def _element_pointer(self, b, op, mem_value, indices):
+    t = mem_value.type
+    mem = self.value(mem_value)
+    idx = [self.value(v) for v in indices]
+    sizes = _sizes(b, mem, t.rank)
+    if self.options.bounds_checks and idx:
+        bad = None
+        for i, n in zip(idx, sizes):
+            out = b.icmp_unsigned(">=", i, n)  # also catches negative indices
+            bad = out if bad is None else b.or_(bad, out)
+        self.fault_if(b, bad, op, f"index out of bounds for {t}")
+    linear = ir.Constant(I64, 0)
+    for i, n in zip(idx, sizes):
+        linear = b.add(b.mul(linear, n), i)
+    return b.gep(b.extract_value(mem, 0), [linear], inbounds=True)
+
+
+@_handler("memref.load")
+def _load(self, b, op):
+    return b.load(_element_pointer(self, b, op, op.operands[0], op.operands[1:]))
+
+
+@_handler("memref.store")
+def _store(self, b, op):
+    b.store(self.value(op.operands[0]), _element_pointer(self, b, op, op.operands[1], op.operands[2:]))
+
+
+@_handler("memref.dim")
+def _dim(self, b, op):
+    mem = self.value(op.operands[0])
+    rank = op.operands[0].type.rank
+    d = self.value(op.operands[1])
+    sizes = _sizes(b, mem, rank)
+    if self.options.checks:
+        self.fault_if(b, b.icmp_unsigned(">=", d, ir.Constant(I64, rank)), op,
+                      f"dimension index out of range for a rank-{rank} memref")
+    out = ir.Constant(I64, 0)
+    for k, n in enumerate(sizes):
+        out = b.select(b.icmp_unsigned("==", d, ir.Constant(I64, k)), n, out)
+    return out
+
+
+def _byte_size(b, t: MemRefType, sizes):
+    elem = llvm_type(t.element_type)
+    width = (elem.width if isinstance(elem, ir.IntType) else {"float": 32, "double": 64, "half": 16}[str(elem)])
+    n = ir.Constant(I64, max(width // 8, 1))
+    for s in sizes:
+        n = b.mul(n, s)
+    return n
+
+
+@_handler("memref.alloc", "memref.alloca")
+def _alloc(self, b, op):
+    t = op.results[0].type
+    dyn = iter(self.value(v) for v in op.operands)
+    sizes = [next(dyn) if d is None else ir.Constant(I64, d) for d in t.shape]
+    struct_t = memref_struct(t)
+    elem_ptr_t = struct_t.elements[0]
+    nbytes = _byte_size(b, t, sizes)
+    if op.name == "memref.alloca" and t.has_static_shape:
+        with b.goto_entry_block():
+            raw = b.alloca(I8, size=ir.Constant(I64, max(1, _static_bytes(t))))
+            raw.align = 16
+    elif op.name == "memref.alloca":
+        raw = b.alloca(I8, size=nbytes)
+        raw.align = 16
+    else:
+        malloc = self._declare("malloc", ir.FunctionType(PTR, [I64]))
+        raw = b.call(malloc, [b.select(b.icmp_unsigned("==", nbytes, ir.Constant(I64, 0)),
+                                       ir.Constant(I64, 1), nbytes)])
+        if self.options.checks:
+            self.fault_if(b, b.icmp_unsigned("==", raw, ir.Constant(PTR, None)), op,
+                          "out of memory in memref.alloc")
+        memset = self.intrinsic_memset()
+        b.call(memset, [raw, ir.Constant(I8, 0), nbytes, ir.Constant(I1, 0)])
+    struct = ir.Constant(struct_t, ir.Undefined)
+    struct = b.insert_value(struct, b.bitcast(raw, elem_ptr_t), 0)
+    for d, s in enumerate(sizes):
+        struct = b.insert_value(struct, s, [1, d])
+    return struct
+
+
+def _static_bytes(t: MemRefType) -> int:
+    elem = llvm_type(t.element_type)
+    width = elem.width if isinstance(elem, ir.IntType) else {"float": 32, "double": 64, "half": 16}[str(elem)]
+    return max(width // 8, 1) * (t.num_elements or 0)
+
+
+@_handler("memref.dealloc")
+def _dealloc(self, b, op):
+    mem = self.value(op.operands[0])
+    free = self._declare("free", ir.FunctionType(ir.VoidType(), [PTR]))
+    b.call(free, [b.bitcast(b.extract_value(mem, 0), PTR)])
+
+
+@_handler("memref.copy")
+def _copy(self, b, op):
+    src_v, dst_v = op.operands
+    src, dst = self.value(src_v), self.value(dst_v)
+    nbytes = _byte_size(b, src_v.type, _sizes(b, src, src_v.type.rank))
+    if self.options.checks:
+        bad = None
+        for s, d in zip(_sizes(b, src, src_v.type.rank), _sizes(b, dst, dst_v.type.rank)):
+            ne = b.icmp_unsigned("!=", s, d)
+            bad = ne if bad is None else b.or_(bad, ne)
+        if bad is not None:
+            self.fault_if(b, bad, op, "memref.copy between buffers of different shapes")
+    b.call(self.intrinsic_memmove(), [b.bitcast(b.extract_value(dst, 0), PTR),
+                                     b.bitcast(b.extract_value(src, 0), PTR), nbytes, ir.Constant(I1, 0)])

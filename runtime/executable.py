@@ -1,0 +1,166 @@
+"""``irc.compile``: from a module to callable machine code, through named stages.
+
+The CPU pipeline, printed by ``irc compile --print-pipeline``::
+
+    1. lower structured control flow   scf-to-cf            (irc pass)
+    2. simplify                        canonicalize,dce     (irc passes, at -O1 and above)
+    3. translate to LLVM IR            runtime.cpu.translate
+    4. optimise with LLVM              LLVM's -O<N> pipeline for the host CPU
+    5. JIT-link                        ORC LLJIT
+
+Compiled code is cached in memory and on disk (see cache.py), keyed by the
+program, its source, the target, the CPU, the options and the versions of irc
+and LLVM, so a second process loads machine code instead of running LLVM.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+from irc.diagnostics import IRError, Location, SourceFile
+
+from . import cache as _cache
+from .cpu import callconv, engine
+from .cpu.translate import Options, translate
+
+CPU_STAGES = [
+    ("lower structured control flow", "scf-to-cf"),
+    ("simplify", "canonicalize,dce"),
+    ("translate to LLVM IR", "runtime.cpu.translate"),
+    ("optimise with LLVM", "LLVM -O<N> for the host CPU"),
+    ("JIT-link", "ORC LLJIT"),
+]
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    target: str = "cpu"
+    opt_level: int = 2
+    checks: bool = True
+    bounds_checks: bool = False
+    fast_math: bool = False
+
+    def validate(self) -> None:
+        if self.target != "cpu":
+            raise ValueError(f"target must be 'cpu' (the GPU target comes later), got {self.target!r}")
+        if self.opt_level not in (0, 1, 2, 3):
+            raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+
+
+class Executable:
+    """Compiled functions of one module: ``exe.name(...)`` or ``exe["name"](...)``."""
+
+    def __init__(self, functions: dict, library, llvm_ir: str | None, stats: dict):
+        self._functions = functions
+        self._library = library  # keeps the machine code alive
+        self.llvm_ir = llvm_ir
+        self.stats = stats
+
+    def __getattr__(self, name: str):
+        functions = self.__dict__.get("_functions", {})
+        if name in functions:
+            return functions[name]
+        raise AttributeError(f"no compiled function '{name}' (functions: {', '.join(functions) or 'none'})")
+
+    def __getitem__(self, name: str):
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(f"no compiled function '{name}' (functions: {', '.join(self._functions)})") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._functions
+
+    def __dir__(self):
+        return list(super().__dir__()) + list(self._functions)
+
+    @property
+    def functions(self) -> list[str]:
+        return list(self._functions)
+
+
+_memory_cache: dict[str, tuple] = {}
+
+
+def prepare(module, opt_level: int):
+    """Stages 1-2 on a copy of ``module``: the CFG-level module the translator takes."""
+    import irc.passes
+
+    from irc.verifier import verify
+
+    verify(module)
+    lowered = module.clone()
+    pipeline = "scf-to-cf" + (",canonicalize,dce" if opt_level >= 1 else "")
+    irc.passes.run(lowered, pipeline)
+    return lowered
+
+
+def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True,  # noqa: A001
+            bounds_checks: bool = False, fast_math: bool = False, cache: bool = True,
+            cache_dir: str | None = None) -> Executable:
+    """Compile every function of ``module`` for ``target``; see the module docstring."""
+    options = CompileOptions(target, opt_level, checks, bounds_checks, fast_math)
+    options.validate()
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    lowered = prepare(module, opt_level)
+    timings["irc passes"] = time.perf_counter() - start
+    funcs = [f for f in lowered.functions if not f.is_declaration]
+    names = [f.sym_name for f in funcs]
+    cpu, features = engine.host_cpu()
+    key = _cache.key(lowered.print(), _source_identity(module), asdict(options), cpu, features)
+    hit = _memory_cache.get(key) if cache else None
+    if hit is None and cache:
+        entry = _cache.load(key, cache_dir)
+        if entry is not None:
+            t = time.perf_counter()
+            library, addresses = engine.load(names, object_code=entry.object_code)
+            timings["load cached machine code"] = time.perf_counter() - t
+            hit = (library, addresses, _faults_from(entry.faults, module), None)
+            timings["cache"] = "disk"
+    elif hit is not None:
+        timings["cache"] = "memory"
+    if hit is None:
+        hit = _build(lowered, names, options, timings, key if cache else None, cache_dir, module)
+    library, addresses, faults, llvm_ir = hit
+    if cache:
+        _memory_cache[key] = hit
+    functions = {f.sym_name: callconv.make_wrapper(f, addresses[f.sym_name], faults) for f in funcs}
+    timings["total"] = time.perf_counter() - start
+    return Executable(functions, library, llvm_ir, timings)
+
+
+def _build(lowered, names, options: CompileOptions, timings, key, cache_dir, module):
+    t = time.perf_counter()
+    tr = translate(lowered, Options(options.checks, options.bounds_checks, options.fast_math))
+    text = str(tr.module)
+    timings["translate"] = time.perf_counter() - t
+    t = time.perf_counter()
+    tm = engine.target_machine(options.opt_level)
+    try:
+        llmod = engine.optimize(text, options.opt_level, tm)
+    except RuntimeError as e:  # LLVM rejected our IR: a bug in irc
+        raise IRError(f"internal error: LLVM rejected the translated module: {e}") from None
+    timings["LLVM optimise"] = time.perf_counter() - t
+    t = time.perf_counter()
+    object_code = tm.emit_object(llmod) if key is not None else None
+    library, addresses = engine.load(names, module=llmod)
+    timings["JIT-link"] = time.perf_counter() - t
+    if key is not None:
+        _cache.store(key, _cache.Entry(object_code, [(m, _loc_tuple(loc)) for m, loc in tr.faults]), cache_dir)
+    return library, addresses, tr.faults, text
+
+
+def _source_identity(module) -> str:
+    src = getattr(module, "source", None)
+    return f"{src.name}\0{src.text}" if src is not None else ""
+
+
+def _loc_tuple(loc: Location):
+    return (loc.line, loc.column)
+
+
+def _faults_from(stored, module):
+    source = getattr(module, "source", None) or SourceFile("<unknown>", "")
+    return [(message, Location(source, line, column)) for message, (line, column) in stored]

@@ -217,12 +217,43 @@ def cmd_run(args) -> int:
                          f"got {len(raw)}")
     values = [parse_argument(text, t, i) for i, (text, t) in enumerate(zip(raw, ft.inputs))]
     try:
-        result = Interpreter(module).run(entry, *values)
+        if args.interp:
+            result = Interpreter(module).run(entry, *values)
+        else:
+            import irc
+
+            exe = irc.compile(module, opt_level=args.opt_level, cache=not args.no_cache)
+            result = exe[entry](*values)
     except (TypeError, ValueError) as e:
         raise UsageError(str(e)) from None
     results = () if result is None else (result if len(ft.results) > 1 else (result,))
     for value, t in zip(results, ft.results):
         print(format_result(value, t))
+    return EXIT_OK
+
+
+# -- irc compile ------------------------------------------------------------------------------
+
+
+def cmd_compile(args) -> int:
+    from irc.runtime.aot import emit
+
+    module = _read_module(args.file)
+    out = emit(module, args.emit, args.opt_level, checks=not args.no_checks,
+               bounds_checks=args.bounds_checks, fast_math=args.fast_math)
+    if isinstance(out, bytes):
+        if args.output == "-":
+            sys.stdout.buffer.write(out)
+            return EXIT_OK
+        tmp = f"{args.output}.tmp{os.getpid()}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(out)
+            os.replace(tmp, args.output)
+        except OSError as e:
+            raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
+    else:
+        _write_output(out, args.output)
     return EXIT_OK
 
 
@@ -284,10 +315,26 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("file", help="an .ir file, or - for standard input")
     run.add_argument("--entry", help="the function to run (default: @main)")
     run.add_argument("--interp", action="store_true",
-                     help="run on the reference interpreter (the only engine in this version)")
+                     help="run on the reference interpreter instead of the CPU JIT")
+    run.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2, metavar="N",
+                     help="optimisation level 0-3 for the JIT (default 2)")
+    run.add_argument("--no-cache", action="store_true", help="do not use the compile cache")
     run.add_argument("args", nargs="*", metavar="ARG",
                      help="arguments: literals (negative numbers too), or @file.npy for arrays")
     run.set_defaults(func=cmd_run)
+
+    comp = sub.add_parser("compile", help="compile ahead of time to LLVM IR, assembly or an object file")
+    comp.add_argument("file", help="an .ir file, or - for standard input")
+    comp.add_argument("--target", default="cpu", choices=["cpu"], help="the target (default cpu)")
+    comp.add_argument("--emit", default="obj", choices=["llvm", "asm", "obj"], help="what to write")
+    comp.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2, metavar="N",
+                      help="optimisation level 0-3 (default 2)")
+    comp.add_argument("--no-checks", action="store_true",
+                      help="omit the runtime checks (division by zero, overflow, asserts) for speed")
+    comp.add_argument("--bounds-checks", action="store_true", help="check every memref access")
+    comp.add_argument("--fast-math", action="store_true", help="let LLVM reassociate floating point")
+    comp.add_argument("-o", "--output", required=True, help="the output file (- for standard output)")
+    comp.set_defaults(func=cmd_compile)
 
     passes = sub.add_parser("passes", help="list every pass with its one-line description")
     passes.set_defaults(func=cmd_passes)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from irc.diagnostics import IRError, Location, SourceFile
 
 from . import cache as _cache
-from .cpu import callconv, engine
+from .cpu import callconv, engine, fastcall
 from .cpu.translate import Options, translate
 
 CPU_STAGES = [
@@ -108,6 +108,7 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     timings["irc passes"] = time.perf_counter() - start
     funcs = [f for f in lowered.functions if not f.is_declaration]
     names = [f.sym_name for f in funcs]
+    symbols = names + [fastcall.fast_name(f.sym_name) for f in funcs if fastcall.has_fast_entry(f.function_type)]
     cpu, features = engine.host_cpu()
     key = _cache.key(lowered.print(), _source_identity(module), asdict(options), cpu, features)
     hit = _memory_cache.get(key) if cache else None
@@ -115,7 +116,7 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
         entry = _cache.load(key, cache_dir)
         if entry is not None:
             t = time.perf_counter()
-            library, addresses = engine.load(names, object_code=entry.object_code)
+            library, addresses = engine.load(symbols, object_code=entry.object_code)
             timings["load cached machine code"] = time.perf_counter() - t
             hit = (library, addresses, _faults_from(entry.faults, module), None)
             timings["cache"] = "disk"
@@ -126,7 +127,9 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     library, addresses, faults, llvm_ir = hit
     if cache:
         _memory_cache[key] = hit
-    functions = {f.sym_name: callconv.make_wrapper(f, addresses[f.sym_name], faults) for f in funcs}
+    functions = {f.sym_name: callconv.make_wrapper(f, addresses[f.sym_name], faults,
+                                                   addresses.get(fastcall.fast_name(f.sym_name)))
+                 for f in funcs}
     timings["total"] = time.perf_counter() - start
     return Executable(functions, library, llvm_ir, timings)
 
@@ -134,6 +137,7 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
 def _build(lowered, names, options: CompileOptions, timings, key, cache_dir, module):
     t = time.perf_counter()
     tr = translate(lowered, Options(options.checks, options.bounds_checks, options.fast_math))
+    names = names + fastcall.add_fast_entries(tr.module, tr.signatures)
     text = str(tr.module)
     timings["translate"] = time.perf_counter() - t
     t = time.perf_counter()

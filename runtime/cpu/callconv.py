@@ -104,12 +104,18 @@ def _scalar_checker(name: str, t):
     return check_int
 
 
-def make_wrapper(func, address: int, faults):
-    """A Python function that calls the compiled ``func`` at ``address``."""
+def make_wrapper(func, address: int, faults, fast_address: int | None = None):
+    """A Python function that calls the compiled ``func`` at ``address``.
+
+    With ``fast_address`` (see fastcall.py) the common path is one ctypes call
+    returning the result itself.
+    """
     ft = func.function_type
     proto = ctypes.CFUNCTYPE(ctypes.c_int32, *c_signature(ft))
     cfunc = proto(address)
     names = _param_names(func)
+    if fast_address is not None:
+        return _make_fast_wrapper(func, names, cfunc, fast_address, faults)
     env = {"_cfunc": cfunc, "_fault": _fault_raiser(func.sym_name, faults), "_byref": ctypes.byref}
     lines = []
     call_args = []
@@ -142,6 +148,48 @@ def make_wrapper(func, address: int, faults):
     source = f"def {_python_name(func.sym_name)}({', '.join(names)}):\n" + "\n".join(lines) + "\n"
     exec(compile(source, f"<irc wrapper for @{func.sym_name}>", "exec"), env)  # noqa: S102 - generated above
     wrapper = env[_python_name(func.sym_name)]
+    wrapper.__doc__ = f"@{func.sym_name} : {ft} (compiled for the CPU)"
+    wrapper.c_function = cfunc
+    return wrapper
+
+
+def _inline_check(name: str, t, i: int) -> str:
+    """A one-line fast path for a scalar argument; the full check runs only when it fails."""
+    if isinstance(t, FloatType):
+        return f"    if type({name}) is not float: {name} = _check{i}({name})"
+    width = 64 if isinstance(t, IndexType) else t.width
+    low, high = (0, 2) if width == 1 else (-(1 << (width - 1)), 1 << (width - 1))
+    return f"    if type({name}) is not int or not {low} <= {name} < {high}: {name} = _check{i}({name})"
+
+
+def _make_fast_wrapper(func, names, cfunc, fast_address: int, faults):
+    from .fastcall import sentinel
+
+    ft = func.function_type
+    result_t = ft.results[0]
+    fast_proto = ctypes.CFUNCTYPE(_ctype(result_t), *c_signature(ft)[: -1])
+    env = {"_cfunc": cfunc, "_fast": fast_proto(fast_address), "_fault": _fault_raiser(func.sym_name, faults),
+           "_byref": ctypes.byref, "_R": _ctype(result_t), "_S": sentinel(result_t)}
+    lines = []
+    for i, (name, t) in enumerate(zip(names, ft.inputs)):
+        env[f"_check{i}"] = _scalar_checker(name, t)
+        lines.append(_inline_check(name, t, i))
+    args = ", ".join(names)
+    is_float = isinstance(result_t, FloatType)
+    is_bool = isinstance(result_t, IntegerType) and result_t.width == 1
+    lines.append(f"    _v = _fast({args})")
+    lines.append("    if _v != _v:" if is_float else "    if _v == _S:")
+    # The sentinel may be a genuine result: ask the status-returning entry.
+    lines.append("        _r = _R()")
+    lines.append(f"        _status = _cfunc({args}{', ' if args else ''}_byref(_r))")
+    lines.append("        if _status:")
+    lines.append("            _fault(_status)")
+    lines.append("        _v = _r.value")
+    lines.append("    return bool(_v)" if is_bool else "    return _v")
+    fname = _python_name(func.sym_name)
+    source = f"def {fname}({args}):\n" + "\n".join(lines) + "\n"
+    exec(compile(source, f"<irc wrapper for @{func.sym_name}>", "exec"), env)  # noqa: S102 - generated above
+    wrapper = env[fname]
     wrapper.__doc__ = f"@{func.sym_name} : {ft} (compiled for the CPU)"
     wrapper.c_function = cfunc
     return wrapper

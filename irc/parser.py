@@ -26,17 +26,26 @@ from functools import lru_cache
 from pathlib import Path
 
 from lark import Lark, Transformer, Tree
-from lark.grammar import Rule
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.grammar import Rule
 
 from . import registry
-from .attributes import ArrayAttr, FloatAttr, IntegerAttr, StringAttr, SymbolRefAttr, TypeAttr, UnitAttr, unquote_string
+from .attributes import (
+    ArrayAttr,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    SymbolRefAttr,
+    TypeAttr,
+    UnitAttr,
+    unquote_string,
+)
 from .block import Block, Region
 from .diagnostics import IRError, Location, SourceFile
 from .module import ModuleOp
 from .operation import UnregisteredOp
 from .syntax import Literal, UniformSyntax
-from .types import FunctionType, IndexType, Type, f64, i1, i64, parse_type
+from .types import FunctionType, Type, f64, i1, i64, parse_type
 from .values import Value
 
 try:  # The Cython lexer and parser loop are ~3x faster; plain lark works too.

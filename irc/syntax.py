@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .attributes import (
-    Attribute, DenseAttr, FloatAttr, IntegerAttr, StringAttr, float_from_bits, integer_attr,
+    Attribute,
+    DenseAttr,
+    FloatAttr,
+    IntegerAttr,
+    StringAttr,
+    float_from_bits,
+    integer_attr,
 )
 from .diagnostics import IRError, Location
 from .types import FloatType, IndexType, IntegerType, ShapedType, Type, i1

@@ -16,10 +16,11 @@ lowered before outer ones, so a lowered region may already hold many blocks.
 
 from __future__ import annotations
 
-from irc.block import Block
 from irc.dialects.arith import AddIOp, CmpIOp
 from irc.dialects.cf import BranchOp, CondBranchOp, PhiOp
 from irc.dialects.scf import ConditionOp, ForOp, IfOp, WhileOp, YieldOp
+
+from irc.block import Block
 from irc.operation import Operation
 from irc.passmanager import Pass
 
@@ -189,7 +190,7 @@ def _lower_while(op: WhileOp) -> None:
     after_blocks = _move_region_blocks(op.after, cont)
     head = before_blocks[0]
     arg_phis = []
-    for arg, init in zip(head.args, op.operands):
+    for init in op.operands:
         phi = PhiOp.build(init.type, [(init, pre)])
         phi.loc = op.loc
         arg_phis.append(phi)

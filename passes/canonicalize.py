@@ -4,7 +4,10 @@ Folds come from the ops themselves (``fold`` in dialects/): constant folding and
 identities such as x + 0, x * 1, x - x, x ^ x, select with equal arms, cmpi of a
 value with itself, phis whose incoming values are all one value.  The patterns
 here change the IR's shape: constants move to the right of commutative ops,
-conditional branches on a constant become plain branches.  Dead pure ops and
+conditional branches on a constant become plain branches, and the algebraic
+rules of algebra.py apply (x * 0, reassociation of constants, x - (x - y),
+casts of casts, strength reduction of multiplication and unsigned division by
+powers of two; float rules only where exact unless ``fast-math`` is set).  Dead pure ops and
 unreachable blocks are removed, and constants are hoisted to the top of their
 function and de-duplicated, as MLIR's canonicalizer does.
 """
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 from irc.passmanager import Pass
 from irc.patterns import GreedyDriver, RewritePattern, constant_value
 
+from .algebra import EXACT_PATTERNS, FAST_MATH_PATTERNS
 from .cfg_utils import remove_unreachable_blocks_everywhere
 
 
@@ -59,7 +63,7 @@ class FoldConstantCondBranch(RewritePattern):
         return True
 
 
-PATTERNS = [MoveConstantRight(), FoldConstantCondBranch()]
+PATTERNS = [MoveConstantRight(), FoldConstantCondBranch(), *EXACT_PATTERNS]
 
 
 @dataclass
@@ -68,10 +72,12 @@ class Canonicalize(Pass):
 
     name = "canonicalize"
     max_iterations: int = 10
+    fast_math: bool = False  # also apply float rules that are not exact under IEEE (x + 0.0 -> x, ...)
 
     def run(self, module, stats) -> None:
+        patterns = PATTERNS + (FAST_MATH_PATTERNS if self.fast_math else [])
         for _ in range(self.max_iterations):
-            changed = GreedyDriver(PATTERNS, fold=True, stats=stats).run(module)
+            changed = GreedyDriver(patterns, fold=True, stats=stats).run(module)
             changed |= remove_unreachable_blocks_everywhere(module, stats)
             if not changed:
                 break

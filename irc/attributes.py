@@ -298,7 +298,10 @@ def unquote_string(token: str) -> str:
             out.append("\t")
             i += 2
         else:
-            out.append(chr(int(body[i + 1 : i + 3], 16)))
+            digits = body[i + 1 : i + 3]
+            if len(digits) != 2 or any(c not in "0123456789abcdefABCDEF" for c in digits):
+                raise ValueError(f"invalid escape '\\{digits}'")
+            out.append(chr(int(digits, 16)))
             i += 3
     return "".join(out)
 

@@ -230,6 +230,8 @@ class ParseContext(Transformer):
 
     def module_op(self, children):
         region = children[-1]
+        if region.is_empty:  # '{ }' parsed as no blocks; a module always has its body block
+            region.append(Block())
         module = ModuleOp.new(region, self.loc(children[0]))
         if len(children) == 3:
             module.attributes["sym_name"] = StringAttr(_symbol_name(children[1].value))
@@ -308,7 +310,7 @@ class ParseContext(Transformer):
 
     def generic_op(self, children):
         name_tok = children[0]
-        name = unquote_string(name_tok.value)
+        name = self.string(name_tok)
         loc = self.loc(name_tok)
         fn = children[-1]
         operands = successors = regions = attrs = None
@@ -553,7 +555,7 @@ class ParseContext(Transformer):
     def attr_entry(self, children):
         key = children[0].value
         if key.startswith('"'):
-            key = unquote_string(key)
+            key = self.string(children[0])
         if len(children) == 1:
             return (key, UnitAttr())
         value = children[1]
@@ -598,7 +600,14 @@ class ParseContext(Transformer):
 
     def string_lit(self, children):
         tok = children[0]
-        return Literal("str", unquote_string(tok.value), self.loc(tok))
+        return Literal("str", self.string(tok), self.loc(tok))
+
+    def string(self, tok) -> str:
+        try:
+            return unquote_string(tok.value)
+        except ValueError:
+            raise self.error("invalid escape in string: use \\n, \\t, \\\\, \\\" or two hex digits",
+                             tok) from None
 
     def dense_lit(self, children):
         return Literal("dense", children[1], self.loc(children[0]))

@@ -66,6 +66,16 @@ class FoldConstantCondBranch(RewritePattern):
 PATTERNS = [MoveConstantRight(), FoldConstantCondBranch(), *EXACT_PATTERNS]
 
 
+def op_patterns() -> list:
+    """Patterns that registered op classes declare with ``canonicalization_patterns()``."""
+    from irc import registry
+
+    out = []
+    for cls in registry.OPS.values():
+        out.extend(cls.canonicalization_patterns())
+    return out
+
+
 @dataclass
 class Canonicalize(Pass):
     """Fold constants and simplify ops with local patterns until nothing changes."""
@@ -75,7 +85,7 @@ class Canonicalize(Pass):
     fast_math: bool = False  # also apply float rules that are not exact under IEEE (x + 0.0 -> x, ...)
 
     def run(self, module, stats) -> None:
-        patterns = PATTERNS + (FAST_MATH_PATTERNS if self.fast_math else [])
+        patterns = PATTERNS + op_patterns() + (FAST_MATH_PATTERNS if self.fast_math else [])
         for _ in range(self.max_iterations):
             changed = GreedyDriver(patterns, fold=True, stats=stats).run(module)
             changed |= remove_unreachable_blocks_everywhere(module, stats)

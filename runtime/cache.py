@@ -15,6 +15,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import llvmlite
@@ -30,10 +31,20 @@ class Entry:
     faults: list  # [(message, (line, column))]
 
 
+@lru_cache(maxsize=1)
+def backend_fingerprint() -> str:
+    """A hash of the code generator's own source: any change to it invalidates old entries."""
+    h = hashlib.sha256()
+    root = Path(__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def key(ir_text: str, source_identity: str, options: dict, cpu: str, features: str) -> str:
     h = hashlib.sha256()
     for part in (ir_text, source_identity, json.dumps(options, sort_keys=True), cpu, features,
-                 irc.__version__, llvmlite.__version__):
+                 irc.__version__, llvmlite.__version__, backend_fingerprint()):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
@@ -89,6 +100,13 @@ def store(k: str, entry: Entry, cache_dir: str | None = None) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def discard(k: str, cache_dir: str | None = None) -> None:
+    try:
+        _path(k, cache_dir).unlink()
     except OSError:
         pass
 

@@ -116,10 +116,14 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
         entry = _cache.load(key, cache_dir)
         if entry is not None:
             t = time.perf_counter()
-            library, addresses = engine.load(symbols, object_code=entry.object_code)
-            timings["load cached machine code"] = time.perf_counter() - t
-            hit = (library, addresses, _faults_from(entry.faults, module), None)
-            timings["cache"] = "disk"
+            try:
+                library, addresses = engine.load(symbols, object_code=entry.object_code)
+            except RuntimeError:  # an entry that lacks a symbol: rebuild it below
+                _cache.discard(key, cache_dir)
+            else:
+                timings["load cached machine code"] = time.perf_counter() - t
+                hit = (library, addresses, _faults_from(entry.faults, module), None)
+                timings["cache"] = "disk"
     elif hit is not None:
         timings["cache"] = "memory"
     if hit is None:

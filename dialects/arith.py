@@ -68,6 +68,7 @@ class AddIOp(IntBinaryOp):
     name = "arith.addi"
     traits = COMMUTATIVE
     summary = "Integer addition, wrapping."
+    example = "%r = arith.addi %a, %b : i64"
     compute = staticmethod(lambda a, b, t: wrap(_widen(a) + _widen(b), t))
 
     def fold_partial(self, c):
@@ -80,6 +81,7 @@ class SubIOp(IntBinaryOp):
     name = "arith.subi"
     traits = ELEMENTWISE
     summary = "Integer subtraction, wrapping."
+    example = "%r = arith.subi %a, %b : i64"
     compute = staticmethod(lambda a, b, t: wrap(_widen(a) - _widen(b), t))
 
     def fold_partial(self, c):
@@ -94,6 +96,7 @@ class MulIOp(IntBinaryOp):
     name = "arith.muli"
     traits = COMMUTATIVE
     summary = "Integer multiplication, wrapping."
+    example = "%r = arith.muli %a, %b : i64"
     compute = staticmethod(lambda a, b, t: wrap(_widen(a) * _widen(b), t))
 
     def fold_partial(self, c):
@@ -176,6 +179,7 @@ class DivSIOp(IntBinaryOp):
     name = "arith.divsi"
     traits = ELEMENTWISE
     summary = "Signed integer division rounding toward zero; division by zero and MIN / -1 are errors."
+    example = "%r = arith.divsi %a, %b : i64"
     compute = staticmethod(_divsi)
 
     def fold_partial(self, c):
@@ -186,6 +190,7 @@ class DivUIOp(IntBinaryOp):
     name = "arith.divui"
     traits = ELEMENTWISE
     summary = "Unsigned integer division; division by zero is an error."
+    example = "%r = arith.divui %a, %b : i64"
     compute = staticmethod(_divui)
 
     def fold_partial(self, c):
@@ -196,6 +201,7 @@ class RemSIOp(IntBinaryOp):
     name = "arith.remsi"
     traits = ELEMENTWISE
     summary = "Signed remainder (sign of the dividend); division by zero and MIN % -1 are errors."
+    example = "%r = arith.remsi %a, %b : i64"
     compute = staticmethod(_remsi)
 
 
@@ -203,6 +209,7 @@ class RemUIOp(IntBinaryOp):
     name = "arith.remui"
     traits = ELEMENTWISE
     summary = "Unsigned remainder; division by zero is an error."
+    example = "%r = arith.remui %a, %b : i64"
     compute = staticmethod(_remui)
 
 
@@ -210,6 +217,7 @@ class FloorDivSIOp(IntBinaryOp):
     name = "arith.floordivsi"
     traits = ELEMENTWISE
     summary = "Signed division rounding toward negative infinity."
+    example = "%r = arith.floordivsi %a, %b : i64"
     compute = staticmethod(_floordivsi)
 
 
@@ -217,6 +225,7 @@ class CeilDivSIOp(IntBinaryOp):
     name = "arith.ceildivsi"
     traits = ELEMENTWISE
     summary = "Signed division rounding toward positive infinity."
+    example = "%r = arith.ceildivsi %a, %b : i64"
     compute = staticmethod(_ceildivsi)
 
 
@@ -224,6 +233,7 @@ class CeilDivUIOp(IntBinaryOp):
     name = "arith.ceildivui"
     traits = ELEMENTWISE
     summary = "Unsigned division rounding toward positive infinity."
+    example = "%r = arith.ceildivui %a, %b : i64"
     compute = staticmethod(_ceildivui)
 
 
@@ -231,6 +241,7 @@ class AndIOp(IntBinaryOp):
     name = "arith.andi"
     traits = COMMUTATIVE
     summary = "Bitwise and."
+    example = "%r = arith.andi %a, %b : i64"
     compute = staticmethod(lambda a, b, t: a & b)
 
     def fold_partial(self, c):
@@ -245,6 +256,7 @@ class OrIOp(IntBinaryOp):
     name = "arith.ori"
     traits = COMMUTATIVE
     summary = "Bitwise or."
+    example = "%r = arith.ori %a, %b : i64"
     compute = staticmethod(lambda a, b, t: a | b)
 
     def fold_partial(self, c):
@@ -257,6 +269,7 @@ class XOrIOp(IntBinaryOp):
     name = "arith.xori"
     traits = COMMUTATIVE
     summary = "Bitwise exclusive or."
+    example = "%r = arith.xori %a, %b : i64"
     compute = staticmethod(lambda a, b, t: a ^ b)
 
     def fold_partial(self, c):
@@ -277,6 +290,7 @@ class ShLIOp(IntBinaryOp):
     name = "arith.shli"
     traits = ELEMENTWISE
     summary = "Shift left; a shift by the bit width or more is an error."
+    example = "%r = arith.shli %a, %b : i64"
     compute = staticmethod(lambda a, b, t: wrap(_widen(a) << _shift_amount(b, t).astype(np.int64) if is_array(b)
                                                 else _widen(a) << _shift_amount(b, t), t))
 
@@ -288,6 +302,7 @@ class ShRSIOp(IntBinaryOp):
     name = "arith.shrsi"
     traits = ELEMENTWISE
     summary = "Arithmetic shift right; a shift by the bit width or more is an error."
+    example = "%r = arith.shrsi %a, %b : i64"
 
     @staticmethod
     def compute(a, b, t):
@@ -305,6 +320,7 @@ class ShRUIOp(IntBinaryOp):
     name = "arith.shrui"
     traits = ELEMENTWISE
     summary = "Logical shift right; a shift by the bit width or more is an error."
+    example = "%r = arith.shrui %a, %b : i64"
 
     @staticmethod
     def compute(a, b, t):
@@ -330,6 +346,7 @@ class MaxSIOp(IntBinaryOp):
     name = "arith.maxsi"
     traits = COMMUTATIVE
     summary = "Signed maximum."
+    example = "%r = arith.maxsi %a, %b : i64"
     compute = staticmethod(lambda a, b, t: _select_by(signed(_widen(a), t) >= signed(_widen(b), t), a, b))
     fold_partial = _same_operand_fold
 
@@ -338,6 +355,7 @@ class MinSIOp(IntBinaryOp):
     name = "arith.minsi"
     traits = COMMUTATIVE
     summary = "Signed minimum."
+    example = "%r = arith.minsi %a, %b : i64"
     compute = staticmethod(lambda a, b, t: _select_by(signed(_widen(a), t) <= signed(_widen(b), t), a, b))
     fold_partial = _same_operand_fold
 
@@ -346,6 +364,7 @@ class MaxUIOp(IntBinaryOp):
     name = "arith.maxui"
     traits = COMMUTATIVE
     summary = "Unsigned maximum."
+    example = "%r = arith.maxui %a, %b : i64"
     compute = staticmethod(lambda a, b, t: _select_by(unsigned(a, t) >= unsigned(b, t), a, b))
     fold_partial = _same_operand_fold
 
@@ -354,6 +373,7 @@ class MinUIOp(IntBinaryOp):
     name = "arith.minui"
     traits = COMMUTATIVE
     summary = "Unsigned minimum."
+    example = "%r = arith.minui %a, %b : i64"
     compute = staticmethod(lambda a, b, t: _select_by(unsigned(a, t) <= unsigned(b, t), a, b))
     fold_partial = _same_operand_fold
 
@@ -369,6 +389,7 @@ class AddFOp(FloatBinaryOp):
     name = "arith.addf"
     traits = COMMUTATIVE
     summary = "Float addition (IEEE, round to nearest even)."
+    example = "%r = arith.addf %x, %y : f32"
     compute = staticmethod(lambda a, b, t: round_to(a + b, t))
 
     def fold_partial(self, c):
@@ -387,6 +408,7 @@ class SubFOp(FloatBinaryOp):
     name = "arith.subf"
     traits = ELEMENTWISE
     summary = "Float subtraction."
+    example = "%r = arith.subf %x, %y : f32"
     compute = staticmethod(lambda a, b, t: round_to(a - b, t))
 
     def fold_partial(self, c):
@@ -398,6 +420,7 @@ class MulFOp(FloatBinaryOp):
     name = "arith.mulf"
     traits = COMMUTATIVE
     summary = "Float multiplication."
+    example = "%r = arith.mulf %t, %u : tensor<4xf32>"
     compute = staticmethod(lambda a, b, t: round_to(a * b, t))
 
     def fold_partial(self, c):
@@ -408,6 +431,7 @@ class DivFOp(FloatBinaryOp):
     name = "arith.divf"
     traits = ELEMENTWISE
     summary = "Float division (x / 0 is an infinity or NaN, as IEEE says)."
+    example = "%r = arith.divf %x, %y : f32"
     compute = staticmethod(lambda a, b, t: round_to(np.true_divide(a, b), t))
 
     def fold_partial(self, c):
@@ -418,6 +442,7 @@ class RemFOp(FloatBinaryOp):
     name = "arith.remf"
     traits = ELEMENTWISE
     summary = "Float remainder with the sign of the dividend (C fmod)."
+    example = "%r = arith.remf %x, %y : f32"
     compute = staticmethod(lambda a, b, t: round_to(np.fmod(a, b), t))
 
 
@@ -439,6 +464,7 @@ class MaximumFOp(FloatBinaryOp):
     name = "arith.maximumf"
     traits = COMMUTATIVE
     summary = "IEEE 754-2019 maximum: NaN if either is NaN; +0.0 > -0.0."
+    example = "%r = arith.maximumf %x, %y : f32"
     compute = staticmethod(_maximumf)
     fold_partial = _same_operand_fold
 
@@ -447,6 +473,7 @@ class MinimumFOp(FloatBinaryOp):
     name = "arith.minimumf"
     traits = COMMUTATIVE
     summary = "IEEE 754-2019 minimum: NaN if either is NaN; -0.0 < +0.0."
+    example = "%r = arith.minimumf %x, %y : f32"
     compute = staticmethod(_minimumf)
     fold_partial = _same_operand_fold
 
@@ -455,6 +482,7 @@ class MaxNumFOp(FloatBinaryOp):
     name = "arith.maxnumf"
     traits = COMMUTATIVE
     summary = "Maximum that ignores a NaN operand (C fmax)."
+    example = "%r = arith.maxnumf %x, %y : f32"
     compute = staticmethod(lambda a, b, t: round_to(np.fmax(a, b), t))
     fold_partial = _same_operand_fold
 
@@ -463,6 +491,7 @@ class MinNumFOp(FloatBinaryOp):
     name = "arith.minnumf"
     traits = COMMUTATIVE
     summary = "Minimum that ignores a NaN operand (C fmin)."
+    example = "%r = arith.minnumf %x, %y : f32"
     compute = staticmethod(lambda a, b, t: round_to(np.fmin(a, b), t))
     fold_partial = _same_operand_fold
 
@@ -472,6 +501,7 @@ class NegFOp(UnaryOp):
     traits = ELEMENTWISE
     operand_kind = "float"
     summary = "Float negation (flips the sign bit, NaN included)."
+    example = "%r = arith.negf %x : f32"
     compute = staticmethod(lambda a, t: round_to(-a, t))
 
     def fold_partial(self, c):
@@ -534,15 +564,26 @@ class CmpOp(Operation):
     @classmethod
     def parse_uniform(cls, ctx, syn):
         args = syn.args
-        if len(args) != 3 or not isinstance(args[0], tuple) or args[0][0] != "keyword":
+        if len(args) == 3 and isinstance(args[0], tuple) and args[0][0] == "literal" and args[0][1].kind == "bool":
+            # cmpf's 'true' and 'false' predicates lex as boolean literals.
+            lit = args[0][1]
+            if "true" not in cls.predicates:
+                raise IRError(f"unknown predicate '{str(lit.value).lower()}' for '{cls.name}'; expected one of "
+                              + ", ".join(cls.predicates), syn.loc)
+            predicate = "true" if lit.value else "false"
+        elif len(args) != 3 or not isinstance(args[0], tuple) or args[0][0] != "keyword":
             raise IRError(f"'{cls.name}' expects 'PREDICATE, %lhs, %rhs : type'", syn.loc)
-        pred_tok = args[0][1]
-        if pred_tok.value not in cls.predicates:
-            raise ctx.error(f"unknown predicate '{pred_tok.value}' for '{cls.name}'; expected one of "
-                            + ", ".join(cls.predicates), pred_tok)
+        else:
+            pred_tok = args[0][1]
+            predicate = pred_tok.value
+            if predicate not in cls.predicates:
+                raise ctx.error(f"unknown predicate '{pred_tok.value}' for '{cls.name}'; expected one of "
+                                + ", ".join(cls.predicates), pred_tok)
+        if isinstance(args[1], tuple) or isinstance(args[2], tuple):
+            raise IRError(f"'{cls.name}' expects 'PREDICATE, %lhs, %rhs : type'", syn.loc)
         t = syn.single_type()
         operands = [ctx.value(args[1], t), ctx.value(args[2], t)]
-        attrs = {"predicate": IntegerAttr(cls.predicates.index(pred_tok.value), i64), **syn.attrs}
+        attrs = {"predicate": IntegerAttr(cls.predicates.index(predicate), i64), **syn.attrs}
         return cls(operands, [with_element(t, i1)], attrs)
 
     def print_custom(self, p) -> None:
@@ -562,6 +603,7 @@ def _as_bool(x):
 class CmpIOp(CmpOp):
     name = "arith.cmpi"
     summary = "Integer comparison: eq, ne, slt, sle, sgt, sge, ult, ule, ugt, uge. Result is i1."
+    example = "%r = arith.cmpi slt, %a, %b : i64"
     predicates = CMPI_PREDICATES
     operand_kind = "int"
 
@@ -590,6 +632,7 @@ class CmpIOp(CmpOp):
 class CmpFOp(CmpOp):
     name = "arith.cmpf"
     summary = "Float comparison; o* predicates are false and u* true when an operand is NaN."
+    example = "%r = arith.cmpf olt, %x, %y : f32"
     predicates = CMPF_PREDICATES
     operand_kind = "float"
 
@@ -620,6 +663,7 @@ class SelectOp(Operation):
     name = "arith.select"
     traits = frozenset({Pure, Elementwise})
     summary = "Choose between two values by an i1 condition (elementwise for an i1 tensor)."
+    example = "%r = arith.select %cond, %a, %b : i64"
 
     def verify_op(self) -> None:
         if len(self.operands) != 3 or len(self.results) != 1:
@@ -681,6 +725,7 @@ class ConstantOp(Operation):
     name = "arith.constant"
     traits = frozenset({Pure, ConstantLike})
     summary = "A compile-time constant scalar or tensor."
+    example = "%r = arith.constant 42 : i64"
 
     @property
     def value(self):
@@ -757,8 +802,11 @@ def _int_to_int(x, src, dst, sign: bool):
 
 
 class IndexCastOp(CastOp):
+    """One side is ``index``, the other an integer type (either may be the wider)."""
+
     name = "arith.index_cast"
     summary = "Between index and an integer type, sign-extending or truncating."
+    example = "%r = arith.index_cast %i : index to i64"
     from_kind = to_kind = "int"
     compute = staticmethod(lambda x, s, d: _int_to_int(x, s, d, True))
 
@@ -770,12 +818,16 @@ class IndexCastOp(CastOp):
 class IndexCastUIOp(IndexCastOp):
     name = "arith.index_castui"
     summary = "Between index and an integer type, zero-extending or truncating."
+    example = "%r = arith.index_castui %a : i64 to index"
     compute = staticmethod(lambda x, s, d: _int_to_int(x, s, d, False))
 
 
 class ExtSIOp(CastOp):
+    """Both sides are integer types, not ``index``; the result is strictly wider."""
+
     name = "arith.extsi"
     summary = "Sign-extend an integer to a wider integer type."
+    example = "%r = arith.extsi %w : i32 to i64"
     from_kind = to_kind = "int"
     compute = staticmethod(lambda x, s, d: _int_to_int(x, s, d, True))
 
@@ -787,12 +839,16 @@ class ExtSIOp(CastOp):
 class ExtUIOp(ExtSIOp):
     name = "arith.extui"
     summary = "Zero-extend an integer to a wider integer type."
+    example = "%r = arith.extui %w : i32 to i64"
     compute = staticmethod(lambda x, s, d: _int_to_int(x, s, d, False))
 
 
 class TruncIOp(CastOp):
+    """Both sides are integer types, not ``index``; the result is strictly narrower."""
+
     name = "arith.trunci"
     summary = "Truncate an integer to a narrower integer type (keeps the low bits)."
+    example = "%r = arith.trunci %a : i64 to i32"
     from_kind = to_kind = "int"
     compute = staticmethod(lambda x, s, d: _int_to_int(x, s, d, True))
 
@@ -825,6 +881,7 @@ def _float_to_int(x, src, dst, sign: bool):
 class SIToFPOp(CastOp):
     name = "arith.sitofp"
     summary = "Signed integer to float, rounding to nearest."
+    example = "%r = arith.sitofp %a : i64 to f32"
     from_kind, to_kind = "int", "float"
     compute = staticmethod(lambda x, s, d: _int_to_float(x, s, d, True))
 
@@ -832,6 +889,7 @@ class SIToFPOp(CastOp):
 class UIToFPOp(CastOp):
     name = "arith.uitofp"
     summary = "Unsigned integer to float, rounding to nearest."
+    example = "%r = arith.uitofp %a : i64 to f32"
     from_kind, to_kind = "int", "float"
     compute = staticmethod(lambda x, s, d: _int_to_float(x, s, d, False))
 
@@ -839,6 +897,7 @@ class UIToFPOp(CastOp):
 class FPToSIOp(CastOp):
     name = "arith.fptosi"
     summary = "Float to signed integer, rounding toward zero; NaN or out of range is an error."
+    example = "%r = arith.fptosi %x : f32 to i64"
     from_kind, to_kind = "float", "int"
     compute = staticmethod(lambda x, s, d: _float_to_int(x, s, d, True))
 
@@ -846,13 +905,17 @@ class FPToSIOp(CastOp):
 class FPToUIOp(CastOp):
     name = "arith.fptoui"
     summary = "Float to unsigned integer, rounding toward zero; NaN or out of range is an error."
+    example = "%r = arith.fptoui %x : f32 to i64"
     from_kind, to_kind = "float", "int"
     compute = staticmethod(lambda x, s, d: _float_to_int(x, s, d, False))
 
 
 class ExtFOp(CastOp):
+    """The result is a strictly wider float type."""
+
     name = "arith.extf"
     summary = "Widen a float (exact)."
+    example = "%r = arith.extf %x : f32 to f64"
     from_kind = to_kind = "float"
     compute = staticmethod(lambda x, s, d: round_to(np.asarray(x, dtype=np.float64) if is_array(x)
                                                     else np.float64(x), d))
@@ -863,8 +926,11 @@ class ExtFOp(CastOp):
 
 
 class TruncFOp(CastOp):
+    """The result is a strictly narrower float type."""
+
     name = "arith.truncf"
     summary = "Narrow a float, rounding to nearest even."
+    example = "%r = arith.truncf %x : f32 to f16"
     from_kind = to_kind = "float"
     compute = staticmethod(lambda x, s, d: round_to(x, d))
 
@@ -874,8 +940,11 @@ class TruncFOp(CastOp):
 
 
 class BitcastOp(CastOp):
+    """Both sides have the same bit width; ``index`` is not allowed (its width is the target's)."""
+
     name = "arith.bitcast"
     summary = "Reinterpret the bits of a value as another type of the same width."
+    example = "%r = arith.bitcast %x : f32 to i32"
     compute = None
 
     def verify_widths(self, src, dst):
@@ -893,7 +962,23 @@ class BitcastOp(CastOp):
                 return [bits.view(np.float32)]
             return [np.ascontiguousarray(src_arr).view(np.float32 if dst.kind == "bf16" else numpy_dtype(dst))
                     if isinstance(dst, FloatType) else wrap(np.ascontiguousarray(src_arr).view(f"i{width(dst) // 8}"), dst)]
-        bits = float_bits(float(x), src) if isinstance(src, FloatType) else unsigned(x, src)
+        # Through numpy views, not Python floats: converting a signaling NaN to a Python float
+        # quiets it, and a bitcast must keep every bit.
+        if isinstance(src, FloatType):
+            bits = float_bits(float(x), src) if src.kind == "bf16" else \
+                int(np.asarray(x, dtype=float_dtype(src)).view(f"u{src.width // 8}"))
+        else:
+            bits = unsigned(x, src)
         if isinstance(dst, FloatType):
-            return [float_dtype(dst)(float_from_bits(bits, dst))]
+            if dst.kind == "bf16":
+                return [float_dtype(dst)(float_from_bits(bits, dst))]
+            return [np.asarray(bits, dtype=f"u{dst.width // 8}").view(float_dtype(dst))[()]]
         return [wrap(bits, dst)]
+
+    def fold(self, constants):
+        folded = super().fold(constants)
+        if folded and isinstance(folded[0], FloatAttr) and isinstance(constants[0], IntegerAttr) \
+                and float_bits(folded[0].value, folded[0].type) != unsigned(constants[0].value, constants[0].type):
+            return None  # a signaling NaN, which a FloatAttr (a Python float) cannot hold
+        return folded
+

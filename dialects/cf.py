@@ -8,8 +8,10 @@ lead their block and list one incoming value per predecessor.
 
 from __future__ import annotations
 
+import re
+
 from irc.attributes import StringAttr
-from irc.diagnostics import IRError
+from irc.diagnostics import IRError, Location
 from irc.operation import Operation, Pure, Terminator
 from irc.types import i1
 
@@ -23,10 +25,37 @@ def _args_of(syn, kinds, form: str):
     return syn.args
 
 
+_SUCCESSOR_WITH_ARGS = re.compile(r"\s*(\^[A-Za-z0-9_$.\-]+)\(")
+
+
+def _reject_branch_arguments(syn) -> None:
+    """MLIR's ``cf.br ^bb(%x : i64)`` lexes as a new block label; say what is wrong.
+
+    The lexer reads ``^bb(`` after an op without operands as a labelled block with
+    arguments, so the op arrives here with no arguments at all; the source text
+    tells the two apart.
+    """
+    loc = syn.loc
+    if loc.source is None:
+        return
+    start = loc.column - 1 + len(syn.name)
+    match = _SUCCESSOR_WITH_ARGS.match(loc.source.line(loc.line), start)
+    if match:
+        raise IRError(f"branches take no block arguments in irc: merge values into '{match.group(1)}' "
+                      "with cf.phi", Location(loc.source, loc.line, match.start(1) + 1))
+
+
 class BranchOp(Operation):
+    """``cf.br ^dest``: no operands, one successor.
+
+    irc passes no values along edges: the destination merges what it needs with
+    ``cf.phi``.
+    """
+
     name = "cf.br"
     traits = frozenset({Terminator})
     summary = "Jump to a block."
+    example = "cf.br ^head"
 
     @property
     def dest(self):
@@ -38,6 +67,8 @@ class BranchOp(Operation):
 
     @classmethod
     def parse_uniform(cls, ctx, syn):
+        if not syn.args:
+            _reject_branch_arguments(syn)
         (succ,) = _args_of(syn, ["succ"], "cf.br ^dest")
         return cls(successors=[ctx.block(succ[1])], attributes=syn.attrs)
 
@@ -50,9 +81,15 @@ class BranchOp(Operation):
 
 
 class CondBranchOp(Operation):
+    """``cf.cond_br %cond, ^true_dest, ^false_dest``: one i1 operand, two successors.
+
+    ``canonicalize`` turns a branch on a constant (or to one block twice) into ``cf.br``.
+    """
+
     name = "cf.cond_br"
     traits = frozenset({Terminator})
     summary = "Jump to the first block if the i1 condition holds, else to the second."
+    example = "cf.cond_br %cond, ^body, ^exit"
 
     def verify_op(self) -> None:
         if len(self.operands) != 1 or len(self.successors) != 2 or self.results:
@@ -84,6 +121,7 @@ class PhiOp(Operation):
     name = "cf.phi"
     traits = frozenset({Pure})
     summary = "Merge one value per predecessor where control flow joins."
+    example = "%r = cf.phi [%a, ^entry], [%b, ^body] : i64"
 
     def fold(self, constants):
         """A phi whose incoming values are all one value (or the phi itself) is that value."""
@@ -146,8 +184,15 @@ class PhiOp(Operation):
 
 
 class AssertOp(Operation):
+    """``cf.assert %cond, "message"``: one i1 operand, a ``msg`` string attribute, no results.
+
+    Not pure, so it is never removed as dead; the interpreter reports a false
+    condition as an error at the op, quoting the message.
+    """
+
     name = "cf.assert"
     summary = "Abort with a message when the i1 condition is false."
+    example = 'cf.assert %cond, "n must be positive"'
 
     def verify_op(self) -> None:
         if len(self.operands) != 1 or self.operands[0].type is not i1:

@@ -19,9 +19,17 @@ _FUNC_ATTRS = ("sym_name", "function_type", "sym_visibility")
 
 
 class FuncOp(Operation):
+    """A function: attributes ``sym_name`` (string), ``function_type`` (a function type)
+    and, optionally, ``sym_visibility`` (``"private"``); one region, empty for a declaration.
+
+    The entry block's arguments are the parameters and must match the signature.
+    Isolated from above: the body cannot use values defined outside it.
+    """
+
     name = "func.func"
     traits = frozenset({IsolatedFromAbove})
     summary = "A function: a symbol with a signature and a body region (none for a declaration)."
+    example = "func.func @double(%v: i64) -> i64 { %r = arith.addi %v, %v : i64 func.return %r : i64 }"
 
     @property
     def sym_name(self) -> str:
@@ -143,14 +151,18 @@ def _parse_func_op(ctx, children):
 
 
 class ReturnOp(Operation):
+    """``func.return %a, %b : T1, T2``: operands matching the enclosing function's result types."""
+
     name = "func.return"
     traits = frozenset({Terminator, ReturnLike})
     summary = "Return values from the enclosing function."
+    example = "func.return %a : i64"
 
     def verify_op(self) -> None:
         parent = self.parent_op
         if not isinstance(parent, FuncOp):
-            raise self.error("must be inside a 'func.func'")
+            where = f"'{parent.name}'" if parent is not None else "no op"
+            raise self.error(f"must end the body of a 'func.func', but its region belongs to {where}")
         expected = list(parent.function_type.results)
         got = self.operand_types
         if got != expected:
@@ -179,8 +191,13 @@ def _typed_values(ctx, syn):
         raise IRError(f"'{syn.name}' expects '%a, %b : type, type'", syn.loc)
     types = syn.plain_types("types")
     if len(types) != len(syn.args):
-        raise IRError(f"'{syn.name}' has {len(syn.args)} operands but {len(types)} types", syn.loc)
+        raise IRError(f"'{syn.name}' has {_count(len(syn.args), 'operand')} but {_count(len(types), 'type')}",
+                      syn.loc)
     return [ctx.value(a, t) for a, t in zip(syn.args, types)]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _print_typed_values(p, op) -> str:
@@ -190,8 +207,15 @@ def _print_typed_values(p, op) -> str:
 
 
 class CallOp(Operation):
+    """``%r = func.call @callee(%a) : (T) -> R``: attribute ``callee`` (a symbol reference).
+
+    Operands and results follow the written function type; the verifier checks that
+    ``@callee`` exists in the module with that same signature.
+    """
+
     name = "func.call"
     summary = "Call a function by symbol."
+    example = "%r = func.call @double(%a) : (i64) -> i64"
 
     @property
     def callee(self) -> str:

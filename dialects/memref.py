@@ -39,6 +39,7 @@ class AllocOp(Operation):
 
     name = "memref.alloc"
     summary = "Allocate a heap buffer; one index operand per dynamic dimension."
+    example = "%r = memref.alloc(%n) : memref<?xi64>"
 
     def verify_op(self) -> None:
         if len(self.results) != 1 or not isinstance(self.results[0].type, MemRefType):
@@ -80,13 +81,19 @@ class AllocOp(Operation):
 
 
 class AllocaOp(AllocOp):
+    """Like ``memref.alloc``: one index operand per dynamic dimension, one memref result."""
+
     name = "memref.alloca"
     summary = "Allocate a buffer in the function's stack frame; freed on return."
+    example = "%r = memref.alloca() : memref<4xf32>"
 
 
 class DeallocOp(Operation):
+    """``memref.dealloc %m : memref<...>``: one memref operand; freeing twice is an error."""
+
     name = "memref.dealloc"
     summary = "Free a buffer made by memref.alloc."
+    example = "memref.dealloc %m : memref<?xi64>"
 
     def verify_op(self) -> None:
         if len(self.operands) != 1 or not isinstance(self.operands[0].type, MemRefType):
@@ -115,7 +122,7 @@ def _check_indices(op, memref_value, indices) -> None:
     if not isinstance(t, MemRefType):
         raise op.error(f"expects a memref, got {t}")
     if len(indices) != t.rank:
-        raise op.error(f"needs {t.rank} indices for {t}, got {len(indices)}")
+        raise op.error(f"needs {t.rank} {'index' if t.rank == 1 else 'indices'} for {t}, got {len(indices)}")
     for v in indices:
         if not isinstance(v.type, IndexType):
             raise op.error(f"indices must be index values, got {v.type}")
@@ -132,8 +139,15 @@ def _element_index(interp, op, buf: Buffer, idx):
 
 
 class LoadOp(Operation):
+    """``%v = memref.load %m[%i, ...] : memref<...>``: a memref, one index per dimension.
+
+    The result has the memref's element type.  An index out of bounds, or a load
+    from a freed buffer, is an error at the op.
+    """
+
     name = "memref.load"
     summary = "Read one element of a buffer."
+    example = "%r = memref.load %m[%i] : memref<?xi64>"
 
     def verify_op(self) -> None:
         if not self.operands or len(self.results) != 1:
@@ -167,8 +181,15 @@ class LoadOp(Operation):
 
 
 class StoreOp(Operation):
+    """``memref.store %v, %m[%i, ...] : memref<...>``: the value (of the element type),
+    the memref, and one index per dimension; no results.
+
+    An index out of bounds, or a store to a freed buffer, is an error at the op.
+    """
+
     name = "memref.store"
     summary = "Write one element of a buffer."
+    example = "memref.store %a, %m[%i] : memref<?xi64>"
 
     def verify_op(self) -> None:
         if len(self.operands) < 2 or self.results:
@@ -205,8 +226,11 @@ class StoreOp(Operation):
 
 
 class DimOp(Operation):
+    """``%d = memref.dim %m, %k : memref<...>``: a memref and an index; the result is an index."""
+
     name = "memref.dim"
     summary = "The size of one dimension of a buffer (an index); an index out of range is an error."
+    example = "%r = memref.dim %m, %i : memref<?xi64>"
 
     def verify_op(self) -> None:
         if len(self.operands) != 2 or len(self.results) != 1:
@@ -235,8 +259,13 @@ class DimOp(Operation):
 
 
 class CopyOp(Operation):
+    """``memref.copy %src, %dst : memref<...> to memref<...>``: two memrefs of one element
+    type and rank; no results.  Copying between buffers of different shapes is an error at run time.
+    """
+
     name = "memref.copy"
     summary = "Copy every element of one buffer into another of the same shape."
+    example = "memref.copy %m, %m2 : memref<?xi64> to memref<?xi64>"
 
     def verify_op(self) -> None:
         if len(self.operands) != 2 or self.results:

@@ -58,9 +58,17 @@ def _print_body(p, region: Region, skip_empty_yield: bool) -> None:
 
 
 class YieldOp(Operation):
+    """``scf.yield %a : T``: ends a region of ``scf.for``, ``scf.if`` or ``scf.while``.
+
+    Its operands are the region's results: the loop-carried values of ``scf.for``
+    (the op's result types), the results of ``scf.if``, or, in the ``do`` region of
+    ``scf.while``, the values of the next iteration (the types of the initial values).
+    """
+
     name = "scf.yield"
     traits = frozenset({Terminator, ReturnLike})
     summary = "Pass values out of an scf region (loop-carried values, if results)."
+    example = "scf.yield %a : i64"
 
     def verify_op(self) -> None:
         parent = self.parent_op
@@ -80,9 +88,16 @@ class YieldOp(Operation):
 
 
 class ConditionOp(Operation):
+    """``scf.condition(%cond) %a, %b : T1, T2``: ends the ``before`` region of ``scf.while``.
+
+    The first operand is the i1 condition; the rest, of the loop's result types, go
+    to the ``do`` region when it holds and become the loop's results when it does not.
+    """
+
     name = "scf.condition"
     traits = frozenset({Terminator})
     summary = "End the 'before' region of scf.while: continue with the values if the condition holds."
+    example = "scf.condition(%cond) %a : i64"
 
     def verify_op(self) -> None:
         parent = self.parent_op
@@ -116,9 +131,20 @@ def _parse_condition(ctx, children):
 
 
 class ForOp(Operation):
+    """``scf.for %iv = %lb to %ub step %step [iter_args(%acc = %init) -> (T)] [: I] { ... }``.
+
+    Operands: lower bound, upper bound and step (one integer or index type ``I``,
+    ``index`` unless written after the header), then the initial values of the
+    iter_args.  The body is one block whose arguments are the induction variable and
+    the iter_args; its ``scf.yield`` gives the next values, and the op's results are
+    the last ones.  The interpreter runs ``%iv`` from lb while it is below ub,
+    comparing as signed integers; a step that is not positive is an error.
+    """
+
     name = "scf.for"
     traits = frozenset({HasRecursiveEffects})
     summary = "Counted loop from lb (inclusive) to ub (exclusive) by step, carrying iter_args."
+    example = "%r = scf.for %iv = %lb to %ub step %step iter_args(%acc = %a) -> (i64) { %acc1 = arith.addi %acc, %b : i64 scf.yield %acc1 : i64 }"
 
     @property
     def lower_bound(self):
@@ -220,9 +246,16 @@ def _parse_for(ctx, children):
 
 
 class IfOp(Operation):
+    """``%r = scf.if %cond -> (T) { ... } else { ... }``: one i1 operand, two regions.
+
+    The ``else`` region may be left out when the op has no results.  Each region
+    ends in ``scf.yield`` with the op's result types.
+    """
+
     name = "scf.if"
     traits = frozenset({HasRecursiveEffects})
     summary = "Run the 'then' or the 'else' region by an i1 condition; results come from scf.yield."
+    example = "%r = scf.if %cond -> (i64) { scf.yield %a : i64 } else { scf.yield %b : i64 }"
 
     @property
     def then_region(self) -> Region:
@@ -283,9 +316,18 @@ def _parse_if(ctx, children):
 
 
 class WhileOp(Operation):
+    """``%r = scf.while (%v = %init) : (T) -> R { before } do { ^bb0(%x: R): after }``.
+
+    Operands are the initial values.  The ``before`` region receives them (or the
+    ``after`` region's yield) and ends in ``scf.condition``; while the condition
+    holds, the forwarded values go to ``after``, whose ``scf.yield`` starts the next
+    iteration; otherwise they are the op's results.
+    """
+
     name = "scf.while"
     traits = frozenset({HasRecursiveEffects})
     summary = "General loop: 'before' computes a condition and forwards values; 'do' computes the next iteration."
+    example = "%r = scf.while (%v = %a) : (i64) -> i64 { %more = arith.cmpi slt, %v, %b : i64 scf.condition(%more) %v : i64 } do { ^bb0(%v1: i64): %v2 = arith.addi %v1, %c : i64 scf.yield %v2 : i64 }"
 
     @property
     def before(self) -> Region:
@@ -340,7 +382,7 @@ def _parse_while_header(ctx, children):
 @syntax_rule("while_op")
 def _parse_while(ctx, children):
     (operands, result_types, loc), before, after = children
-    if [a.type for a in after.entry.args] != result_types:
+    if after.is_empty or [a.type for a in after.entry.args] != result_types:
         raise IRError("the 'do' region of scf.while must start with '^bb0(...):' naming one argument "
                       "per loop result", loc)
     return WhileOp(operands, result_types, regions=[before, after], loc=loc)

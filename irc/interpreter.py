@@ -40,8 +40,8 @@ class Interpreter:
         if len(args) != len(ft.inputs):
             raise TypeError(f"@{name} takes {len(ft.inputs)} argument(s) ({', '.join(map(str, ft.inputs))}), "
                             f"got {len(args)}")
-        values = [to_runtime(a, t, f"argument {i} of @{name}") for i, (a, t) in enumerate(zip(args, ft.inputs))]
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"):  # e.g. 1e300 passed as an f32 becomes inf, as IEEE says
+            values = [to_runtime(a, t, f"argument {i} of @{name}") for i, (a, t) in enumerate(zip(args, ft.inputs))]
             results = self.call(name, values)
         out = tuple(from_runtime(v, t) for v, t in zip(results, ft.results))
         if len(out) == 1:

@@ -20,6 +20,7 @@ class ModuleOp(Operation):
     name = "builtin.module"
     traits = frozenset({IsolatedFromAbove})
     summary = "A container of functions and other symbols."
+    example = "module @m { func.func private @g(i64) -> i64 }"
 
     source = None  # the SourceFile it was parsed from, if any
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
+import numpy as np
+
 from . import registry
 from .attributes import Attribute
 from .block import Block
@@ -254,7 +256,8 @@ class GreedyDriver:
             return False
         constants = [constant_value(v) for v in op.operands]
         try:
-            folded = op.fold(constants)
+            with np.errstate(all="ignore"):  # folding computes what the program would: inf and NaN included
+                folded = op.fold(constants)
         except (ArithmeticError, ValueError, TypeError):
             return False
         if not folded:

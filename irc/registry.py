@@ -19,6 +19,9 @@ MATERIALIZERS: list[type] = []
 
 
 def register(cls: type) -> None:
+    if not isinstance(cls.__dict__.get("name"), str):
+        # UnregisteredOp declares ``name`` as a slot (a descriptor, not an op name).
+        return
     existing = OPS.get(cls.name)
     if existing is not None and existing.__qualname__ != cls.__qualname__:
         raise ValueError(f"op '{cls.name}' is registered twice: {existing} and {cls}")

@@ -71,7 +71,8 @@ class Verifier:
         last = block.last_op
         if needs_terminator:
             if last is None:
-                raise IRError("block is empty: it needs a terminator", block.loc if block.loc.line else
+                what = f"block '^{block.label}'" if block.label else "block"
+                raise IRError(f"{what} is empty: it needs a terminator", block.loc if block.loc.line else
                               block.parent.parent.loc)
             if not last.is_terminator and last.is_registered():
                 raise last.error("is not a terminator, but ends its block; add a terminator such as "
@@ -88,6 +89,9 @@ class Verifier:
             for succ in op.successors:
                 if succ.parent is not block.parent:
                     raise op.error(f"refers to block '^{succ.label}' of another region")
+                if succ is succ.parent.first_block and op.is_terminator:
+                    raise op.error(f"branches to '^{succ.label}', the entry block of its region, which "
+                                   "can have no predecessors; branch to a new block instead")
             self.verify_op(op)
 
     # -- SSA dominance ---------------------------------------------------------------------

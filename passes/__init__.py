@@ -10,7 +10,15 @@ is imported here, so adding a pass is adding a file.
 import importlib
 import pkgutil
 
-from irc.passmanager import PASSES, Pass, PassManager, PipelineError, Statistics, parse_pipeline, run
+from irc.passmanager import (
+    PASSES,
+    Pass,
+    PassManager,
+    PipelineError,
+    Statistics,
+    parse_pipeline,
+    run,
+)
 
 for _info in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_info.name}")

@@ -2,8 +2,9 @@
 ``irc``); this fails when a new subpackage is missing, which a plain ``pip install .``
 would otherwise only reveal as a ModuleNotFoundError on a user's machine."""
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 MAPPED = {"irc": "irc", "dialects": "irc.dialects", "passes": "irc.passes", "runtime": "irc.runtime"}

@@ -1,0 +1,20 @@
+"""The benchmarks run.  Only that: no timing assertions in tests, ever."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_parse_throughput_quick_runs(tmp_path):
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "parse_throughput.py"), "--quick", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "parse+verify+print" in proc.stdout
+    assert out.exists()

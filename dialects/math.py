@@ -27,7 +27,9 @@ def _unary(fn):
         if t.kind in ("bf16", "f16"):
             return round_to(fn(np.asarray(a, dtype=np.float32)), t)[()] if not is_array(a) else \
                 round_to(fn(a.astype(np.float32)), t)
-        return round_to(fn(a), t)
+        result = round_to(fn(a), t)
+        # A scalar stays a numpy scalar: np.vectorize'd functions (erf) return 0-d arrays.
+        return result[()] if is_array(result) and not is_array(a) else result
 
     return staticmethod(compute)
 

@@ -221,11 +221,12 @@ def round_float(value: float, type: FloatType) -> float:
     kind = type.kind
     if kind == "f64" or math.isnan(value) or math.isinf(value):
         return value
-    if kind == "f32":
-        return float(np.float32(value))
-    if kind == "f16":
-        return float(np.float16(value))
-    return bf16_round(value)
+    with np.errstate(over="ignore"):  # out of range rounds to an infinity, as IEEE says
+        if kind == "f32":
+            return float(np.float32(value))
+        if kind == "f16":
+            return float(np.float16(value))
+        return bf16_round(value)
 
 
 def bf16_round(value: float) -> float:

@@ -70,8 +70,14 @@ def cmd_opt(args) -> int:
     from .passmanager import PassManager, PipelineError
     from .verifier import verify
 
+    pipeline = args.pipeline or ""
+    if args.preset is not None:
+        from .passmanager import PRESETS
+
+        preset = PRESETS[f"O{args.preset}"]
+        pipeline = ",".join(p for p in (preset, pipeline) if p)
     try:
-        pm = PassManager.parse(args.pipeline or "", verify_each=not args.no_verify,
+        pm = PassManager.parse(pipeline, verify_each=not args.no_verify,
                                print_after_all=args.print_after_all,
                                print_after_change=args.print_after_change,
                                timing=args.timing, stats=args.stats)
@@ -265,12 +271,17 @@ def cmd_passes(args) -> int:
     import irc.passes  # noqa: F401 - registers the passes
     from .passmanager import PASSES
 
+    from .passmanager import PRESETS
+
     width = max((len(n) for n in PASSES), default=0)
     for name in sorted(PASSES):
         cls = PASSES[name]
         print(f"{name:<{width}}  {cls.summary}")
         for f in cls.options():
             print(f"{'':<{width}}    {f.name.replace('_', '-')}={f.default!s} ({f.type if isinstance(f.type, str) else f.type.__name__})")
+    print()
+    for name, pipeline in PRESETS.items():
+        print(f"-{name}: {pipeline or '(no passes)'}")
     return EXIT_OK
 
 
@@ -300,6 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("file", help="an .ir file, or - for standard input")
     opt.add_argument("-p", "--pipeline", default="", help="passes to run, e.g. canonicalize,dce")
     opt.add_argument("-o", "--output", help="write the result here instead of standard output")
+    opt.add_argument("-O", dest="preset", type=int, choices=range(3), metavar="N",
+                     help="run the default pipeline -O0, -O1 or -O2 (before any -p passes); "
+                          "'irc passes' prints them")
     opt.add_argument("--generic", action="store_true", help="print every op in the generic form")
     opt.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
     opt.add_argument("--print-after-change", action="store_true",

@@ -20,9 +20,7 @@ that are replaced when the definition appears.
 
 from __future__ import annotations
 
-import gc
 import threading
-from functools import lru_cache
 from pathlib import Path
 
 from lark import Lark, Transformer, Tree
@@ -42,6 +40,7 @@ from .attributes import (
 )
 from .block import Block, Region
 from .diagnostics import IRError, Location, SourceFile
+from .gcpause import paused_gc
 from .module import ModuleOp
 from .operation import UnregisteredOp
 from .syntax import Literal, UniformSyntax
@@ -140,7 +139,6 @@ class ParseContext(Transformer):
         state.current = self.module_region.entry
         self.regions = [state]
         self.explicit_modules: list[ModuleOp] = []
-        self.source_start = Location(source, 1, 1)
 
     # -- helpers ops use ------------------------------------------------------------
 
@@ -244,26 +242,26 @@ class ParseContext(Transformer):
         """Name ``op``'s results after the ``%a, %b:2 =`` token and append it to the current block."""
         results = op.results
         if defs is not None:
-            names = _split_defs(defs.value)
-            loc = self.loc(defs)
-            if len(names) == 1 and names[0][1] == 1 and len(results) == 1:
-                self.define(names[0][0], results[0], loc)
+            text = defs.value
+            loc = Location(self.source, defs.line, defs.column)
+            if len(results) == 1 and "," not in text and ":" not in text:
+                self.define(text[1:].rstrip("= \t\r\n"), results[0], loc)
             else:
-                self._define_results(names, results, loc, op)
+                self._define_results(_split_defs(text), results, loc, op)
         elif results:
             raise self.error(f"'{op.name}' has {len(results)} result(s) that must be named, as in "
                              f"'%r = {op.name} ...'", op.loc)
         self.regions[-1].current.append(op)
 
     def _define_results(self, names, results, loc, op) -> None:
-        count = sum(n for _, n in names)
+        count = sum(n for _, n, _ in names)
         if count != len(results):
             raise IRError(
                 f"'{op.name}' defines {len(results)} result{'s' if len(results) != 1 else ''}, "
                 f"but {count} name{'s are' if count != 1 else ' is'} given", loc)
         i = 0
-        for name, n in names:
-            if n == 1:
+        for name, n, grouped in names:
+            if not grouped:
                 self.define(name, results[i], loc)
             else:
                 for k in range(n):
@@ -346,9 +344,9 @@ class ParseContext(Transformer):
     def args_item(self, children):
         return Args(children)
 
-    def args_more_value(self, children):
+    def args_more_value(self, children):  # args "," item (the rule keeps its tokens)
         args = children[0]
-        args.append(children[1])
+        args.append(children[2])
         return args
 
     args_more_item = args_more_value
@@ -356,24 +354,25 @@ class ParseContext(Transformer):
     def values_first(self, children):
         return ValueList(children)
 
-    def values_more(self, children):
+    def values_more(self, children):  # value_list "," VALUE_ID
         values = children[0]
-        values.append(children[1])
+        values.append(children[2])
         return values
 
     def types_one(self, children):
         return [self.type_of(children[0])]
 
-    def types_more(self, children):
+    def types_more(self, children):  # types "," TYPE
         types = children[0]
-        types.append(self.type_of(children[1]))
+        types.append(self.type_of(children[2]))
         return types
 
+    # type_sig keeps its tokens: children start with the ':' token.
     def single_sig(self, children):
-        return ("plain", [self.type_of(children[0])])
+        return ("plain", [self.type_of(children[1])])
 
     def multi_sig(self, children):
-        return ("plain", [self.type_of(children[0]), *children[1]])
+        return ("plain", [self.type_of(children[1]), *children[3]])
 
     def indexed_arg(self, children):
         return ("indexed", children[0], children[1] if len(children) > 1 else [])
@@ -400,10 +399,10 @@ class ParseContext(Transformer):
         return SuccessorList(children)
 
     def cast_sig(self, children):
-        return ("cast", [self.type_of(children[0])], [self.type_of(children[1])])
+        return ("cast", [self.type_of(children[1])], [self.type_of(children[3])])
 
     def function_sig(self, children):
-        return ("fn", children[0])
+        return ("fn", children[1])
 
     def function_type(self, children):
         if len(children) == 1:
@@ -593,10 +592,10 @@ class ParseContext(Transformer):
         return Literal("hex", int(tok.value, 16), self.loc(tok))
 
     def true_lit(self, children):
-        return Literal("bool", True, self.source_start)
+        return Literal("bool", True, self.loc(children[0]))
 
     def false_lit(self, children):
-        return Literal("bool", False, self.source_start)
+        return Literal("bool", False, self.loc(children[0]))
 
     def string_lit(self, children):
         tok = children[0]
@@ -631,14 +630,13 @@ def _symbol_name(text: str) -> str:
     return unquote_string(text[1:]) if text.startswith('@"') else text[1:]
 
 
-@lru_cache(maxsize=1024)
-def _split_defs(text: str) -> tuple[tuple[str, int], ...]:
-    """``"%a, %b:2 ="`` -> (("a", 1), ("b", 2))."""
+def _split_defs(text: str) -> tuple[tuple[str, int, bool], ...]:
+    """``"%a, %b:2 ="`` -> (("a", 1, False), ("b", 2, True)): name, count, written as a group."""
     out = []
     for part in text.rstrip("= \t\r\n").split(","):
         part = part.strip()[1:]
-        name, _, count = part.partition(":")
-        out.append((name, int(count) if count else 1))
+        name, colon, count = part.partition(":")
+        out.append((name, int(count) if colon else 1, bool(colon)))
     return tuple(out)
 
 
@@ -697,10 +695,8 @@ def parse(text: str, filename: str = "<input>", allow_unregistered: bool = False
 
     source = SourceFile(filename, text)
     lark, ctx = _get_parser()
-    with _lock:
+    with _lock, paused_gc():
         ctx.reset(source, allow_unregistered)
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # the parse allocates many long-lived objects; no cycles to find
         try:
             module = lark.parse(text)
         except UnexpectedInput as e:
@@ -711,8 +707,6 @@ def parse(text: str, filename: str = "<input>", allow_unregistered: bool = False
             raise IRError("input is nested too deeply", Location(source, 1, 1)) from None
         finally:
             ctx.reset(SourceFile("<input>", ""), False)
-            if gc_was_enabled:
-                gc.enable()
     module.source = source
     return module
 

@@ -30,6 +30,14 @@ from .diagnostics import IRError
 
 PASSES: dict[str, type[Pass]] = {}
 
+# Named default pipelines, as ``irc opt -O1`` / ``-O2`` run them: readable lists of
+# stages.  A preset may name only registered passes (checked when it is used).
+PRESETS: dict[str, str] = {
+    "O0": "",
+    "O1": "canonicalize,cse,dce",
+    "O2": "inline,mem2reg,sccp,canonicalize,cse,licm,simplify-cfg,canonicalize,cse,dce",
+}
+
 
 class PipelineError(ValueError):
     """A malformed pipeline string or an unknown pass or option (a usage error)."""

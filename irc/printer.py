@@ -12,6 +12,7 @@ import re
 
 from .attributes import Attribute, UnitAttr
 from .block import Block, Region
+from .gcpause import paused_gc
 from .operation import IsolatedFromAbove, Operation
 from .values import Value
 
@@ -58,7 +59,10 @@ class Printer:
     def _name_op_results(self, op: Operation) -> None:
         results = op.results
         if len(results) == 1:
-            self.names[results[0]] = self._fresh(results[0].name_hint)
+            hint = results[0].name_hint
+            if hint is not None and hint.endswith("#0"):  # written as '%r:1 = ...'
+                hint = hint[:-2]
+            self.names[results[0]] = self._fresh(hint)
             return
         if not results:
             return
@@ -221,6 +225,11 @@ class Printer:
 
 
 def print_module(module, generic: bool = False) -> str:
+    with paused_gc():
+        return _print_module(module, generic)
+
+
+def _print_module(module, generic: bool) -> str:
     p = Printer(generic)
     implicit = not generic and not module.attributes
     if implicit:

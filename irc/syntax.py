@@ -9,6 +9,7 @@ one grammar for all dialects while each op keeps MLIR's exact spelling.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,10 +59,15 @@ def scalar_attr(lit: Literal, type: Type) -> Attribute:
             return FloatAttr(float_from_bits(value, type), type)
         if kind == "bool":
             raise IRError(f"expected a floating point literal for {type}", lit.loc)
-        return FloatAttr(float(value), type)
+        attr = FloatAttr(float(value), type)
+        if math.isinf(attr.value) and not math.isinf(float(value)):
+            raise IRError(f"float literal {value!r} is out of range for {type}", lit.loc)
+        return attr
     if isinstance(type, (IntegerType, IndexType)):
         if kind == "float":
             raise IRError(f"expected an integer literal for {type}, got '{value}'", lit.loc)
+        if kind == "bool" and type is not i1:
+            raise IRError(f"'{'true' if value else 'false'}' is an i1 literal, not {type}", lit.loc)
         value = int(value)
         width = 64 if isinstance(type, IndexType) else type.width
         if kind != "hex" and not -(1 << (width - 1)) - (1 if width == 1 else 0) <= value < (1 << width):

@@ -21,6 +21,7 @@ from __future__ import annotations
 from .block import Block, Region
 from .diagnostics import IRError
 from .dominance import DominatorTree
+from .gcpause import paused_gc
 from .operation import IsolatedFromAbove, Operation
 from .values import BlockArgument, OpResult
 
@@ -226,6 +227,7 @@ def verify_symbols(module) -> None:
 
 def verify(module) -> None:
     """Verify a module; raise ``IRError`` at the first problem."""
-    v = Verifier()
-    v.verify_op(module)
-    verify_symbols(module)
+    with paused_gc():
+        v = Verifier()
+        v.verify_op(module)
+        verify_symbols(module)

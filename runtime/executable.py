@@ -132,7 +132,7 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     if cache:
         _memory_cache[key] = hit
     functions = {f.sym_name: callconv.make_wrapper(f, addresses[f.sym_name], faults,
-                                                   addresses.get(fastcall.fast_name(f.sym_name)))
+                                                   addresses.get(fastcall.fast_name(f.sym_name)), library)
                  for f in funcs}
     timings["total"] = time.perf_counter() - start
     return Executable(functions, library, llvm_ir, timings)

@@ -549,3 +549,16 @@ def test_no_numpy_warnings_from_arguments_or_folding():
         assert math.isnan(irc.interpret(module, "f", 1e300))
         irc.passes.run(module, "canonicalize")
         assert math.isnan(irc.interpret(module, "f", 1e300))
+
+
+def test_math_on_a_scalar_gives_a_scalar():
+    """erf (computed with np.vectorize) once returned a 0-d array, which broke the ops after it."""
+    text = ("func.func @f(%a: f32) -> i32 {\n  %e = math.erf %a : f32\n  %b = arith.bitcast %e : f32 to i32\n"
+            "  func.return %b : i32\n}\n")
+    assert irc.interpret(irc.parse(text), "f", 0.5) == int(np.float32(math.erf(0.5)).view(np.int32))
+    from irc.dialects.math import ErfOp
+
+    from irc.types import f32, f64
+
+    for t in (f32, f64):
+        assert not isinstance(ErfOp.compute(np.dtype(t.kind.replace("f", "float")).type(0.5), t), np.ndarray)

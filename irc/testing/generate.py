@@ -24,6 +24,7 @@ give ``@main``'s parameter types and argument lists drawn for them.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -92,7 +93,7 @@ def random_program(seed: int, size: int = 24, features: Features = ALL_FEATURES,
         sig = _Signature(f"f{k}", params, results)
         texts.append(_FunctionWriter(rng, features, sig, list(functions), max(4, size // 2)).write())
         functions.append(sig)
-    main_results = [rng.choice(scalar_types) for _ in range(rng.randint(1, 3))]
+    main_results = [rng.choice(scalar_types) for _ in range(rng.randint(1, 3))] + ["i64"]  # the last: a digest
     main = _Signature("main", main_signature(seed, features), main_results)
     texts.append(_FunctionWriter(rng, features, main, functions, size, baked_arguments).write())
     return "\n".join(texts)
@@ -135,6 +136,15 @@ def _literal(value, t: str) -> str:
             value = float(_NP_FLOAT[t](value))
         return f"{format_float(value, _FLOAT_TYPE[t])} : {t}"
     return f"{int(value)} : {t}"
+
+
+def _fit(value: int, t: str):
+    """``value`` as a constant of type ``t``: i1 takes booleans, other widths wrap."""
+    if t == "i1":
+        return bool(value & 1)
+    w = WIDTH[t]
+    value &= (1 << w) - 1
+    return value - (1 << w) if value >> (w - 1) else value
 
 
 def _random_int(rng: random.Random, w: int) -> int:
@@ -276,7 +286,10 @@ class _FunctionWriter:
                 self.emit(f"%a{i} = arith.constant {_literal(self.baked[i], t)}")
             self.define(t, f"%a{i}")
         self.items(self.size)
-        returned = [self.pick(t) for t in sig.results]
+        if sig.name == "main":
+            returned = [self.pick(t) for t in sig.results[:-1]] + [self.digest()]
+        else:
+            returned = [self.pick(t) for t in sig.results]
         for buf in self.heap:
             self.emit(f"memref.dealloc {buf.name} : {buf.type}")
         self.emit(f"func.return {', '.join(returned)} : {', '.join(sig.results)}")
@@ -327,10 +340,21 @@ class _FunctionWriter:
         kind = self.rng.choices([k for k, _ in kinds], [w for _, w in kinds])[0]
         return getattr(self, "op_" + kind)()
 
+    def special_operand(self, t: str) -> str:
+        """Often an identity, absorbing or boundary constant (0, 1, -1, MIN, NaN...): what folds look for."""
+        if self.rng.random() >= 0.3:
+            return self.pick(t)
+        if t in FLOAT_TYPES:
+            return self.constant(t, self.rng.choice([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, math.inf, -math.inf, math.nan]))
+        w = WIDTH[t]
+        return self.constant(t, _fit(self.rng.choice([0, 1, -1, 2, 4, 3, -(1 << (w - 1)), (1 << (w - 1)) - 1]), t))
+
     def op_int_binary(self) -> str:
         t = self.some_type(INT_TYPES)
         op = self.rng.choice(INT_BINARY)
-        a, b = self.pick(t), self.pick(t)
+        a, b = self.pick(t), self.special_operand(t)
+        if self.rng.random() < 0.2:
+            a, b = b, a
         return self.binary(op, a, b, t)
 
     def binary(self, op: str, a: str, b: str, t: str, dialect: str = "arith") -> str:
@@ -342,7 +366,7 @@ class _FunctionWriter:
         t = self.some_type(INT_TYPES)
         signed = t != "i1" and self.rng.random() < 0.5
         op = self.rng.choice(SIGNED_DIV if signed else UNSIGNED_DIV)
-        a, b = self.pick(t), self.pick(t)
+        a, b = self.pick(t), self.special_operand(t)
         return self.binary(op, a, self.safe_divisor(b, t, signed), t)
 
     def safe_divisor(self, b: str, t: str, signed: bool) -> str:
@@ -399,7 +423,10 @@ class _FunctionWriter:
 
     def op_float_binary(self) -> str:
         t = self.some_type(FLOAT_TYPES)
-        return self.binary(self.rng.choice(FLOAT_BINARY), self.pick(t), self.pick(t), t)
+        a, b = self.pick(t), self.special_operand(t)
+        if self.rng.random() < 0.2:
+            a, b = b, a
+        return self.binary(self.rng.choice(FLOAT_BINARY), a, b, t)
 
     def op_negf(self) -> str:
         t = self.some_type(FLOAT_TYPES)
@@ -469,6 +496,33 @@ class _FunctionWriter:
         name = self.fresh()
         self.emit(f"{name} = arith.{'fptosi' if signed else 'fptoui'} {clamped} : {src} to {dst}")
         return self.define(dst, name)
+
+    def digest(self, limit: int = 24) -> str:
+        """An i64 hash of the function's top-level values, so that a wrong value anywhere shows in a result.
+
+        Floats enter by their bits, with every NaN first replaced by one NaN (IEEE leaves payloads open).
+        """
+        values = [(t, v) for t in self.types for v in self.scopes[0].get(t, ())]
+        values.sort(key=lambda tv: int("".join(ch for ch in tv[1] if ch.isdigit()) or 0))
+        h = self.constant("i64", 0)
+        prime = self.constant("i64", 1000003)
+        for t, v in values[-limit:]:
+            if t in FLOAT_TYPES:
+                nan = self.fresh()
+                self.emit(f"{nan} = arith.cmpf uno, {v}, {v} : {t}")
+                canonical = self.fresh()
+                self.emit(f"{canonical} = arith.select {nan}, {self.constant(t, math.nan)}, {v} : {t}")
+                it = "i32" if t == "f32" else "i64"
+                bits = self.fresh()
+                self.emit(f"{bits} = arith.bitcast {canonical} : {t} to {it}")
+                v, t = bits, it
+            if t != "i64":
+                wide = self.fresh()
+                cast = "index_castui" if t == "index" else "extui"
+                self.emit(f"{wide} = arith.{cast} {v} : {t} to i64")
+                v = wide
+            h = self.binary("xori", self.binary("muli", h, prime, "i64"), v, "i64")
+        return h
 
     # -- control flow: CFG -------------------------------------------------------------------
 

@@ -104,18 +104,21 @@ def _scalar_checker(name: str, t):
     return check_int
 
 
-def make_wrapper(func, address: int, faults, fast_address: int | None = None):
+def make_wrapper(func, address: int, faults, fast_address: int | None = None, owner=None):
     """A Python function that calls the compiled ``func`` at ``address``.
 
     With ``fast_address`` (see fastcall.py) the common path is one ctypes call
-    returning the result itself.
+    returning the result itself.  ``owner`` (the JIT library) is kept alive by the
+    wrapper: the machine code must outlive every callable that jumps into it.
     """
     ft = func.function_type
     proto = ctypes.CFUNCTYPE(ctypes.c_int32, *c_signature(ft))
     cfunc = proto(address)
     names = _param_names(func)
     if fast_address is not None:
-        return _make_fast_wrapper(func, names, cfunc, fast_address, faults)
+        wrapper = _make_fast_wrapper(func, names, cfunc, fast_address, faults)
+        wrapper.owner = owner
+        return wrapper
     env = {"_cfunc": cfunc, "_fault": _fault_raiser(func.sym_name, faults), "_byref": ctypes.byref}
     lines = []
     call_args = []
@@ -150,6 +153,7 @@ def make_wrapper(func, address: int, faults, fast_address: int | None = None):
     wrapper = env[_python_name(func.sym_name)]
     wrapper.__doc__ = f"@{func.sym_name} : {ft} (compiled for the CPU)"
     wrapper.c_function = cfunc
+    wrapper.owner = owner
     return wrapper
 
 

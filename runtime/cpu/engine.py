@@ -8,9 +8,11 @@ lives as long as the ``Executable`` holding it.
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
+from functools import cache
 
 import llvmlite.binding as llvm
+
+from irc.diagnostics import IRError
 
 _lock = threading.Lock()
 _initialized = False
@@ -30,16 +32,22 @@ def host_cpu() -> tuple[str, str]:
     return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
-@lru_cache(maxsize=None)
+@cache
 def target_machine(opt_level: int = 2, cpu: str | None = None, features: str | None = None,
                    triple: str | None = None, reloc: str = "default"):
+    """The host's target machine; ``reloc="pic"`` is for object files (``irc compile --emit obj``).
+
+    JIT code uses LLVM's JIT code model; object files the default (small) one, so
+    that they link like any other object instead of landing in ``.ltext``.
+    """
     _init()
     host_name, host_features = host_cpu()
     triple = triple or llvm.get_process_triple()
     target = llvm.Target.from_triple(triple)
     return target.create_target_machine(cpu=cpu if cpu is not None else host_name,
                                         features=features if features is not None else host_features,
-                                        opt=opt_level, reloc=reloc, codemodel="jitdefault")
+                                        opt=opt_level, reloc=reloc,
+                                        codemodel="jitdefault" if reloc == "default" else "default")
 
 
 def optimize(ir_text: str, opt_level: int, tm) -> llvm.ModuleRef:
@@ -82,5 +90,19 @@ def load(symbols, *, module: llvm.ModuleRef | None = None, object_code: bytes | 
             builder.add_object_img(object_code)
         for name in symbols:
             builder.export_symbol(name)
-        library = builder.link(jit, f"irc{_library_count}")
+        try:
+            library = builder.link(jit, f"irc{_library_count}")
+        except RuntimeError as e:  # e.g. a call to a function that is only declared
+            raise IRError(f"the JIT cannot link the module: {_describe_link_error(str(e), module)}") from None
         return library, {name: library[name] for name in symbols}
+
+
+def _describe_link_error(message: str, module) -> str:
+    undefined = []
+    if module is not None:
+        undefined = [f.name for f in module.functions if f.is_declaration and not f.name.startswith("llvm.")
+                     and not llvm.address_of_symbol(f.name)]  # libm and libc resolve in the process
+    if undefined:
+        return (f"{message.strip()}; functions only declared in the module: {', '.join(undefined)} "
+                "(define them, or compile ahead of time with 'irc compile --emit obj' and link them in)")
+    return message.strip()

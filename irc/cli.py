@@ -27,11 +27,16 @@ class UsageError(Exception):
     """A mistake on the command line (not in the program)."""
 
 
-def _read_module(path: str, allow_unregistered: bool = False):
-    from .parser import parse
+def _read_source(path: str) -> tuple[str, str]:
+    """The text of an input file (or of standard input for '-') and its name for diagnostics."""
+    from .diagnostics import IRError
 
     if path == "-":
-        text, name = sys.stdin.read(), "<stdin>"
+        name = "<stdin>"
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:  # a text stream put in place of stdin (tests, embedding)
+            return sys.stdin.read(), name
+        data = stream.read()
     else:
         p = Path(path)
         if not p.exists():
@@ -39,14 +44,20 @@ def _read_module(path: str, allow_unregistered: bool = False):
         if p.is_dir():
             raise UsageError(f"{path} is a directory, not an .ir file")
         try:
-            text = p.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            from .diagnostics import IRError
-
-            raise IRError(f"{path}: not UTF-8 text (invalid byte at offset {e.start})") from None
+            data = p.read_bytes()
         except OSError as e:
             raise UsageError(f"cannot read {path}: {e.strerror}") from None
         name = path
+    try:
+        return data.decode("utf-8"), name
+    except UnicodeDecodeError as e:
+        raise IRError(f"{name}: not UTF-8 text (invalid byte at offset {e.start})") from None
+
+
+def _read_module(path: str, allow_unregistered: bool = False):
+    from .parser import parse
+
+    text, name = _read_source(path)
     return parse(text, name, allow_unregistered=allow_unregistered)
 
 
@@ -120,13 +131,7 @@ def _opt_split(args) -> int:
     from .passmanager import PassManager
     from .verifier import verify
 
-    if args.file == "-":
-        text, name = sys.stdin.read(), "<stdin>"
-    else:
-        module_text = Path(args.file)
-        if not module_text.exists():
-            raise UsageError(f"no such file: {args.file}")
-        text, name = module_text.read_text(encoding="utf-8"), args.file
+    text, name = _read_source(args.file)
     outputs, failed = [], False
     offset = 0
     for chunk in text.split(_SPLIT_MARKER + "\n"):
@@ -160,8 +165,11 @@ def parse_argument(text: str, t, index: int):
             return np.load(path, allow_pickle=False)
         except FileNotFoundError:
             raise UsageError(f"{what}: no such file {path}") from None
-        except (OSError, ValueError) as e:
-            raise UsageError(f"{what}: cannot load {path} as a .npy array: {e}") from None
+        except IsADirectoryError:
+            raise UsageError(f"{what}: {path} is a directory, not a .npy file") from None
+        except (OSError, ValueError, EOFError) as e:
+            reason = "it is not a .npy file, or it holds Python objects" if "pickle" in str(e) else str(e)
+            raise UsageError(f"{what}: cannot load {path} as a .npy array: {reason}") from None
     if isinstance(t, ShapedType):
         raise UsageError(f"{what}: parameter {index} has type {t}; pass an array as @file.npy")
     if isinstance(t, (IntegerType, IndexType)):
@@ -209,6 +217,9 @@ def cmd_run(args) -> int:
     verify(module)
     names = [f.sym_name for f in module.functions if not f.is_declaration]
     entry = args.entry or ("main" if "main" in names else (names[0] if len(names) == 1 else None))
+    if not names:
+        raise UsageError(f"{'<stdin>' if args.file == '-' else args.file} defines no function "
+                         "with a body to run")
     if entry is None:
         raise UsageError("name the function to run with --entry (functions: "
                          + ", ".join("@" + n for n in names) + ")")

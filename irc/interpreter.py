@@ -11,6 +11,9 @@ Runtime faults (integer division by zero, an out-of-bounds access, a failed
 
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
+
 import numpy as np
 
 from .diagnostics import InterpreterError, IRError
@@ -19,10 +22,30 @@ from .semantics import Buffer, Fault, float_dtype, wrap
 from .types import FloatType, IndexType, IntegerType, MemRefType, TensorType, Type, numpy_dtype
 
 
+# The deepest chain of calls a program may make, here and in compiled code alike,
+# so that unbounded recursion is an error at the call, never a crashed process.
+MAX_CALL_DEPTH = 10_000
+
+
+@contextmanager
+def _python_stack_for(depth: int):
+    """Raise Python's recursion limit enough for ``depth`` nested irc calls (about
+    six Python frames each), and restore it afterwards."""
+    old = sys.getrecursionlimit()
+    needed = depth * 8 + 1000
+    if needed > old:
+        sys.setrecursionlimit(needed)
+    try:
+        yield
+    finally:
+        if needed > old:
+            sys.setrecursionlimit(old)
+
+
 class Interpreter:
     """Runs functions of one module.  ``max_steps`` bounds the ops executed (None: no bound)."""
 
-    def __init__(self, module, max_steps: int | None = None, max_depth: int = 200):
+    def __init__(self, module, max_steps: int | None = None, max_depth: int = MAX_CALL_DEPTH):
         self.module = module
         self.symbols = module.symbol_table()
         self.max_steps = max_steps
@@ -40,7 +63,8 @@ class Interpreter:
         if len(args) != len(ft.inputs):
             raise TypeError(f"@{name} takes {len(ft.inputs)} argument(s) ({', '.join(map(str, ft.inputs))}), "
                             f"got {len(args)}")
-        with np.errstate(all="ignore"):  # e.g. 1e300 passed as an f32 becomes inf, as IEEE says
+        with np.errstate(all="ignore"), _python_stack_for(self.max_depth):
+            # e.g. 1e300 passed as an f32 becomes inf, as IEEE says
             values = [to_runtime(a, t, f"argument {i} of @{name}") for i, (a, t) in enumerate(zip(args, ft.inputs))]
             results = self.call(name, values)
         out = tuple(from_runtime(v, t) for v, t in zip(results, ft.results))

@@ -677,13 +677,34 @@ def _speed_up_rule_lookups(lark: Lark) -> None:
         pass
 
 
+def _grammar_cache_path(grammar: str) -> str:
+    """Where lark keeps the analysed grammar: beside irc's compile cache, per grammar and
+    lark version (lark checks both again when loading it)."""
+    import hashlib
+    import os
+
+    import lark
+
+    base = os.environ.get("IRC_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "irc")
+    os.makedirs(base, exist_ok=True)
+    digest = hashlib.sha256(f"{grammar}{lark.__version__}{_PLUGINS is not None}".encode()).hexdigest()[:16]
+    return os.path.join(base, f"grammar-{digest}.lark-cache")
+
+
 def _get_parser() -> tuple[Lark, ParseContext]:
     global _parser
     if _parser is None:
         ctx = ParseContext()
         kwargs = {"_plugins": _PLUGINS} if _PLUGINS is not None else {}
-        lark = Lark(_GRAMMAR.read_text(), parser="lalr", lexer="contextual", transformer=ctx,
-                    maybe_placeholders=False, propagate_positions=False, **kwargs)
+        grammar = _GRAMMAR.read_text()
+        options = dict(parser="lalr", lexer="contextual", transformer=ctx, maybe_placeholders=False,
+                       propagate_positions=False, **kwargs)
+        try:
+            # Building the LALR tables takes ~80 ms; lark can keep them on disk.
+            lark = Lark(grammar, cache=_grammar_cache_path(grammar), **options)
+        except (OSError, EOFError, ValueError, TypeError, AttributeError):
+            lark = Lark(grammar, **options)
         _speed_up_rule_lookups(lark)
         _parser = (lark, ctx)
     return _parser

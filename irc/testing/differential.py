@@ -52,7 +52,8 @@ class Outcome:
 
 
 class StepLimit(Exception):
-    """The interpreter gave up (the program may not terminate on these arguments)."""
+    """The interpreter gave up: out of steps (the program may not terminate on these
+    arguments) or out of call depth (unbounded recursion)."""
 
 
 def _copy_args(args) -> list:
@@ -86,7 +87,9 @@ def interpreter_outcome(module, entry: str, args, max_steps: int | None = DEFAUL
     try:
         results = interpret(module, entry, *args, max_steps=max_steps)
     except InterpreterError as e:
-        if "step limit" in e.message:
+        if "step limit" in e.message or "call depth" in e.message:
+            # Compiled code has no call-depth limit yet: unbounded recursion would
+            # overflow the native stack (a crash, not a comparable outcome).
             raise StepLimit(e.message) from None
         return Outcome("error", location=(e.location.line, e.location.column), message=e.message)
     return _ok(results, args)

@@ -29,8 +29,10 @@ def sentinel(t):
     """The value a fast entry returns on a fault (checked by the wrapper)."""
     if isinstance(t, FloatType):
         return float("nan")  # compared with r != r
-    width = 8 if isinstance(t, IntegerType) and t.width == 1 else getattr(t, "width", 64)
-    return -(1 << (width - 1)) + 1 if width > 1 else 2
+    if isinstance(t, IntegerType) and t.width == 1:
+        return 2  # an i1 travels as an unsigned byte holding 0 or 1
+    width = getattr(t, "width", 64)
+    return -(1 << (width - 1)) + 1
 
 
 def fast_name(name: str) -> str:

@@ -31,6 +31,7 @@ from llvmlite import ir
 
 from irc.diagnostics import IRError, Location
 from irc.dominance import reverse_postorder
+from irc.interpreter import MAX_CALL_DEPTH
 from irc.types import FloatType, IndexType, IntegerType, MemRefType, Type
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -117,7 +118,7 @@ def translate(module, options: Options | None = None) -> Translation:
     options = options or Options()
     mod = ir.Module(name="irc")
     tr = Translation(mod)
-    funcs = {}
+    funcs, bodies = {}, {}
     for op in module.body.ops:
         if op.name != "func.func":
             raise IRError(f"the CPU backend cannot translate top-level '{op.name}'", op.loc)
@@ -128,18 +129,26 @@ def translate(module, options: Options | None = None) -> Translation:
         fn = ir.Function(mod, fnty, name=op.sym_name)
         funcs[op.sym_name] = fn
         tr.signatures[op.sym_name] = op.function_type
+        if not op.is_declaration:
+            # The body takes a hidden call depth; the public entry starts it at 0.
+            body = ir.Function(mod, ir.FunctionType(I32, [*fnty.args, I32]), name=f"{op.sym_name}.body")
+            body.linkage = "internal"
+            bodies[op.sym_name] = body
+            b = ir.IRBuilder(fn.append_basic_block("entry"))
+            b.ret(b.call(body, [*fn.args, ir.Constant(I32, 0)]))
     for op in module.body.ops:
         if not op.is_declaration:
-            FunctionTranslator(tr, funcs, op, options).run()
+            FunctionTranslator(tr, funcs, op, options, bodies).run()
     return tr
 
 
 class FunctionTranslator:
-    def __init__(self, tr: Translation, funcs: dict, func, options: Options):
+    def __init__(self, tr: Translation, funcs: dict, func, options: Options, bodies: dict):
         self.tr = tr
         self.funcs = funcs
+        self.bodies = bodies
         self.func = func
-        self.fn = funcs[func.sym_name]
+        self.fn = bodies[func.sym_name]
         self.options = options
         self.values: dict = {}
         self.blocks: dict = {}
@@ -199,7 +208,7 @@ class FunctionTranslator:
                 self.values[arg] = b.trunc(next(args), I1)
             else:
                 self.values[arg] = next(args)
-        self.outs = list(args)
+        *self.outs, self.depth = args  # the result pointers, then the hidden call depth
         region = func.body
         order = reverse_postorder(region.entry)
         for block in order:
@@ -524,9 +533,16 @@ def _return(self, b, op):
 
 @_handler("func.call")
 def _call(self, b, op):
-    callee = self.funcs.get(op.callee)
+    callee = self.bodies.get(op.callee) or self.funcs.get(op.callee)
     if callee is None:
         raise IRError(f"call to unknown function '@{op.callee}'", op.loc)
+    depth = []
+    if op.callee in self.bodies:
+        # Unbounded recursion is an error at the call, never a stack overflow.
+        if self.options.checks:
+            too_deep = b.icmp_unsigned(">=", self.depth, ir.Constant(I32, MAX_CALL_DEPTH))
+            self.fault_if(b, too_deep, op, f"call depth exceeds {MAX_CALL_DEPTH} (unbounded recursion?)")
+        depth = [b.add(self.depth, ir.Constant(I32, 1))]
     args = []
     for v in op.operands:
         x = self.value(v)
@@ -542,7 +558,7 @@ def _call(self, b, op):
     with b.goto_entry_block():
         for t in op.result_types:
             slots.append(b.alloca(I8 if isinstance(t, IntegerType) and t.width == 1 else llvm_type(t)))
-    status = b.call(callee, args + slots)
+    status = b.call(callee, args + slots + depth)
     # A fault in the callee propagates unchanged to the caller's caller.
     fail = self.fn.append_basic_block("callfail")
     ok = self.fn.append_basic_block("callok")
@@ -626,14 +642,24 @@ def _alloc(self, b, op):
     sizes = [next(dyn) if d is None else ir.Constant(I64, d) for d in t.shape]
     struct_t = memref_struct(t)
     elem_ptr_t = struct_t.elements[0]
+    if self.options.checks and any(d is None for d in t.shape):
+        negative = None
+        for d, s in zip(t.shape, sizes):
+            if d is None:
+                below = b.icmp_signed("<", s, ir.Constant(I64, 0))
+                negative = below if negative is None else b.or_(negative, below)
+        self.fault_if(b, negative, op, "negative buffer size")
     nbytes = _byte_size(b, t, sizes)
-    if op.name == "memref.alloca" and t.has_static_shape:
-        with b.goto_entry_block():
-            raw = b.alloca(I8, size=ir.Constant(I64, max(1, _static_bytes(t))))
-            raw.align = 16
-    elif op.name == "memref.alloca":
-        raw = b.alloca(I8, size=nbytes)
+    if op.name == "memref.alloca":
+        if t.has_static_shape:
+            with b.goto_entry_block():
+                raw = b.alloca(I8, size=ir.Constant(I64, max(1, _static_bytes(t))))
+        else:
+            raw = b.alloca(I8, size=nbytes)
         raw.align = 16
+        # A fresh, zeroed buffer each time the op runs, as in the interpreter (a static
+        # alloca's stack slot is reused, so it is cleared here, not in the entry block).
+        b.call(self.intrinsic_memset(), [raw, ir.Constant(I8, 0), nbytes, ir.Constant(I1, 0)])
     else:
         malloc = self._declare("malloc", ir.FunctionType(PTR, [I64]))
         raw = b.call(malloc, [b.select(b.icmp_unsigned("==", nbytes, ir.Constant(I64, 0)),

@@ -239,8 +239,10 @@ def cmd_run(args) -> int:
         else:
             import irc
 
+            # Bounds checks too: 'irc run' is where a user meets a wrong index first.
             exe = irc.compile(module, opt_level=args.opt_level, cache=not args.no_cache,
-                              checks=not args.no_checks, fast_math=args.fast_math)
+                              checks=not args.no_checks, bounds_checks=not args.no_checks,
+                              fast_math=args.fast_math)
             result = exe[entry](*values)
     except (TypeError, ValueError) as e:
         raise UsageError(str(e)) from None
@@ -346,7 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="optimisation level 0-3 for the JIT (default 2)")
     run.add_argument("--no-cache", action="store_true", help="do not use the compile cache")
     run.add_argument("--no-checks", action="store_true",
-                     help="JIT without runtime checks (division by zero, overflow, asserts) for speed")
+                     help="JIT without runtime checks (division by zero, overflow, bounds, asserts) "
+                          "for speed")
     run.add_argument("--fast-math", action="store_true", help="let LLVM reassociate floating point")
     run.add_argument("args", nargs="*", metavar="ARG",
                      help="arguments: literals (negative numbers too), or @file.npy for arrays")

@@ -323,7 +323,8 @@ class ParseContext(Transformer):
                 attrs = c
         operands = operands or []
         if len(operands) != len(fn.inputs):
-            raise IRError(f"'{name}' has {len(operands)} operands but its type lists {len(fn.inputs)}", loc)
+            raise IRError(f"'{name}' has {_count(len(operands), 'operand')} but its type lists "
+                          f"{len(fn.inputs)}", loc)
         values = self.values(operands, fn.inputs)
         blocks = [self.block(t) for t in successors or []]
         cls = registry.lookup(name)
@@ -615,6 +616,10 @@ class ParseContext(Transformer):
         return list(children)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _untyped_literal_attr(lit: Literal):
     """An attribute value written without a type: integers are i64, floats f64 (as MLIR)."""
     if lit.kind in ("int", "hex"):
@@ -753,9 +758,13 @@ _TERMINAL_NAMES = {
 }
 
 
+_PUNCTUATION = {"RBRACE", "RPAR", "RSQB", "COMMA", "COLON", "EQUAL", "MORETHAN"}
+
+
 def _describe_expected(expected) -> str:
     names = []
-    for term in sorted(expected):
+    # Punctuation first: "expected '}'" is the most useful thing to say about a truncated file.
+    for term in sorted(expected, key=lambda t: (t not in _PUNCTUATION, t)):
         text = _TERMINAL_NAMES.get(term)
         if text is None:
             lark, _ = _get_parser()
@@ -777,6 +786,8 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
     loc = Location(source, line, column)
     if isinstance(e, UnexpectedCharacters):
         ch = source.text[e.pos_in_stream] if e.pos_in_stream < len(source.text) else "?"
+        if ch == '"':
+            return IRError("unterminated string (strings end on the same line with '\"')", loc)
         return IRError(f"unexpected character '{ch}'", loc)
     if isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
         lines = source.text.rstrip().splitlines() or [""]

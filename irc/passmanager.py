@@ -96,7 +96,8 @@ def _convert_option(cls: type[Pass], field: dataclasses.Field, text: str):
             raise ValueError
         return kind(text)
     except ValueError:
-        raise PipelineError(f"option '{field.name}' of pass '{cls.name}' expects a {kind.__name__}, "
+        what = {"int": "an integer", "float": "a number", "bool": "true or false"}.get(kind.__name__, "a string")
+        raise PipelineError(f"option '{field.name.replace('_', '-')}' of pass '{cls.name}' expects {what}, "
                             f"got '{text}'") from None
 
 

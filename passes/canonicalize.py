@@ -63,7 +63,20 @@ class FoldConstantCondBranch(RewritePattern):
         return True
 
 
-PATTERNS = [MoveConstantRight(), FoldConstantCondBranch(), *EXACT_PATTERNS]
+class EraseTrueAssert(RewritePattern):
+    """``cf.assert %true, "..."`` checks nothing."""
+
+    op_name = "cf.assert"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        cond = constant_value(op.operands[0])
+        if cond is None or not cond.value & 1:
+            return False
+        rewriter.erase_op(op)
+        return True
+
+
+PATTERNS = [MoveConstantRight(), FoldConstantCondBranch(), EraseTrueAssert(), *EXACT_PATTERNS]
 
 
 def op_patterns() -> list:

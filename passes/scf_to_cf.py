@@ -94,7 +94,26 @@ def _terminators(blocks, kind) -> list[Operation]:
     return [b.terminator for b in blocks if isinstance(b.terminator, kind)]
 
 
+def _check_step(op: ForOp, step) -> None:
+    """The interpreter rejects a step <= 0 (the loop would never end); so does lowered code."""
+    from irc.dialects.arith import ConstantOp
+    from irc.dialects.cf import AssertOp
+
+    from irc.attributes import IntegerAttr, StringAttr
+
+    known = step.defining_op
+    if isinstance(known, ConstantOp) and isinstance(known.value, IntegerAttr) and known.value.value > 0:
+        return
+    zero = ConstantOp.build(IntegerAttr(0, step.type))
+    positive = CmpIOp.build("sgt", step, zero.results[0])
+    check = AssertOp([positive.results[0]], [], {"msg": StringAttr("scf.for step must be positive")})
+    for new in (zero, positive, check):
+        new.loc = op.loc
+        op.parent.insert_before(new, op)
+
+
 def _lower_for(op: ForOp) -> None:
+    _check_step(op, op.operands[2])
     pre = op.parent
     cont = split_block_after(op)
     lb, ub, step = op.operands[:3]

@@ -163,6 +163,18 @@ def _lower_for(op: ForOp) -> None:
             b.erase_argument(len(b.args) - 1)
 
 
+def _yields_to_branches(blocks, phis, dest: Block) -> None:
+    """Each ``scf.yield`` among ``blocks`` becomes a branch to ``dest`` whose yielded
+    values flow into ``phis`` (one per value) along the new edge."""
+    for y in _terminators(blocks, YieldOp):
+        for phi, v in zip(phis, y.operands):
+            phi.add_incoming(v, y.parent)
+        br = BranchOp.build(dest)
+        br.loc = y.loc
+        y.parent.insert_before(br, y)
+        y.erase()
+
+
 def _replace_with_branch(op: Operation, dest: Block) -> None:
     br = BranchOp.build(dest)
     br.loc = op.loc
@@ -185,13 +197,7 @@ def _lower_if(op: IfOp) -> None:
             continue
         blocks = _move_region_blocks(region, cont)
         targets.append(blocks[0])
-        for y in _terminators(blocks, YieldOp):
-            for phi, v in zip(result_phis, y.operands):
-                phi.add_incoming(v, y.parent)
-            br = BranchOp.build(cont)
-            br.loc = y.loc
-            y.parent.insert_before(br, y)
-            y.erase()
+        _yields_to_branches(blocks, result_phis, cont)
     for r, phi in zip(op.results, result_phis):
         phi.results[0].name_hint = r.name_hint
         r.replace_all_uses_with(phi.results[0])
@@ -249,13 +255,7 @@ def _lower_while(op: WhileOp) -> None:
         br.loc = c.loc
         c.parent.insert_before(br, c)
         c.erase()
-    for y in _terminators(after_blocks, YieldOp):
-        for phi, v in zip(arg_phis, y.operands):
-            phi.add_incoming(v, y.parent)
-        br = BranchOp.build(head)
-        br.loc = y.loc
-        y.parent.insert_before(br, y)
-        y.erase()
+    _yields_to_branches(after_blocks, arg_phis, head)
     _replace_with_branch(op, head)
     for b in before_blocks + after_blocks:
         while b.args:

@@ -15,9 +15,27 @@ from irc.attributes import DenseAttr, FloatAttr, IntegerAttr, float_bits, float_
 from irc.diagnostics import IRError
 from irc.operation import Commutative, ConstantLike, Elementwise, Operation, Pure
 from irc.semantics import (
-    Fault, attr_to_value, check_nonzero, float_dtype, is_array, round_to, signed, unsigned, width, wrap,
+    Fault,
+    attr_to_value,
+    check_nonzero,
+    float_dtype,
+    is_array,
+    round_to,
+    signed,
+    unsigned,
+    width,
+    wrap,
 )
-from irc.types import FloatType, IndexType, IntegerType, ShapedType, TensorType, i1, i64, numpy_dtype
+from irc.types import (
+    FloatType,
+    IndexType,
+    IntegerType,
+    ShapedType,
+    TensorType,
+    i1,
+    i64,
+    numpy_dtype,
+)
 
 from .families import ELEMENTWISE, BinaryOp, CastOp, UnaryOp, element_kind_ok, with_element
 

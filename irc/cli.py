@@ -282,9 +282,8 @@ def cmd_compile(args) -> int:
 
 def cmd_passes(args) -> int:
     import irc.passes  # noqa: F401 - registers the passes
-    from .passmanager import PASSES
 
-    from .passmanager import PRESETS
+    from .passmanager import PASSES, PRESETS
 
     width = max((len(n) for n in PASSES), default=0)
     for name in sorted(PASSES):

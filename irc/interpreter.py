@@ -21,7 +21,6 @@ from .operation import Operation
 from .semantics import Buffer, Fault, float_dtype, wrap
 from .types import FloatType, IndexType, IntegerType, MemRefType, TensorType, Type, numpy_dtype
 
-
 # The deepest chain of calls a program may make, here and in compiled code alike,
 # so that unbounded recursion is an error at the call, never a crashed process.
 MAX_CALL_DEPTH = 10_000
@@ -153,7 +152,7 @@ class Interpreter:
                     raise self.fault(op, str(e)) from None
                 except (InterpreterError, IRError):
                     raise
-                except AttributeError as e:
+                except AttributeError:
                     if not hasattr(op, "interpret"):
                         raise self.fault(op, f"the interpreter does not know '{op.name}'") from None
                     raise

@@ -214,6 +214,26 @@ class CastOfCast(RewritePattern):
         return False
 
 
+class UnsignedMinMaxBounds(RewritePattern):
+    """``minui x, 0`` -> 0, ``minui x, -1`` -> x, ``maxui x, 0`` -> x, ``maxui x, -1`` -> -1."""
+
+    op_name = None
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        if op.name not in ("arith.minui", "arith.maxui") or not is_scalar_int(op.results[0]):
+            return False
+        c = int_const(op.operands[1])
+        if c is None:
+            return False
+        t = op.results[0].type
+        is_zero, is_ones = wrap(c, t) == 0, wrap(c, t) == wrap(-1, t)
+        if not (is_zero or is_ones):
+            return False
+        keeps_x = (op.name == "arith.minui") == is_ones
+        rewriter.replace_op(op, [op.operands[0] if keeps_x else op.operands[1]])
+        return True
+
+
 class SelectOfBooleans(RewritePattern):
     """``select %c, true, false`` -> ``%c``."""
 
@@ -255,5 +275,5 @@ class FastMathIdentities(RewritePattern):
 
 
 EXACT_PATTERNS = [AbsorbingConstant(), Reassociate(), SubtractConstant(), SubtractionIdentities(),
-                  StrengthReduce(), CastOfCast(), SelectOfBooleans()]
+                  StrengthReduce(), CastOfCast(), SelectOfBooleans(), UnsignedMinMaxBounds()]
 FAST_MATH_PATTERNS = [FastMathIdentities()]

@@ -4,7 +4,9 @@ Folds come from the ops themselves (``fold`` in dialects/): constant folding and
 identities such as x + 0, x * 1, x - x, x ^ x, select with equal arms, cmpi of a
 value with itself, phis whose incoming values are all one value.  The patterns
 here change the IR's shape: constants move to the right of commutative ops,
-conditional branches on a constant become plain branches, and the algebraic
+conditional branches on a constant become plain branches, scf.for loops lose
+invariant iter_args and trivial trip counts (loop_rules.py), the CFG is cleaned
+between rounds as simplify-cfg does, and the algebraic
 rules of algebra.py apply (x * 0, reassociation of constants, x - (x - y),
 casts of casts, strength reduction of multiplication and unsigned division by
 powers of two; float rules only where exact unless ``fast-math`` is set).  Dead pure ops and
@@ -20,7 +22,7 @@ from irc.passmanager import Pass
 from irc.patterns import GreedyDriver, RewritePattern, constant_value
 
 from .algebra import EXACT_PATTERNS, FAST_MATH_PATTERNS
-from .cfg_utils import remove_unreachable_blocks_everywhere
+from .loop_rules import PATTERNS as LOOP_PATTERNS
 
 
 class MoveConstantRight(RewritePattern):
@@ -76,7 +78,18 @@ class EraseTrueAssert(RewritePattern):
         return True
 
 
-PATTERNS = [MoveConstantRight(), FoldConstantCondBranch(), EraseTrueAssert(), *EXACT_PATTERNS]
+PATTERNS = [MoveConstantRight(), FoldConstantCondBranch(), EraseTrueAssert(), *EXACT_PATTERNS, *LOOP_PATTERNS]
+
+
+def simplify_regions(module, stats) -> bool:
+    """MLIR's region simplification, between rounds of folding: erase unreachable
+    blocks, merge and bypass blocks, fold trivial phis, turn small diamonds into selects
+    (the rewrites of simplify-cfg).  Returns whether anything changed."""
+    from .simplify_cfg import SimplifyCFG
+
+    before = sum(stats.counters.values())
+    SimplifyCFG().run(module, stats)
+    return sum(stats.counters.values()) != before
 
 
 def op_patterns() -> list:
@@ -101,6 +114,6 @@ class Canonicalize(Pass):
         patterns = PATTERNS + op_patterns() + (FAST_MATH_PATTERNS if self.fast_math else [])
         for _ in range(self.max_iterations):
             changed = GreedyDriver(patterns, fold=True, stats=stats).run(module)
-            changed |= remove_unreachable_blocks_everywhere(module, stats)
+            changed |= simplify_regions(module, stats)
             if not changed:
                 break

@@ -11,7 +11,9 @@ from an empty table.  Everything added in a scope is forgotten when the walk
 leaves it, so entries never leak into blocks they do not dominate (the two
 arms of a diamond).
 
-Only pure ops without regions are candidates, never terminators.  The two
+Only pure ops without regions are candidates, never terminators.  As in MLIR,
+an op that is unused and free of side effects when the walk reaches it is
+erased instead (a dead ``scf.if`` included).  The two
 operands of a commutative op are ordered by a number given to each value in
 walk order (stable from run to run, unlike ``id()``), so ``addi %a, %b`` and
 ``addi %b, %a`` meet.  A ``cf.phi`` meets only a phi of the same block with the
@@ -28,6 +30,7 @@ from irc.block import Block, Region
 from irc.dominance import DominatorTree
 from irc.operation import IsolatedFromAbove, Operation
 from irc.passmanager import Pass
+from irc.patterns import is_removable
 from irc.values import Value
 
 _MISSING = object()
@@ -119,6 +122,10 @@ class Eliminator:
         for arg in block.args:
             self.number(arg)
         for op in block.ops:
+            if is_trivially_dead(op):
+                op.erase()
+                self.stats.add("ops-erased")
+                continue
             if op.regions:
                 self.process_op_regions(op, table)
                 self.number_results(op)
@@ -162,6 +169,12 @@ class Eliminator:
             tuple(sorted(attrs.items())) if attrs else (),
             tuple(op.successors),
         )
+
+
+def is_trivially_dead(op: Operation) -> bool:
+    """Unused and free of side effects when visited: MLIR's CSE erases these too."""
+    return (not op.is_terminator and bool(op.results) and not any(r.has_uses for r in op.results)
+            and is_removable(op))
 
 
 def phi_key(phi: Operation) -> tuple:

@@ -157,9 +157,7 @@ def _invariant_ops(dom: DominatorTree, body: set[Block]) -> list[Operation]:
     """Speculatable ops of the loop whose operands are defined outside it, in dominance order."""
     moved: set = set()
     result = []
-    for block in dom.rpo:
-        if block not in body:
-            continue
+    for block in sorted(body, key=dom.order.__getitem__):
         for op in block.ops:
             if not is_speculatable(op):
                 continue

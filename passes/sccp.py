@@ -26,8 +26,8 @@ yielded values.  Any other op with regions has its regions analysed with
 overdefined arguments and overdefined results.
 
 Afterwards every value proven constant is replaced by an ``arith.constant`` at
-the top of its function's entry block (pure ops left without uses are
-erased), branches on constants become ``cf.br`` (the dropped edge's phi
+the top of its function's entry block (ops whose results all became constants
+are erased when nothing else needs them, ``scf.if`` included), branches on constants become ``cf.br`` (the dropped edge's phi
 entries go), and blocks that became unreachable are removed.  Statistics:
 ``constants-found``, ``branches-folded``, ``blocks-erased``, ``ops-erased``.
 """
@@ -40,7 +40,7 @@ from irc.attributes import Attribute, IntegerAttr
 from irc.block import Block, Region
 from irc.operation import ConstantLike, IsolatedFromAbove, Operation
 from irc.passmanager import Pass
-from irc.patterns import materialize_constant
+from irc.patterns import is_removable, materialize_constant
 from irc.values import OpResult, Value
 
 from .cfg_utils import remove_unreachable_blocks_everywhere
@@ -428,7 +428,9 @@ class Rewriter:
             if op.has_trait(ConstantLike) or not op.results:
                 continue
             replaced = [self.replace_if_constant(r, pool) for r in op.results]
-            if all(replaced) and op.is_pure and not op.regions and not any(r.has_uses for r in op.results):
+            # As MLIR does: an op all of whose results became constants goes if nothing else needs it.
+            if all(replaced) and not op.is_terminator and not any(r.has_uses for r in op.results) \
+                    and is_removable(op):
                 op.erase()
                 self.stats.add("ops-erased")
 

@@ -18,3 +18,11 @@ def test_parse_throughput_quick_runs(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "parse+verify+print" in proc.stdout
     assert out.exists()
+
+
+def test_opt_throughput_quick_runs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "opt_throughput.py"), "--quick", "--no-mlir"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

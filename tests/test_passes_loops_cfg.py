@@ -16,9 +16,9 @@ import random
 
 import pytest
 from hypothesis import given, settings
+from irc.passes import PassManager
 
 import irc
-from irc.passes import PassManager
 from irc.testing import outcome, random_arguments, random_program
 from irc.testing.strategies import cases
 
@@ -255,6 +255,32 @@ def test_mem2reg_promotes_exactly_the_slots_local_to_the_cfg():
     assert checked, "no program kept a slot in memory"
 
 
+@pytest.mark.parametrize("type_", ["i1", "i8", "i16", "i32", "i64", "index", "f16", "bf16", "f32", "f64"])
+def test_mem2reg_zero_of_every_element_type(type_):
+    """A load before any store reads the alloca's zero, bit for bit (+0.0, not -0.0)."""
+    text = f"""
+func.func @main(%c: i1, %v: {type_}) -> ({type_}, {type_}) {{
+^entry:
+  %c0 = arith.constant 0 : index
+  %a = memref.alloca() : memref<{type_}>
+  %b = memref.alloca() : memref<1x{type_}>
+  %first = memref.load %a[] : memref<{type_}>
+  cf.cond_br %c, ^set, ^join
+^set:
+  memref.store %v, %a[] : memref<{type_}>
+  memref.store %first, %b[%c0] : memref<1x{type_}>
+  cf.br ^join
+^join:
+  %x = memref.load %a[] : memref<{type_}>
+  %y = memref.load %b[%c0] : memref<1x{type_}>
+  func.return %x, %y : {type_}, {type_}
+}}
+"""
+    value = 1 if type_ == "i1" else -0.0 if type_.startswith(("f", "bf")) else -3
+    stats = assert_same_outcomes(text, "mem2reg", [(0, value), (1, value)])
+    assert stats == {"slots-promoted": 2, "phis-inserted": 2}
+
+
 # -- hand-written programs ---------------------------------------------------------------------
 
 FAULT_IN_ZERO_TRIP_LOOP = """
@@ -451,6 +477,42 @@ def test_simplify_cfg_semantics_and_shape():
     module, _ = run_pipeline(SIMPLIFY_LOOPS, "simplify-cfg")
     func = module.function("main")
     assert len(list(func.body.blocks)) == 4  # entry, head, body+latch, exit
+
+
+FORWARDERS = """
+func.func @main(%c: i1, %d: i1, %a: i64, %b: i64) -> (i64, i64) {
+^entry:
+  cf.cond_br %c, ^m1, ^m2
+^m1:
+  %x = arith.divsi %a, %b : i64
+  cf.cond_br %d, ^fwd, ^join
+^m2:
+  %y = arith.divsi %b, %a : i64
+  cf.cond_br %d, ^join, ^fwd
+^fwd:
+  cf.br ^join
+^join:
+  %r = cf.phi [%a, ^fwd], [%x, ^m1], [%y, ^m2] : i64
+  cf.cond_br %c, ^fwd2, ^join2
+^fwd2:
+  cf.br ^join2
+^join2:
+  %s = cf.phi [%r, ^fwd2], [%b, ^join] : i64
+  cf.cond_br %d, ^join3, ^fwd3
+^fwd3:
+  cf.br ^join3
+^join3:
+  %t = cf.phi [%s, ^join2], [%s, ^fwd3] : i64
+  func.return %r, %t : i64, i64
+}
+"""
+
+
+@pytest.mark.parametrize("pipeline", ["simplify-cfg", "licm,simplify-cfg", "mem2reg,simplify-cfg"])
+def test_simplify_cfg_forwarders_keep_phi_entries_apart(pipeline):
+    arguments = [(c, d, 6, -4) for c in (0, 1) for d in (0, 1)]
+    stats = assert_same_outcomes(FORWARDERS, pipeline, arguments)
+    assert stats.get("forwarders-removed", 0) + stats.get("diamonds-to-select", 0) >= 1
 
 
 def test_passes_are_idempotent_on_their_output():

@@ -224,13 +224,24 @@ class GreedyDriver:
             if op not in self.in_list:
                 continue
             self.in_list.discard(op)
-            if op.parent is None:
+            if not self._attached(op, root):
                 continue
             if self.process(op):
                 rewrites += 1
                 if rewrites > limit:
                     raise RuntimeError(f"pattern application did not converge after {limit} rewrites")
         return self.changed
+
+    @staticmethod
+    def _attached(op: Operation, root: Operation) -> bool:
+        """Whether ``op`` is still in the IR under ``root``.  An op nested in an erased
+        op keeps its parent block, so checking ``op.parent`` alone is not enough."""
+        while op is not root:
+            block = op.parent
+            if block is None or block.parent is None or block.parent.parent is None:
+                return False
+            op = block.parent.parent
+        return True
 
     def process(self, op: Operation) -> bool:
         if is_dead(op):

@@ -261,6 +261,14 @@ class Region:
 
     def clone_into(self, dest: Region, value_map: dict, block_map: dict) -> None:
         """Append copies of this region's blocks to ``dest``, remapping values and blocks."""
+        first_new = dest.last_block
+        self.clone_blocks_into(dest, value_map, block_map)
+        block = first_new.next if first_new is not None else dest.first_block
+        ops = (op for b in _blocks_from(block) for top in b.ops for op in top.walk())
+        remap_forward_references(ops, value_map, block_map)
+
+    def clone_blocks_into(self, dest: Region, value_map: dict, block_map: dict) -> None:
+        """``clone_into`` without the final remapping of forward references."""
         new_blocks = []
         for block in self.blocks:
             nb = Block([a.type for a in block.args], block.label, block.loc,
@@ -270,21 +278,28 @@ class Region:
             block_map[block] = nb
             new_blocks.append((block, nb))
             dest.append(nb)
-        # Clone ops after all blocks exist, so forward branches remap; forward value
-        # references (phis) are patched below once every result is known.
-        cloned = []
+        # Clone ops after all blocks exist, so forward branches remap.
         for block, nb in new_blocks:
             for op in block.ops:
-                c = op.clone(value_map, block_map)
-                nb.append(c)
-                cloned.append(c)
-        for c in cloned:
-            for op in c.walk():
-                for i, v in enumerate(op.operands):
-                    mapped = value_map.get(v)
-                    if mapped is not None and mapped is not v:
-                        op.set_operand(i, mapped)
-                for i, b in enumerate(op.successors):
-                    mapped = block_map.get(b)
-                    if mapped is not None and mapped is not b:
-                        op.set_successor(i, mapped)
+                nb.append(op._clone_unpatched(value_map, block_map))
+
+
+def _blocks_from(block: Block | None):
+    while block is not None:
+        yield block
+        block = block.next
+
+
+def remap_forward_references(ops, value_map: dict, block_map: dict) -> None:
+    """Point operands and successors of cloned ``ops`` at the clones of values and
+    blocks that were copied after their use (phis, forward branches): one pass over
+    the copy, however deeply its regions nest."""
+    for op in ops:
+        for i, v in enumerate(op.operands):
+            mapped = value_map.get(v)
+            if mapped is not None and mapped is not v:
+                op.set_operand(i, mapped)
+        for i, b in enumerate(op.successors):
+            mapped = block_map.get(b)
+            if mapped is not None and mapped is not b:
+                op.set_successor(i, mapped)

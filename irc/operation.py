@@ -270,10 +270,20 @@ class Operation:
 
     def clone(self, value_map: dict | None = None, block_map: dict | None = None) -> Operation:
         """A deep copy; operands and successors are remapped through the maps (and extend them)."""
-        from .block import Region
-
         value_map = {} if value_map is None else value_map
         block_map = {} if block_map is None else block_map
+        new = self._clone_unpatched(value_map, block_map)
+        if new.regions:
+            from .block import remap_forward_references
+
+            remap_forward_references(new.walk(), value_map, block_map)
+        return new
+
+    def _clone_unpatched(self, value_map: dict, block_map: dict) -> Operation:
+        """The copy, with uses of values defined later in the copied regions (phis,
+        forward branches) still pointing at the originals: the caller patches them once."""
+        from .block import Region
+
         new = object.__new__(type(self))
         Operation.__init__(
             new,
@@ -291,7 +301,7 @@ class Operation:
             value_map[old] = r
         for region in self.regions:
             copy = Region()
-            region.clone_into(copy, value_map, block_map)
+            region.clone_blocks_into(copy, value_map, block_map)
             copy.parent = new
             new.regions.append(copy)
         return new

@@ -83,18 +83,12 @@ class SimplifyCFG(Pass):
 
 
 def fold_trivial_phi(phi) -> bool:
-    """Replace a phi whose incoming values are one value (besides itself) by that value."""
-    result = phi.results[0]
-    only = None
-    for v in phi.operands:
-        if v is result or v is only:
-            continue
-        if only is not None:
-            return False
-        only = v
-    if only is None:
+    """Replace a phi whose incoming values are one value (besides itself) by that value
+    (the phi's own fold says which)."""
+    folded = phi.fold([])
+    if not folded:
         return False
-    result.replace_all_uses_with(only)
+    phi.results[0].replace_all_uses_with(folded[0])
     phi.erase()
     return True
 

@@ -37,7 +37,15 @@ from irc.types import (
     numpy_dtype,
 )
 
-from .families import ELEMENTWISE, BinaryOp, CastOp, UnaryOp, element_kind_ok, with_element
+from .families import (
+    ELEMENTWISE,
+    BinaryOp,
+    CastOp,
+    UnaryOp,
+    check_same_shapes,
+    element_kind_ok,
+    with_element,
+)
 
 COMMUTATIVE = ELEMENTWISE | {Commutative}
 
@@ -478,6 +486,21 @@ def _minimumf(a, b, t):
                     or is_array(b) else (a + b if nan else (a if pick_a else b)), t)
 
 
+def _maxnumf(a, b, t):
+    """IEEE 754-2019 maximumNumber: a NaN operand is ignored; -0.0 < +0.0 (so it commutes).
+    C fmax may return either zero; irc fixes the choice so that every engine agrees."""
+    return np.where(np.isnan(a), round_to(b, t), np.where(np.isnan(b), round_to(a, t), _maximumf(a, b, t))) \
+        if is_array(a) or is_array(b) else (round_to(b, t) if np.isnan(a) else round_to(a, t) if np.isnan(b)
+                                            else _maximumf(a, b, t))
+
+
+def _minnumf(a, b, t):
+    """IEEE 754-2019 minimumNumber: a NaN operand is ignored; -0.0 < +0.0."""
+    return np.where(np.isnan(a), round_to(b, t), np.where(np.isnan(b), round_to(a, t), _minimumf(a, b, t))) \
+        if is_array(a) or is_array(b) else (round_to(b, t) if np.isnan(a) else round_to(a, t) if np.isnan(b)
+                                            else _minimumf(a, b, t))
+
+
 class MaximumFOp(FloatBinaryOp):
     name = "arith.maximumf"
     traits = COMMUTATIVE
@@ -499,18 +522,18 @@ class MinimumFOp(FloatBinaryOp):
 class MaxNumFOp(FloatBinaryOp):
     name = "arith.maxnumf"
     traits = COMMUTATIVE
-    summary = "Maximum that ignores a NaN operand (C fmax)."
+    summary = "Maximum that ignores a NaN operand (IEEE 754-2019 maximumNumber: -0.0 < +0.0)."
     example = "%r = arith.maxnumf %x, %y : f32"
-    compute = staticmethod(lambda a, b, t: round_to(np.fmax(a, b), t))
+    compute = staticmethod(_maxnumf)
     fold_partial = _same_operand_fold
 
 
 class MinNumFOp(FloatBinaryOp):
     name = "arith.minnumf"
     traits = COMMUTATIVE
-    summary = "Minimum that ignores a NaN operand (C fmin)."
+    summary = "Minimum that ignores a NaN operand (IEEE 754-2019 minimumNumber: -0.0 < +0.0)."
     example = "%r = arith.minnumf %x, %y : f32"
-    compute = staticmethod(lambda a, b, t: round_to(np.fmin(a, b), t))
+    compute = staticmethod(_minnumf)
     fold_partial = _same_operand_fold
 
 
@@ -563,6 +586,7 @@ class CmpOp(Operation):
             raise self.error(f"result must be {expected}, got {self.results[0].type}")
 
     def interpret(self, interp, args):
+        check_same_shapes(self, interp, args)
         return [self.compute(self.predicate, args[0], args[1], self.operands[0].type.element_type)]
 
     def fold(self, constants):
@@ -694,6 +718,7 @@ class SelectOp(Operation):
             raise self.error(f"condition must be i1 or a tensor of i1 shaped like the result, got {c}")
 
     def interpret(self, interp, args):
+        check_same_shapes(self, interp, args)
         c, a, b = args
         return [np.where(c, a, b) if is_array(c) else (a if c else b)]
 

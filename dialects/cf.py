@@ -210,7 +210,8 @@ class AssertOp(Operation):
 
     @classmethod
     def parse_uniform(cls, ctx, syn):
-        if len(syn.args) != 2 or isinstance(syn.args[0], tuple) or syn.args[1][0] != "literal" \
+        if len(syn.args) != 2 or isinstance(syn.args[0], tuple) or not isinstance(syn.args[1], tuple) \
+                or syn.args[1][0] != "literal" \
                 or syn.args[1][1].kind != "str":
             raise IRError("'cf.assert' expects '%cond, \"message\"'", syn.loc)
         return cls([ctx.value(syn.args[0], i1)], [], {"msg": StringAttr(syn.args[1][1].value), **syn.attrs})

@@ -14,6 +14,8 @@ interpreter.  Elementwise ops apply to scalars and to tensors of equal shape.
 
 from __future__ import annotations
 
+import numpy as np
+
 from irc.diagnostics import IRError
 from irc.operation import Elementwise, Operation, Pure, SameOperandsAndResultType
 from irc.semantics import Fault, attr_to_value, value_to_attr
@@ -50,6 +52,15 @@ def same_shape(a: Type, b: Type) -> bool:
     return all(x is None or y is None or x == y for x, y in zip(a.shape, b.shape))
 
 
+def check_same_shapes(op, interp, arrays) -> None:
+    """Tensor operands of an elementwise op have one shape at run time too (a ``?``
+    dimension matches anything when verifying); numpy would broadcast instead."""
+    shapes = {a.shape for a in arrays if isinstance(a, np.ndarray) and a.ndim}
+    if len(shapes) > 1:
+        listed = " and ".join(str(list(s)) for s in sorted(shapes))
+        raise interp.fault(op, f"operands have different shapes at run time: {listed}")
+
+
 def with_element(t: Type, elem: Type) -> Type:
     """``t``'s shape with element type ``elem`` (a scalar stays a scalar)."""
     return TensorType(t.shape, elem) if isinstance(t, ShapedType) else elem
@@ -69,6 +80,7 @@ class ElementwiseOp(Operation):
         return [self.compute(*args, self.operands[0].type.element_type)]
 
     def interpret(self, interp, args):
+        check_same_shapes(self, interp, args)
         return self.compute_results(args)
 
     def fold(self, constants):

@@ -145,6 +145,8 @@ def _parse_func_op(ctx, children):
         ctx.pending.pop()
         return FuncOp(attributes=attrs, regions=[Region()], loc=loc)
     region = children[1]
+    if region.entry is None:  # '{}' - say so here rather than fail on the missing entry block
+        raise IRError("a function body needs at least one block (write a declaration without '{}')", loc)
     if not region.entry.args and attrs["function_type"].type.inputs:
         raise IRError("a function with a body must name its parameters, as in '@f(%a: i64)'", loc)
     return FuncOp(attributes=attrs, regions=[region], loc=loc)

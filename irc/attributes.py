@@ -147,7 +147,10 @@ class DenseAttr(Attribute):
         dtype = np.float32 if str(type.element_type) == "bf16" else numpy_dtype(type)
         arr = np.array(array, dtype=dtype)
         if arr.shape != tuple(type.shape):
-            arr = np.broadcast_to(arr, type.shape).copy()
+            if arr.size == 0 and 0 in type.shape:
+                arr = np.zeros(type.shape, dtype=dtype)  # 'dense<[]>' of any empty shape
+            else:
+                arr = np.broadcast_to(arr, type.shape).copy()
         arr.setflags(write=False)
         self.array = arr
         self.type = type

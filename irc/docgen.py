@@ -41,6 +41,9 @@ EXAMPLE_VALUES: dict[str, str] = {
     "i": "index", "n": "index", "lb": "index", "ub": "index", "step": "index",
     "t": "tensor<4xf32>", "u": "tensor<4xf32>",
     "m": "memref<?xi64>", "m2": "memref<?xi64>",
+    "mat": "tensor<3x4xf32>", "mat2": "tensor<4x5xf32>",
+    "batch": "tensor<2x3x4xf32>", "batch2": "tensor<2x4x5xf32>",
+    "img": "tensor<1x3x8x8xf32>", "kernel": "tensor<4x3x3x3xf32>",
 }
 
 DIALECT_ORDER = ["builtin", "func", "arith", "math", "cf", "scf", "memref"]

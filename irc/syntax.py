@@ -89,7 +89,8 @@ def dense_attr(value, type: ShapedType, loc: Location) -> DenseAttr:
     data = convert(value)
     if isinstance(value, list):
         shape = _nested_shape(data)
-        if shape != tuple(type.shape):
+        empty = not data and type.has_static_shape and type.num_elements == 0  # dense<[]>
+        if shape != tuple(type.shape) and not empty:
             raise IRError(f"dense literal of shape {list(shape)} does not match {type}", loc)
     if not type.has_static_shape:
         raise IRError(f"dense literal needs a static shape, not {type}", loc)

@@ -9,7 +9,6 @@ that line with a caret.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -17,78 +16,31 @@ from hypothesis import strategies as st
 
 import irc
 from irc.testing import random_program
+from irc.testing.mutate import SPLICES, mutate
+from irc.testing.parser_fuzz import check
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO_INPUTS = sorted(p.read_text() for p in ROOT.rglob("*.ir") if ".git" not in p.parts)
 GENERATED = [random_program(seed, 12) for seed in range(8)]
 INPUTS = REPO_INPUTS + GENERATED
-TOKEN = re.compile(r"%[\w#:]+|\^\w+|@\w+|[\w.]+|\S")
-# Pieces of the language a mutation may splice in, so mutants get past the lexer and reach deeper code.
-SPLICES = ["%", "^", "@", ":", ",", "(", ")", "{", "}", "[", "]", "<", ">", "=", "->", "x", "?", "0x7FC00000",
-           "-1", "0", "1.5", "i1", "i64", "index", "f32", "memref<?xi64>", "tensor<2x?xf32>", "cf.phi",
-           "cf.br", "scf.yield", "func.return", "arith.addi", "\"arith.addi\"", "dense<1>", "true", "\n", " ",
-           "//", "^bb0(%x: i64):", "%a#1", "%r:2 ="]
+
+
+class _Draw:
+    """A mutation chooser (``irc.testing.mutate``) over hypothesis's ``draw``, so examples shrink."""
+
+    def __init__(self, draw):
+        self.draw = draw
+
+    def choice(self, seq):
+        return self.draw(st.sampled_from(seq))
+
+    def integer(self, lo: int, hi: int) -> int:
+        return self.draw(st.integers(lo, hi))
 
 
 @st.composite
 def mutants(draw) -> str:
-    text = draw(st.sampled_from(INPUTS))
-    for _ in range(draw(st.integers(1, 4))):
-        text = draw(st.sampled_from([_char_mutation, _token_mutation, _truncation]))(draw, text)
-    return text
-
-
-def _char_mutation(draw, text: str) -> str:
-    if not text:
-        return draw(st.sampled_from(SPLICES))
-    i = draw(st.integers(0, len(text) - 1))
-    kind = draw(st.sampled_from(["delete", "duplicate", "swap", "insert", "replace"]))
-    if kind == "delete":
-        return text[:i] + text[i + 1:]
-    if kind == "duplicate":
-        return text[:i] + text[i] + text[i:]
-    if kind == "swap" and i + 1 < len(text):
-        return text[:i] + text[i + 1] + text[i] + text[i + 2:]
-    ch = draw(st.sampled_from(SPLICES + [chr(draw(st.integers(0, 0x10FFFF)).__index__())]))
-    return text[:i] + ch + text[i + (kind == "replace"):]
-
-
-def _token_mutation(draw, text: str) -> str:
-    spans = [m.span() for m in TOKEN.finditer(text)]
-    if len(spans) < 2:
-        return text
-    a, b = sorted(draw(st.lists(st.integers(0, len(spans) - 1), min_size=2, max_size=2)))
-    (s1, e1), (s2, e2) = spans[a], spans[b]
-    kind = draw(st.sampled_from(["delete", "duplicate", "swap", "replace", "move"]))
-    if kind == "delete":
-        return text[:s1] + text[e1:]
-    if kind == "duplicate":
-        return text[:e1] + " " + text[s1:e1] + text[e1:]
-    if kind == "swap" and a != b:
-        return text[:s1] + text[s2:e2] + text[e1:s2] + text[s1:e1] + text[e2:]
-    if kind == "move":
-        return text[:s2] + text[s1:e1] + " " + text[s2:]
-    return text[:s1] + draw(st.sampled_from(SPLICES)) + text[e1:]
-
-
-def _truncation(draw, text: str) -> str:
-    return text[: draw(st.integers(0, len(text)))]
-
-
-def check(text: str) -> None:
-    try:
-        module = irc.parse(text, "fuzz.ir")
-        irc.verify(module)
-        str(module)  # whatever verifies must print
-    except irc.IRError as e:
-        loc = e.location
-        if loc.line == 0:
-            return  # an error about the whole input, with no position
-        lines = text.splitlines() or [""]
-        assert 1 <= loc.line <= len(lines) + 1, (loc.line, len(lines), str(e))
-        line = lines[loc.line - 1] if loc.line <= len(lines) else ""
-        assert 1 <= loc.column <= len(line) + 1, (loc.line, loc.column, line, str(e))
-        str(e)  # rendering the diagnostic (the caret line) must not fail either
+    return mutate(_Draw(draw), draw(st.sampled_from(INPUTS)))
 
 
 def test_unmutated_inputs():
@@ -123,6 +75,8 @@ CRASHERS = {
     "while_empty_do_region": "func.func @f(%a: i64) -> i64 {\n  %r = scf.while (%x = %a) : (i64) -> (i64) {\n"
                              "    %c = arith.constant true\n    scf.condition(%c) %x : i64\n  } do {\n  }\n"
                              "  func.return %r : i64\n}\n",
+    # found by the parser campaign (python -m irc.testing.parser_fuzz, mutant 246472)
+    "assert_value_as_message": "func.func @f(%b: i1, %c: i64) {\n  cf.assert %b, %c\n  func.return\n}\n",
 }
 
 
@@ -144,3 +98,14 @@ def test_cmpf_true_and_false_predicates_parse():
         assert str(irc.parse(str(module))) == str(module)
         assert f"arith.cmpf {pred}," in str(module)
         assert irc.interpret(module, "f", float("nan")) is expected
+
+
+def test_function_with_empty_body_is_a_diagnostic():
+    """Found by the parser campaign (mutant 377321): ``func.func @f() {}`` raised AttributeError."""
+    try:
+        irc.verify(irc.parse("func.func @step() {}\n"))
+    except irc.IRError as e:
+        assert (e.location.line, e.location.column) == (1, 1)
+        assert "at least one block" in e.message
+    else:
+        raise AssertionError("an empty function body should not parse")

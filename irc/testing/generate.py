@@ -508,14 +508,17 @@ class _FunctionWriter:
         prime = self.constant("i64", 1000003)
         for t, v in values[-limit:]:
             if t in FLOAT_TYPES:
+                # The NaN is replaced after the bitcast: a float select(isnan(x), NaN, x) may
+                # legally become x (any NaN will do), and then x's own payload shows in the bits.
                 nan = self.fresh()
                 self.emit(f"{nan} = arith.cmpf uno, {v}, {v} : {t}")
-                canonical = self.fresh()
-                self.emit(f"{canonical} = arith.select {nan}, {self.constant(t, math.nan)}, {v} : {t}")
                 it = "i32" if t == "f32" else "i64"
                 bits = self.fresh()
-                self.emit(f"{bits} = arith.bitcast {canonical} : {t} to {it}")
-                v, t = bits, it
+                self.emit(f"{bits} = arith.bitcast {v} : {t} to {it}")
+                quiet = 0x7FC00000 if t == "f32" else 0x7FF8000000000000
+                canonical = self.fresh()
+                self.emit(f"{canonical} = arith.select {nan}, {self.constant(it, quiet)}, {bits} : {it}")
+                v, t = canonical, it
             if t != "i64":
                 wide = self.fresh()
                 cast = "index_castui" if t == "index" else "extui"

@@ -100,7 +100,6 @@ _MATH_INTRINSICS = {
     "math.floor": "llvm.floor", "math.ceil": "llvm.ceil", "math.fma": "llvm.fma", "math.powf": "llvm.pow",
     "math.tanh": "llvm.tanh",
     "arith.maximumf": "llvm.maximum", "arith.minimumf": "llvm.minimum",
-    "arith.maxnumf": "llvm.maxnum", "arith.minnumf": "llvm.minnum",
 }
 _LIBM = {"math.expm1": "expm1", "math.log1p": "log1p", "math.erf": "erf"}
 _INT_BINARY = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul", "arith.andi": "and_",
@@ -446,9 +445,16 @@ def _float_to_int(self, b, op):
         lo, hi = (-(2.0 ** (w - 1)), 2.0 ** (w - 1)) if signed else (0.0, 2.0 ** w)
         if w == 1 and signed:
             lo, hi = -1.0, 1.0
-        # In range iff lo - 1 < x < hi (after truncation toward zero), NaN excluded.
-        above = b.fcmp_ordered(">", x, ir.Constant(x.type, lo - 1.0))
-        below = b.fcmp_ordered("<", x, ir.Constant(x.type, hi))
+        # In range iff lo - 1 < x < hi (after truncation toward zero), NaN excluded.  The bounds
+        # are compared in double (exact for every narrower float): in x's own type lo - 1 may round
+        # to lo and wrongly reject x == lo.  Where lo - 1 is not a double (i64), the double below
+        # lo is at most lo - 2, so x > lo - 1 is x >= lo.
+        wide = x if isinstance(x.type, ir.DoubleType) else b.fpext(x, ir.DoubleType())
+        if int(lo - 1.0) == int(lo) - 1:
+            above = b.fcmp_ordered(">", wide, ir.Constant(ir.DoubleType(), lo - 1.0))
+        else:
+            above = b.fcmp_ordered(">=", wide, ir.Constant(ir.DoubleType(), lo))
+        below = b.fcmp_ordered("<", wide, ir.Constant(ir.DoubleType(), hi))
         bad = b.not_(b.and_(above, below))
         self.fault_if(b, bad, op, f"{op.name.split('.')[1]} of a value that {op.results[0].type} cannot hold")
     return b.fptosi(x, to) if signed else b.fptoui(x, to)
@@ -471,6 +477,17 @@ def _math_intrinsic(self, b, op):
     args = [self.value(v) for v in op.operands]
     fn = self.intrinsic(_MATH_INTRINSICS[op.name], args[0].type, len(args))
     return b.call(fn, args, fastmath=self.fmf)
+
+
+@_handler("arith.maxnumf", "arith.minnumf")
+def _maxnum_minnum(self, b, op):
+    """IEEE 754-2019 maximumNumber/minimumNumber, as the interpreter computes them: a NaN operand
+    is ignored and -0.0 < +0.0.  (llvm.maxnum may return either zero, differently at each -O
+    level, so it is built from llvm.maximum/minimum, which order the zeros, and two selects.)"""
+    x, y = (self.value(v) for v in op.operands)
+    name = "llvm.maximum" if op.name == "arith.maxnumf" else "llvm.minimum"
+    m = b.call(self.intrinsic(name, x.type, 2), [x, y], fastmath=self.fmf)
+    return b.select(b.fcmp_unordered("uno", x, x), y, b.select(b.fcmp_unordered("uno", y, y), x, m))
 
 
 @_handler(*_LIBM)

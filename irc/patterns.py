@@ -244,6 +244,9 @@ class GreedyDriver:
         return True
 
     def process(self, op: Operation) -> bool:
+        for v in op.operands:
+            if type(v) is OpResult and v.op is op:
+                return False  # only in unreachable code; rewriting it need not terminate
         if is_dead(op):
             self.rewriter.erase_op(op)
             self.count("ops-erased")

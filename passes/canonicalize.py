@@ -113,7 +113,9 @@ class Canonicalize(Pass):
     def run(self, module, stats) -> None:
         patterns = PATTERNS + op_patterns() + (FAST_MATH_PATTERNS if self.fast_math else [])
         for _ in range(self.max_iterations):
-            changed = GreedyDriver(patterns, fold=True, stats=stats).run(module)
-            changed |= simplify_regions(module, stats)
+            # CFG cleanup first: unreachable blocks may hold ops that use their own
+            # results, which the patterns must never see.
+            changed = simplify_regions(module, stats)
+            changed |= GreedyDriver(patterns, fold=True, stats=stats).run(module)
             if not changed:
                 break

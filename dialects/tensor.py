@@ -343,6 +343,19 @@ def _one(types: Sequence[Type], name: str = "operand") -> TensorType:
 # ---- broadcast and reshape: the result type is given, each ? takes a size ----------------------------
 
 
+def _source_and_result(types, declared):
+    """The operand and the declared result of ``op %a [, %sizes] : SRC to DST``, checked:
+    one index per dynamic result dimension, one element type."""
+    if not types:
+        raise ShapeError("takes a tensor and one index per dynamic result dimension")
+    src = _tensor(types[0], "operand")
+    dst = _tensor(declared, "result")
+    _check_sizes(types[1:], dst)
+    if dst.element_type is not src.element_type:
+        raise ShapeError(f"result element type must be that of the operand, got {src} to {dst}")
+    return src, dst
+
+
 class BroadcastOp(ShapeOp):
     """``tensor.broadcast %a [, %sizes] : tensor<4xf32> to tensor<3x4xf32>`` with numpy's rules.
 
@@ -357,13 +370,7 @@ class BroadcastOp(ShapeOp):
 
     @classmethod
     def infer_type(cls, types, attrs, declared):
-        if not types:
-            raise ShapeError("takes a tensor and one index per dynamic result dimension")
-        src = _tensor(types[0], "operand")
-        dst = _tensor(declared, "result")
-        _check_sizes(types[1:], dst)
-        if dst.element_type is not src.element_type:
-            raise ShapeError(f"result element type must be that of the operand, got {src} to {dst}")
+        src, dst = _source_and_result(types, declared)
         if src.rank > dst.rank:
             raise ShapeError(f"cannot broadcast {src} to the lower rank of {dst}")
         offset = dst.rank - src.rank
@@ -403,13 +410,7 @@ class ReshapeOp(ShapeOp):
 
     @classmethod
     def infer_type(cls, types, attrs, declared):
-        if not types:
-            raise ShapeError("takes a tensor and one index per dynamic result dimension")
-        src = _tensor(types[0], "operand")
-        dst = _tensor(declared, "result")
-        _check_sizes(types[1:], dst)
-        if dst.element_type is not src.element_type:
-            raise ShapeError(f"result element type must be that of the operand, got {src} to {dst}")
+        src, dst = _source_and_result(types, declared)
         if src.has_static_shape:
             n = src.num_elements
             known = math.prod(d for d in dst.shape if d is not None)

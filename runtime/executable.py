@@ -16,6 +16,7 @@ and LLVM, so a second process loads machine code instead of running LLVM.
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 
 from irc.diagnostics import IRError, Location, SourceFile
@@ -80,7 +81,11 @@ class Executable:
         return list(self._functions)
 
 
-_memory_cache: dict[str, tuple] = {}
+# The in-memory cache keeps the most recently used compilations (machine code and
+# all); older ones are dropped, so a long-running process compiling many different
+# modules does not keep every one of them alive.  The disk cache still has them.
+MEMORY_CACHE_SIZE = 128
+_memory_cache: OrderedDict[str, tuple] = OrderedDict()
 
 
 def prepare(module, opt_level: int):
@@ -112,6 +117,8 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     cpu, features = engine.host_cpu()
     key = _cache.key(lowered.print(), _source_identity(module), asdict(options), cpu, features)
     hit = _memory_cache.get(key) if cache else None
+    if hit is not None:
+        _memory_cache.move_to_end(key)
     if hit is None and cache:
         entry = _cache.load(key, cache_dir)
         if entry is not None:
@@ -131,6 +138,8 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     library, addresses, faults, llvm_ir = hit
     if cache:
         _memory_cache[key] = hit
+        while len(_memory_cache) > MEMORY_CACHE_SIZE:
+            _memory_cache.popitem(last=False)
     functions = {f.sym_name: callconv.make_wrapper(f, addresses[f.sym_name], faults,
                                                    addresses.get(fastcall.fast_name(f.sym_name)), library)
                  for f in funcs}

@@ -146,3 +146,14 @@ def test_two_processes_compiling_at_once(tmp_path):
     assert len(entries(tmp_path)) == 1
     assert not list(tmp_path.glob("*/.tmp-*"))  # no temporary files left behind
     assert child(str(tmp_path), text=text)["cache"] == "disk"
+
+
+def test_memory_cache_is_bounded(tmp_path):
+    """A process compiling many different modules keeps only the most recent in memory."""
+    from irc.runtime import executable
+
+    for k in range(executable.MEMORY_CACHE_SIZE + 5):
+        module = irc.parse(f"func.func @f(%a: i64) -> i64 {{\n  %c = arith.constant {k} : i64\n"
+                           f"  %r = arith.addi %a, %c : i64\n  func.return %r : i64\n}}\n")
+        assert irc.compile(module, cache_dir=str(tmp_path)).f(1) == k + 1
+    assert len(executable._memory_cache) <= executable.MEMORY_CACHE_SIZE

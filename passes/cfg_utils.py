@@ -41,3 +41,13 @@ def remove_unreachable_blocks_everywhere(op, stats=None) -> bool:
         for region in nested.regions:
             changed |= remove_unreachable_blocks(region, stats)
     return changed
+
+
+def function_regions(module):
+    """Every region of every function with a body, the function bodies included (a
+    list is taken first, so passes may rewrite while iterating)."""
+    for func in module.functions:
+        if func.is_declaration:
+            continue
+        for op in list(func.walk()):
+            yield from op.regions

@@ -36,7 +36,7 @@ from irc.passmanager import Pass
 from irc.patterns import constant_value
 from irc.types import MemRefType
 
-from .cfg_utils import remove_unreachable_blocks
+from .cfg_utils import function_regions, remove_unreachable_blocks
 
 
 class Mem2Reg(Pass):
@@ -45,12 +45,8 @@ class Mem2Reg(Pass):
     name = "mem2reg"
 
     def run(self, module, stats) -> None:
-        for func in module.functions:
-            if func.is_declaration:
-                continue
-            for op in list(func.walk()):
-                for region in op.regions:
-                    promote_region(region, stats)
+        for region in list(function_regions(module)):
+            promote_region(region, stats)
 
 
 def promote_region(region: Region, stats) -> None:

@@ -32,7 +32,7 @@ from irc.dialects.cf import BranchOp, CondBranchOp
 from irc.block import Block, Region
 from irc.passmanager import Pass
 
-from .cfg_utils import remove_unreachable_blocks
+from .cfg_utils import function_regions, remove_unreachable_blocks
 from .licm import is_speculatable
 
 
@@ -44,13 +44,9 @@ class SimplifyCFG(Pass):
     max_arm_ops: int = 4  # ops (besides the branch) an arm of a diamond may hold to become a select
 
     def run(self, module, stats) -> None:
-        for func in module.functions:
-            if func.is_declaration:
-                continue
-            for op in list(func.walk()):
-                for region in op.regions:
-                    if region.first_block is not region.last_block:
-                        self.simplify_region(region, stats)
+        for region in list(function_regions(module)):
+            if region.first_block is not region.last_block:
+                self.simplify_region(region, stats)
 
     def simplify_region(self, region: Region, stats) -> None:
         changed = True

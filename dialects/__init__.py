@@ -1,5 +1,5 @@
 """Every dialect irc knows.  Importing this package registers their ops."""
 
-from . import arith, cf, func, math, memref, scf, tensor  # noqa: F401
+from . import arith, cf, func, fused, math, memref, scf, tensor  # noqa: F401
 
-__all__ = ["arith", "cf", "func", "math", "memref", "scf", "tensor"]
+__all__ = ["arith", "cf", "func", "fused", "math", "memref", "scf", "tensor"]

@@ -294,3 +294,73 @@ class CopyOp(Operation):
     def print_custom(self, p) -> None:
         a, b = self.operands
         p.write(f" {p.values(self.operands)}{p.attr_dict(self.attributes)} : {a.type} to {b.type}")
+
+
+class ViewOp(Operation):
+    """``%v = memref.view %src[%byte_offset][%sizes...] : memref<...> to memref<...>``.
+
+    A buffer of the result type over the source's memory, starting ``byte_offset``
+    bytes in; one index operand per ``?`` of the result.  It is how memory planning
+    carves every intermediate buffer out of one arena, and how a contiguous buffer
+    is seen with another shape (a flat view of a matrix).  The view must lie inside
+    the source, and its offset must be a multiple of its element size; it shares
+    the source's lifetime (freeing the source frees the view).
+    """
+
+    name = "memref.view"
+    summary = "A buffer of another shape and element type over a source buffer's memory, at a byte offset."
+    example = "%v = memref.view %m[%i][] : memref<?xi64> to memref<2xf32>"
+
+    def verify_op(self) -> None:
+        if len(self.operands) < 2 or len(self.results) != 1:
+            raise self.error("takes a source memref, a byte offset and the dynamic sizes")
+        src, offset = self.operand_types[:2]
+        t = self.results[0].type
+        if not isinstance(src, MemRefType) or not isinstance(t, MemRefType):
+            raise self.error(f"source and result must be memrefs, got {src} and {t}")
+        if not isinstance(offset, IndexType):
+            raise self.error(f"the byte offset must be an index, got {offset}")
+        dynamic = sum(d is None for d in t.shape)
+        if len(self.operands) - 2 != dynamic:
+            raise self.error(f"needs {dynamic} dynamic size operand(s) for {t}, got {len(self.operands) - 2}")
+        for v in self.operands[2:]:
+            if not isinstance(v.type, IndexType):
+                raise self.error(f"sizes must be index values, got {v.type}")
+
+    def interpret(self, interp, args):
+        src, offset = args[:2]
+        t = self.results[0].type
+        if src.freed:
+            raise interp.fault(self, "view of a freed buffer")
+        sizes = iter(args[2:])
+        shape = tuple(next(sizes) if d is None else d for d in t.shape)
+        dtype = np.dtype(storage_dtype(t))
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        raw = src.array.reshape(-1).view(np.uint8)
+        if any(s < 0 for s in shape) or offset < 0 or offset + nbytes > raw.size:
+            raise interp.fault(self, f"a view of {nbytes} bytes at offset {offset} does not fit in "
+                                     f"a buffer of {raw.size} bytes")
+        if offset % dtype.itemsize:
+            raise interp.fault(self, f"offset {offset} is not a multiple of the element size {dtype.itemsize}")
+        array = raw[offset:offset + nbytes].view(dtype).reshape(shape)
+        return [Buffer(array, t, base=src.base or src)]
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        if syn.sig is None or syn.sig[0] != "cast" or len(syn.args) != 1 or not isinstance(syn.args[0], tuple) \
+                or syn.args[0][0] != "view" or len(syn.args[0][2]) != 1:
+            raise IRError("'memref.view' expects '%source[%byte_offset][%sizes...] : memref<...> to memref<...>'",
+                          syn.loc)
+        (src_t,), (t,) = syn.sig[1], syn.sig[2]
+        _, src, (offset,), sizes = syn.args[0]
+        operands = [ctx.value(src, src_t), ctx.value(offset, index), *[ctx.value(s, index) for s in sizes]]
+        return cls(operands, [t], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        src, offset, *sizes = self.operands
+        p.write(f" {p.value(src)}[{p.value(offset)}][{p.values(sizes)}]{p.attr_dict(self.attributes)} : "
+                f"{src.type} to {self.results[0].type}")
+
+    @classmethod
+    def build(cls, source, byte_offset, type: MemRefType, sizes=()):
+        return cls([source, byte_offset, *sizes], [type])

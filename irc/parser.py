@@ -378,6 +378,9 @@ class ParseContext(Transformer):
     def indexed_arg(self, children):
         return ("indexed", children[0], children[1] if len(children) > 1 else [])
 
+    def view_arg(self, children):
+        return ("view", children[0], children[1], children[2] if len(children) > 2 else [])
+
     def keyword_arg(self, children):
         return ("keyword", children[0])
 

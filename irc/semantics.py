@@ -134,14 +134,30 @@ def width_ok(t: Type) -> bool:
 
 
 class Buffer:
-    """A memref's storage at run time: a numpy array and whether it was freed."""
+    """A memref's storage at run time: a numpy array and whether it was freed.
 
-    __slots__ = ("array", "freed", "type")
+    A view (``memref.view``) shares its base buffer's array memory and its freed
+    flag: freeing the base frees every view of it.
+    """
 
-    def __init__(self, array: np.ndarray, type: Type):
+    __slots__ = ("array", "_freed", "type", "base")
+
+    def __init__(self, array: np.ndarray, type: Type, base: Buffer | None = None):
         self.array = array
-        self.freed = False
+        self._freed = False
         self.type = type
+        self.base = base
+
+    @property
+    def freed(self) -> bool:
+        return self._freed if self.base is None else self.base.freed
+
+    @freed.setter
+    def freed(self, value: bool) -> None:
+        if self.base is None:
+            self._freed = value
+        else:
+            self.base.freed = value
 
     def __repr__(self) -> str:
         return f"Buffer({self.type}, freed={self.freed})"

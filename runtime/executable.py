@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from irc.diagnostics import IRError, Location, SourceFile
 
 from . import cache as _cache
+from . import tensor_function
 from .cpu import callconv, engine, fastcall
 from .cpu.translate import Options, translate
 
@@ -107,6 +108,11 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     """Compile every function of ``module`` for ``target``; see the module docstring."""
     options = CompileOptions(target, opt_level, checks, bounds_checks, fast_math)
     options.validate()
+    tensor_funcs = [f for f in module.functions if not f.is_declaration and tensor_function.has_tensors(f)]
+    if tensor_funcs:
+        return _compile_with_tensor_functions(module, tensor_funcs, dict(
+            target=target, opt_level=opt_level, checks=checks, bounds_checks=bounds_checks,
+            fast_math=fast_math, cache=cache, cache_dir=cache_dir))
     timings: dict[str, float] = {}
     start = time.perf_counter()
     lowered = prepare(module, opt_level)
@@ -145,6 +151,25 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
                  for f in funcs}
     timings["total"] = time.perf_counter() - start
     return Executable(functions, library, llvm_ir, timings)
+
+
+def _compile_with_tensor_functions(module, tensor_funcs, options: dict) -> Executable:
+    """Scalar functions compile now; each tensor function compiles per argument shapes when called."""
+    from irc.verifier import verify
+
+    verify(module)
+    scalar_module = module.clone()
+    tensor_names = {f.sym_name for f in tensor_funcs}
+    for f in list(scalar_module.functions):
+        if f.sym_name in tensor_names:
+            f.erase()
+    if any(not f.is_declaration for f in scalar_module.functions):
+        exe = compile(scalar_module, **options)
+    else:
+        exe = Executable({}, None, None, {})
+    for f in tensor_funcs:
+        exe._functions[f.sym_name] = tensor_function.TensorFunction(module, f, options)
+    return exe
 
 
 def _build(lowered, names, options: CompileOptions, timings, key, cache_dir, module):

@@ -87,9 +87,12 @@ def test_llvm_output_passes_llvm_verifier(program, tmp_path, level):
     run_irc("compile", str(program), "--target", "cpu", "--emit", "llvm", "-O", level, "-o", str(out))
     text = out.read_text()
     assert "define" in text and "@scale_sum" in text and "@divide" in text
-    opt = shutil.which("opt-22") or shutil.which("opt")
+    opt = shutil.which("opt-22")  # an unsuffixed 'opt' may be an LLVM too old for opaque pointers
     if opt is None:
-        pytest.skip("opt-22 is not installed")
+        import llvmlite.binding as llvm  # the LLVM irc itself uses (22): its verifier instead
+
+        llvm.parse_assembly(text).verify()
+        return
     proc = subprocess.run([opt, "-passes=verify", "-disable-output", str(out)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 

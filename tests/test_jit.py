@@ -409,8 +409,8 @@ def test_executable_lookup(sig):
 
 def test_untranslatable_op_names_the_lowering():
     text = textwrap.dedent("""\
-        func.func @t(%x: tensor<4xf32>) -> tensor<4xf32> {
-          func.return %x : tensor<4xf32>
+        func.func @t(%x: bf16) -> bf16 {
+          func.return %x : bf16
         }
         """)
     with pytest.raises(IRError) as info:

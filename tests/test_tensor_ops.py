@@ -520,6 +520,12 @@ func.func @f(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>, %c: tensor<?x3x4xf32>, %d
   %18 = tensor.softmax %a {axis = 1} : tensor<3x4xf32>
   %19 = tensor.log_softmax %c {axis = 0} : tensor<?x3x4xf32>
   %20 = tensor.dim %c, %n : tensor<?x3x4xf32>
+  %21 = tensor.fused %a, %c, %x {maps = [[1, 2], [0, 1, 2], []], reduce = "max", axes = [0], keepdims} ({
+  ^bb0(%p: f32, %q: f32, %s: f32):
+    %t = arith.mulf %p, %q : f32
+    %u = arith.addf %t, %s : f32
+    tensor.yield %u : f32
+  }) : (tensor<3x4xf32>, tensor<?x3x4xf32>, f32) -> tensor<1x3x4xf32>
   func.return %7 : tensor<3x5xf32>
 }
 """
@@ -701,9 +707,10 @@ def test_builders_infer_result_types():
         tensor.MatmulOp.build(b, b)
 
 
-def test_compiling_tensor_ops_still_fails_clearly():
+def test_tensor_functions_compile_to_loops():
     pytest.importorskip("llvmlite")
-    module = irc.parse(program("%r = tensor.softmax %a {axis = 0} : tensor<4xf32>", [("a", "tensor<4xf32>")],
-                               "tensor<4xf32>"))
-    with pytest.raises(irc.IRError, match="bufferized"):
-        irc.compile(module)
+    module = irc.parse(program("%e = math.exp %a : tensor<4xf32>\n"
+                               "  %r = tensor.reduce_sum %e {axes = [0]} : tensor<4xf32> to tensor<f32>",
+                               [("a", "tensor<4xf32>")], "tensor<f32>"))
+    a = np.array([0.0, 1.0, -1.0, 2.0], np.float32)
+    np.testing.assert_allclose(irc.compile(module).f(a), np.exp(a).sum(), rtol=1e-6)

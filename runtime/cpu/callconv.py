@@ -153,6 +153,7 @@ def make_wrapper(func, address: int, faults, fast_address: int | None = None, ow
     wrapper = env[_python_name(func.sym_name)]
     wrapper.__doc__ = f"@{func.sym_name} : {ft} (compiled for the CPU)"
     wrapper.c_function = cfunc
+    wrapper.raise_fault = env["_fault"]
     wrapper.owner = owner
     return wrapper
 

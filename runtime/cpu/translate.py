@@ -720,3 +720,25 @@ def _copy(self, b, op):
             self.fault_if(b, bad, op, "memref.copy between buffers of different shapes")
     b.call(self.intrinsic_memmove(), [b.bitcast(b.extract_value(dst, 0), PTR),
                                      b.bitcast(b.extract_value(src, 0), PTR), nbytes, ir.Constant(I1, 0)])
+
+
+@_handler("memref.view")
+def _view(self, b, op):
+    src_v, offset_v, *size_vs = op.operands
+    t = op.results[0].type
+    src = self.value(src_v)
+    dyn = iter(self.value(v) for v in size_vs)
+    sizes = [next(dyn) if d is None else ir.Constant(I64, d) for d in t.shape]
+    offset = self.value(offset_v)
+    if self.options.checks:
+        end = b.add(offset, _byte_size(b, t, sizes))
+        bad = b.or_(b.icmp_signed("<", offset, ir.Constant(I64, 0)),
+                    b.icmp_unsigned(">", end, _byte_size(b, src_v.type, _sizes(b, src, src_v.type.rank))))
+        self.fault_if(b, bad, op, f"memref.view of {t} does not fit in its source")
+    base = b.bitcast(b.extract_value(src, 0), PTR)
+    struct_t = memref_struct(t)
+    struct = ir.Constant(struct_t, ir.Undefined)
+    struct = b.insert_value(struct, b.bitcast(b.gep(base, [offset], inbounds=True), struct_t.elements[0]), 0)
+    for d, s in enumerate(sizes):
+        struct = b.insert_value(struct, s, [1, d])
+    return struct

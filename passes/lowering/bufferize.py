@@ -1,0 +1,237 @@
+"""Bufferization: a function over tensors becomes one over memrefs, op by op into loops.
+
+The contract a caller sees (``irc.compile`` relies on it):
+
+* each tensor parameter becomes a memref parameter of the same shape, read only;
+* each tensor result becomes an *output parameter*, appended after the others in
+  result order, that the function writes (destination-passing style, as a C
+  library would do it); scalar results stay results;
+* the original signature is kept in the function attribute ``tensor_signature``.
+
+Inside, every tensor value gets a buffer.  The op that computes a returned value
+writes straight into its output parameter; other values get a ``memref.alloc``
+freed (``memref.dealloc``) right after its last use, which ``plan-memory`` then
+turns into slots of one arena.  An elementwise ``tensor.fused`` op writes in
+place over an operand buffer that dies at it (same shape and element type, read
+at the same index, not a parameter), so a chain of elementwise groups needs no
+new memory at all.
+
+Each op is lowered by the function registered for its name in
+``irc.passes.lowering.LOWERINGS``: ``lower(ctx, op, inputs, output)``, where
+``inputs`` are the operand buffers (or scalar values) and ``output`` the result
+buffer to fill.  ``ctx.lb`` is a LoopBuilder at the op's position.
+"""
+
+from __future__ import annotations
+
+from irc.attributes import TypeAttr
+from irc.diagnostics import IRError
+from irc.rewriter import Builder
+from irc.types import FunctionType, MemRefType, TensorType, index
+from irc.values import OpResult
+
+from . import LOWERINGS
+from .builder import LoopBuilder
+
+# Ops whose result may share its operand's buffer (no copy): they only re-read it.
+VIEW_OPS = frozenset({"tensor.reshape"})
+
+
+def memref_of(t: TensorType) -> MemRefType:
+    return MemRefType(t.shape, t.element_type)
+
+
+class LoweringContext:
+    """What a lowering function gets besides its op: a LoopBuilder and the function's buffers."""
+
+    def __init__(self, lb: LoopBuilder, bufferizer: Bufferizer):
+        self.lb = lb
+        self.bufferizer = bufferizer
+
+    def temporary(self, type: MemRefType, sizes=()) -> object:
+        """A scratch buffer freed after the op being lowered (planned like any other)."""
+        buf = self.lb.alloc(type, sizes)
+        self.bufferizer.scratch.append(buf)
+        return buf
+
+
+class Bufferizer:
+    def __init__(self, func):
+        self.func = func
+        self.buffers: dict = {}  # tensor Value -> memref Value
+        self.roots: dict = {}  # memref Value -> the buffer that owns its memory
+        self.owned: set = set()  # live roots allocated here (not parameters)
+        self.root_last: dict = {}  # root -> position of the last use of any tensor on it
+        self.scratch: list = []
+
+    # -- the signature -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        func = self.func
+        ft = func.function_type
+        body = func.body
+        if not any(isinstance(t, TensorType) for t in (*ft.inputs, *ft.results)) and \
+                not any(isinstance(r.type, TensorType) for op in func.walk() for r in op.results):
+            return
+        if body.first_block is not body.last_block:
+            raise IRError(f"tensor-to-loops: function '@{func.sym_name}' uses tensors across blocks; "
+                          "only straight-line tensor code is supported", func.loc)
+        entry = body.entry
+        ret = entry.terminator
+        ops = list(entry.ops)
+        self.position = {op: i for i, op in enumerate(ops)}
+        self.last_use = self._last_uses(entry)
+        for a in list(entry.args):
+            if isinstance(a.type, TensorType):
+                a.type = memref_of(a.type)
+                self._bind(a, a)
+        outputs = {}
+        new_results = []
+        for k, t in enumerate(ft.results):
+            if isinstance(t, TensorType):
+                out = entry.add_argument(memref_of(t), f"out{k}" if len(ft.results) > 1 else "out")
+                self.roots[out] = out
+                outputs[k] = out
+            else:
+                new_results.append(t)
+        func.attributes["tensor_signature"] = TypeAttr(ft)
+        func.attributes["function_type"] = TypeAttr(FunctionType([a.type for a in entry.args], new_results))
+        # The first return position of a value computed here is where its op writes.
+        destination = {}
+        for k, v in enumerate(ret.operands):
+            if k in outputs and isinstance(v, OpResult) and v not in destination:
+                destination[v] = outputs[k]
+        lowered = []
+        for op in ops[:-1]:
+            if self._lower(op, destination):
+                lowered.append(op)
+        self._finish_return(ret, outputs)
+        for op in reversed(lowered):
+            op.erase()
+
+    def _last_uses(self, block) -> dict:
+        """For each value of ``block``, the position of the last top-level op that uses it
+        (an op nested in a region counts as its top-level ancestor)."""
+        last: dict = {}
+        values = [*block.args, *(r for op in block.ops for r in op.results)]
+        for v in values:
+            for use in v.uses:
+                user = use.owner
+                while user.parent is not block:
+                    user = user.parent_op
+                last[v] = max(last.get(v, -1), self.position[user])
+        return last
+
+    def _bind(self, value, buf) -> None:
+        self.buffers[value] = buf
+        root = self.roots.setdefault(buf, buf)
+        self.root_last[root] = max(self.root_last.get(root, -1), self.last_use.get(value, -1))
+
+    # -- one op --------------------------------------------------------------------------------
+
+    def _lower(self, op, destination: dict) -> bool:
+        """Lower ``op`` if it involves tensors; True if it is to be erased."""
+        if op.name == "tensor.dim":
+            self._lower_dim(op)
+            return True
+        if not any(isinstance(r.type, TensorType) for r in op.results):
+            if any(isinstance(v.type, TensorType) for v in op.operands):
+                raise IRError(f"tensor-to-loops cannot lower '{op.name}' on tensors", op.loc)
+            return False
+        if op.name == "arith.constant" and not op.results[0].uses:
+            return True
+        lower = LOWERINGS.get(op.name)
+        if lower is None:
+            raise IRError(f"tensor-to-loops has no lowering for '{op.name}' (elementwise ops on "
+                          "tensors are lowered after 'fuse-elementwise')", op.loc)
+        if len(op.results) != 1:
+            raise IRError(f"tensor-to-loops: '{op.name}' must have one result", op.loc)
+        result = op.results[0]
+        position = self.position[op]
+        lb = LoopBuilder(Builder().before_op(op), op.loc)
+        inputs = [self.buffers[v] if isinstance(v.type, TensorType) else v for v in op.operands]
+        if op.name in VIEW_OPS and result not in destination:
+            output = lb.view(inputs[0], 0, memref_of(result.type), list(op.operands[1:]))
+            self.roots[output] = self.roots[inputs[0]]
+        else:
+            output = destination.get(result) or self._in_place(op, inputs, position) \
+                or self._allocate(lb, result, op)
+            lower(LoweringContext(lb, self), op, inputs, output)
+        self._bind(result, output)
+        self._free_dead(op, inputs, position)
+        return True
+
+    def _lower_dim(self, op) -> None:
+        from irc.dialects.memref import DimOp
+
+        new = DimOp([self.buffers[op.operands[0]], op.operands[1]], [index], loc=op.loc)
+        op.parent.insert_before(new, op)
+        op.results[0].replace_all_uses_with(new.results[0])
+
+    def _allocate(self, lb: LoopBuilder, result, op):
+        t = memref_of(result.type)
+        if not t.has_static_shape:
+            raise IRError(f"tensor-to-loops: the result {result.type} of '{op.name}' has dynamic "
+                          "dimensions; specialise shapes first (irc.compile does)", op.loc)
+        buf = lb.alloc(t)
+        self.owned.add(buf)
+        return buf
+
+    def _in_place(self, op, inputs, position: int):
+        """An operand buffer the op may overwrite: elementwise, dead after this op, owned here."""
+        if op.name != "tensor.fused" or op.reduction:
+            return None
+        t = op.results[0].type
+        for v, buf, m in zip(op.operands, inputs, op.maps):
+            if v.type is not t or list(m) != list(range(t.rank)):
+                continue
+            root = self.roots.get(buf)
+            if root is buf and root in self.owned and self.root_last.get(root, -1) <= position:
+                return buf
+        return None
+
+    def _free_dead(self, op, inputs, position: int) -> None:
+        """Free the op's scratch buffers, and owned buffers whose every tensor is dead after it."""
+        after = Builder().after_op(op)
+        for buf in self.scratch:
+            after.insert(_dealloc(buf, op.loc))
+        self.scratch.clear()
+        result_root = self.roots.get(self.buffers[op.results[0]])
+        for buf in inputs:
+            root = self.roots.get(buf)
+            if root in self.owned and root is not result_root and self.root_last.get(root, -1) <= position:
+                after.insert(_dealloc(root, op.loc))
+                self.owned.discard(root)
+        if result_root in self.owned and self.root_last.get(result_root, -1) <= position:
+            after.insert(_dealloc(result_root, op.loc))  # computed but never used
+            self.owned.discard(result_root)
+
+    # -- the return ---------------------------------------------------------------------------------
+
+    def _finish_return(self, ret, outputs: dict) -> None:
+        from irc.dialects.memref import CopyOp
+
+        lb = LoopBuilder(Builder().before_op(ret), ret.loc)
+        scalars = []
+        for k, v in enumerate(list(ret.operands)):
+            if k not in outputs:
+                scalars.append(v)
+            elif self.buffers[v] is not outputs[k]:
+                lb.insert(CopyOp([self.buffers[v], outputs[k]], []))
+        for root in list(self.owned):
+            lb.insert(_dealloc(root, ret.loc))
+        self.owned.clear()
+        ret.set_operands(scalars)
+
+
+def _dealloc(buf, loc):
+    from irc.dialects.memref import DeallocOp
+
+    op = DeallocOp([buf], [])
+    op.loc = loc
+    return op
+
+
+def bufferize(func) -> None:
+    """Rewrite ``func`` over memrefs (see the module docstring); no-op without tensors."""
+    Bufferizer(func).run()

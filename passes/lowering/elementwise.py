@@ -1,0 +1,195 @@
+"""Loops for ``tensor.fused`` (elementwise groups and reductions) and tensor constants.
+
+An elementwise group whose tensor operands are all read at the output's own index
+becomes one flat loop over every element (buffers are contiguous), the loop LLVM
+vectorises best; with broadcast operands it becomes a nest over the domain, the
+innermost loop running along the last, contiguous dimension.
+
+A reduction over the trailing dimensions keeps ``UNROLL`` independent
+accumulators in the innermost loop, combined at the end: without reassociation
+(no fast-math) this is what lets LLVM use vector lanes for a sum.  Float sums,
+products and means accumulate in f64, as ``tensor.reduce_*`` is defined; max and
+min in the element type.  Any other reduction accumulates into a scratch buffer
+of the result's shape while the domain is walked in memory order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from irc.attributes import DenseAttr
+from irc.types import FloatType, MemRefType, f64, i64
+
+from . import lowering
+from .builder import LoopBuilder
+
+UNROLL = 8
+"""Independent accumulators in the innermost loop of a trailing reduction."""
+
+_COMBINE = {("sum", True): "arith.addf", ("sum", False): "arith.addi",
+            ("mean", True): "arith.addf",
+            ("prod", True): "arith.mulf", ("prod", False): "arith.muli",
+            ("max", True): "arith.maximumf", ("max", False): "arith.maxsi",
+            ("min", True): "arith.minimumf", ("min", False): "arith.minsi"}
+
+
+def _identity(kind: str, t):
+    if kind in ("sum", "mean"):
+        return 0
+    if kind == "prod":
+        return 1
+    if isinstance(t, FloatType):
+        return -np.inf if kind == "max" else np.inf
+    bits = t.width if hasattr(t, "width") else 64
+    return -(1 << (bits - 1)) if kind == "max" else (1 << (bits - 1)) - 1
+
+
+def accumulator_type(kind: str, elem):
+    return f64 if isinstance(elem, FloatType) and kind in ("sum", "prod", "mean") else elem
+
+
+def _body_at(lb: LoopBuilder, op, inputs, indices_for) -> object:
+    """The body of ``op`` at one point: each operand loaded at ``indices_for(its map)``, then
+    the cloned scalar ops; returns the value the body yields."""
+    body = op.body
+    value_map = {}
+    for arg, buf, m in zip(body.args, inputs, op.maps):
+        value_map[arg] = lb.load(buf, indices_for(m)) if isinstance(buf.type, MemRefType) else buf
+    for inner in body.ops:
+        if inner is body.terminator:
+            break
+        lb.insert(inner.clone(value_map))
+    yielded = body.terminator.operands[0]
+    return value_map.get(yielded, yielded)
+
+
+def _element(lb: LoopBuilder, op, inputs, domain_ivs) -> object:
+    """The body at the domain point ``domain_ivs`` (broadcast dimensions read index 0)."""
+    return _body_at(lb, op, inputs, lambda m: [domain_ivs[d] if d >= 0 else 0 for d in m])
+
+
+@lowering("tensor.fused")
+def lower_fused(ctx, op, inputs, output) -> None:
+    if op.reduction:
+        _lower_reduction(ctx, op, inputs, output)
+        return
+    lb = ctx.lb
+    rank = op.domain_rank
+    identity = list(range(rank))
+    if all(not isinstance(b.type, MemRefType) or list(m) == identity for b, m in zip(inputs, op.maps)):
+        flat = [lb.flat(b) if isinstance(b.type, MemRefType) else b for b in inputs]
+        out = lb.flat(output)
+        with lb.loop(0, lb.dim(out, 0)) as loop:
+            lb.store(_body_at(lb, op, flat, lambda m: [loop.iv]), out, [loop.iv])
+        return
+    with lb.nest([lb.dim(output, d) for d in range(rank)]) as ivs:
+        lb.store(_element(lb, op, inputs, ivs), output, ivs)
+
+
+def _domain_sizes(lb: LoopBuilder, op, inputs, output):
+    sizes = []
+    for d in range(op.domain_rank):
+        source = op.domain_source(d)
+        if source is not None:
+            sizes.append(lb.dim(inputs[source[0]], source[1]))
+        else:
+            sizes.append(lb.dim(output, op.result_dim_of(d)))
+    return sizes
+
+
+def _lower_reduction(ctx, op, inputs, output) -> None:
+    lb = ctx.lb
+    kind = op.reduction
+    elem = op.results[0].type.element_type
+    acc_t = accumulator_type(kind, elem)
+    is_float = isinstance(elem, FloatType)
+    combine = _COMBINE[(kind, is_float)]
+    rank = op.domain_rank
+    axes = sorted(op.axes)
+    sizes = _domain_sizes(lb, op, inputs, output)
+    kept = [d for d in range(rank) if d not in axes]
+    count = 1
+    for d in axes:
+        count = lb.mul(count, sizes[d]) if count != 1 else sizes[d]
+
+    def widen(v):
+        return v if v.type is acc_t else lb.op("arith.extf", v, result=acc_t)
+
+    def finish(acc):
+        if kind == "mean":
+            n = lb.op("arith.uitofp", lb.op("arith.index_cast", count, result=i64), result=f64)
+            acc = lb.op("arith.divf", acc, n)
+        return acc if acc.type is elem else lb.op("arith.truncf", acc, result=elem)
+
+    if axes == list(range(rank - len(axes), rank)):
+        # Trailing reduction: the kept dims outside, U accumulators inside.
+        with lb.nest([sizes[d] for d in kept]) as outer:
+            init = lb.const(_identity(kind, acc_t), acc_t)
+            accs = [init] * UNROLL
+            ivs = dict(zip(kept, outer))
+            accs = _reduce_loops(lb, op, inputs, sizes, axes, ivs, accs, combine, widen)
+            while len(accs) > 1:  # a balanced tree, so lanes combine pairwise
+                accs = [lb.op(combine, accs[i], accs[i + 1]) if i + 1 < len(accs) else accs[i]
+                        for i in range(0, len(accs), 2)]
+            index = [ivs[d] if d in kept else 0 for d in range(rank)] if op.keepdims else outer
+            lb.store(finish(accs[0]), output, index)
+        return
+    # General reduction: accumulate into a scratch buffer walking the domain in order.
+    acc_buf = ctx.temporary(MemRefType([op.results[0].type.shape[op.result_dim_of(d)] for d in kept], acc_t))
+    init = lb.const(_identity(kind, acc_t), acc_t)
+    with lb.nest([sizes[d] for d in kept]) as ivs:
+        lb.store(init, acc_buf, ivs)
+    with lb.nest(sizes) as ivs:
+        index = [ivs[d] for d in kept]
+        v = widen(_element(lb, op, inputs, ivs))
+        lb.store(lb.op(combine, lb.load(acc_buf, index), v), acc_buf, index)
+    with lb.nest([sizes[d] for d in kept]) as ivs:
+        full = dict(zip(kept, ivs))
+        index = [full[d] if d in kept else 0 for d in range(rank)] if op.keepdims else ivs
+        lb.store(finish(lb.load(acc_buf, ivs)), output, index)
+
+
+def _reduce_loops(lb, op, inputs, sizes, axes, ivs, accs, combine, widen):
+    """Loops over the reduced dims ``axes`` (all trailing), carrying the accumulators ``accs``;
+    the innermost is unrolled ``len(accs)`` times with a remainder loop."""
+    *outer_axes, last = axes
+    if outer_axes:
+        d = outer_axes[0]
+        with lb.loop(0, sizes[d], inits=accs) as loop:
+            ivs = {**ivs, d: loop.iv}
+            loop.yield_(*_reduce_loops(lb, op, inputs, sizes, outer_axes[1:] + [last], ivs, loop.args,
+                                       combine, widen))
+        return loop.results
+    n = sizes[last]
+    u = len(accs)
+    main = lb.op("arith.muli", lb.op("arith.divui", n, lb.index(u)), lb.index(u))
+    with lb.loop(0, main, u, inits=accs) as loop:
+        new = []
+        for k, acc in enumerate(loop.args):
+            point = {**ivs, last: lb.add(loop.iv, k) if k else loop.iv}
+            v = widen(_element(lb, op, inputs, [point[d] for d in range(op.domain_rank)]))
+            new.append(lb.op(combine, acc, v))
+        loop.yield_(*new)
+    accs = loop.results
+    with lb.loop(main, n, inits=[accs[0]]) as tail:
+        point = {**ivs, last: tail.iv}
+        v = widen(_element(lb, op, inputs, [point[d] for d in range(op.domain_rank)]))
+        tail.yield_(lb.op(combine, tail.args[0], v))
+    return [tail.results[0], *accs[1:]]
+
+
+@lowering("arith.constant")
+def lower_constant(ctx, op, inputs, output) -> None:
+    """A tensor constant: a fill loop for a splat, one store per element otherwise."""
+    lb = ctx.lb
+    attr = op.attributes["value"]
+    elem = output.type.element_type
+    if isinstance(attr, DenseAttr) and attr.is_splat:
+        value = lb.const(attr.array.flat[0].item(), elem)
+        flat = lb.flat(output)
+        with lb.loop(0, lb.dim(flat, 0)) as loop:
+            lb.store(value, flat, [loop.iv])
+        return
+    flat = lb.flat(output)
+    for i, v in enumerate(np.asarray(attr.array).reshape(-1).tolist()):
+        lb.store(lb.const(v, elem), flat, [i])

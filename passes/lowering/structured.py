@@ -1,0 +1,1 @@
+"""Loops for the structured tensor ops: matmul, transpose, slices, concat, pad, conv2d..."""

@@ -1,0 +1,169 @@
+"""plan-memory: put a function's temporary buffers in one arena, reusing memory by liveness.
+
+Every statically sized ``memref.alloc`` in a function's entry block that is freed
+by a ``memref.dealloc`` in the same block (as ``tensor-to-loops`` leaves them) and
+does not escape (it is only loaded from, stored to, viewed, copied or passed to
+a loop-free op of this function; never returned or passed to a call) is live
+from its alloc to its dealloc.  Buffers whose lives overlap get disjoint byte
+ranges of one arena; a buffer allocated after another is freed reuses its
+bytes.  Offsets are chosen largest buffer first, each at the lowest offset
+(aligned to ``ALIGN``) that does not collide with a buffer live at the same
+time, the usual greedy heuristic for this NP-hard packing.  Each alloc becomes
+a ``memref.view`` of the arena and its dealloc disappears.
+
+With ``arena=alloc`` (the default) the arena is one ``memref.alloc`` at the top
+of the function, freed before each return.  With ``arena=argument`` it becomes a
+last parameter ``memref<Nxi8>`` and the function gets ``arena_bytes = N``, so a
+caller (``irc.compile``) can keep one arena across calls instead of asking the
+system for memory each time.
+
+Statistics: ``peak-bytes`` (the arena) against ``unplanned-bytes`` (the sum of
+every planned buffer, what the program would hold if nothing were reused).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from irc.attributes import IntegerAttr, TypeAttr
+from irc.passmanager import Pass, PipelineError
+from irc.rewriter import Builder
+from irc.types import FunctionType, MemRefType, i8, i64, index
+
+ALIGN = 64
+"""Byte alignment of every buffer in the arena (a cache line; enough for any vector load)."""
+
+# Users of a buffer that neither keep it nor let it out of the function.
+_LOCAL_USERS = frozenset({"memref.load", "memref.store", "memref.view", "memref.copy", "memref.dim",
+                          "memref.dealloc"})
+
+
+def element_bytes(t: MemRefType) -> int:
+    e = t.element_type
+    width = getattr(e, "width", None)
+    if width is None:
+        width = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}.get(str(e), 64)
+    return max(1, width // 8)
+
+
+def byte_size(t: MemRefType) -> int:
+    return element_bytes(t) * t.num_elements
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+@dataclass
+class Interval:
+    alloc: object
+    dealloc: object
+    start: int
+    end: int
+    size: int
+    offset: int = 0
+
+
+def assign_offsets(intervals: list[Interval]) -> int:
+    """Give each interval an offset; return the arena size.  Largest first, lowest fitting offset."""
+    placed: list[Interval] = []
+    peak = 0
+    for iv in sorted(intervals, key=lambda i: (-i.size, i.start)):
+        busy = sorted((p.offset, p.offset + p.size) for p in placed if p.start <= iv.end and iv.start <= p.end)
+        offset = 0
+        for lo, hi in busy:
+            if offset + iv.size <= lo:
+                break
+            offset = max(offset, _align(hi))
+        iv.offset = offset
+        placed.append(iv)
+        peak = max(peak, offset + iv.size)
+    return peak
+
+
+def _escapes(value) -> bool:
+    for use in value.uses:
+        user = use.owner
+        if user.name not in _LOCAL_USERS:
+            return True
+        if user.name == "memref.store" and use.index == 0:  # the buffer itself stored somewhere
+            return True
+        if user.name == "memref.view" and _escapes(user.results[0]):
+            return True
+    return False
+
+
+def plan_function(func, arena: str, stats) -> None:
+    entry = func.body.entry
+    ops = list(entry.ops)
+    position = {op: i for i, op in enumerate(ops)}
+    intervals = []
+    for op in ops:
+        if op.name != "memref.alloc" or op.operands or not op.results[0].type.has_static_shape:
+            continue
+        buf = op.results[0]
+        if _escapes(buf):
+            continue
+        frees = [u.owner for u in buf.uses if u.owner.name == "memref.dealloc"]
+        if len(frees) != 1 or frees[0].parent is not entry:
+            continue
+        intervals.append(Interval(op, frees[0], position[op], position[frees[0]], _align(byte_size(buf.type))))
+    if not intervals:
+        return
+    peak = assign_offsets(intervals)
+    arena_type = MemRefType([peak], i8)
+    if arena == "argument":
+        base = entry.add_argument(arena_type, "arena")
+        ft = func.function_type
+        func.attributes["function_type"] = TypeAttr(FunctionType([*ft.inputs, arena_type], ft.results))
+        func.attributes["arena_bytes"] = IntegerAttr(peak, i64)
+    else:
+        from irc.dialects.memref import AllocOp
+
+        alloc = AllocOp.build(arena_type)
+        alloc.loc = func.loc
+        entry.prepend(alloc)
+        base = alloc.results[0]
+        for block in func.body.blocks:
+            term = block.terminator
+            if term is not None and term.name == "func.return":
+                _insert_dealloc(base, term)
+    from irc.dialects.arith import ConstantOp
+    from irc.dialects.memref import ViewOp
+
+    for iv in intervals:
+        b = Builder().before_op(iv.alloc)
+        offset = b.create(ConstantOp.build(IntegerAttr(iv.offset, index)))
+        view = b.insert(ViewOp.build(base, offset, iv.alloc.results[0].type))
+        view.loc = iv.alloc.loc
+        iv.alloc.results[0].replace_all_uses_with(view.results[0])
+        iv.dealloc.erase()
+        iv.alloc.erase()
+    stats.add("buffers-planned", len(intervals))
+    stats.add("peak-bytes", peak)
+    stats.add("unplanned-bytes", sum(i.size for i in intervals))
+
+
+def _insert_dealloc(buf, before) -> None:
+    from irc.dialects.memref import DeallocOp
+
+    op = DeallocOp([buf], [])
+    op.loc = before.loc
+    before.parent.insert_before(op, before)
+
+
+@dataclass
+class PlanMemory(Pass):
+    """Assign temporary buffers to one arena by liveness (reuse dead buffers' memory)."""
+
+    name = "plan-memory"
+    arena: str = "alloc"
+
+    def __post_init__(self):
+        if self.arena not in ("alloc", "argument"):
+            raise PipelineError(f"plan-memory: arena must be 'alloc' or 'argument', got '{self.arena}'")
+
+    def run(self, module, stats) -> None:
+        for func in module.functions:
+            if not func.is_declaration:
+                plan_function(func, self.arena, stats)

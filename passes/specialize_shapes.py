@@ -1,0 +1,150 @@
+"""specialize-shapes: give a function's tensor parameters concrete shapes, and propagate them.
+
+``specialize-shapes{func=mlp shapes=256x1024xf32;1024x1024xf32}`` (one type per
+parameter, separated by ``;``; scalars as their type) replaces the parameter
+types, then re-infers every result type in program order: tensor ops from their
+``infer_type``, elementwise ops from their operands.  ``tensor.dim`` of a
+now-static dimension folds to a constant, and an op whose result shape was
+given by size operands (broadcast, reshape, splat, iota) takes a static shape
+once those sizes are constants, so a whole graph written with ``?`` ends fully
+static: fusion, bufferization and memory planning then know every size.
+``irc.compile`` does this for the arrays a tensor function is called with.
+
+Shapes that do not fit together (two ``?`` dimensions an elementwise op needs
+equal turn out different) are reported at the op, as the interpreter would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from irc.attributes import TypeAttr
+from irc.diagnostics import IRError
+from irc.operation import Elementwise
+from irc.passmanager import Pass, PipelineError
+from irc.patterns import constant_value
+from irc.types import FunctionType, TensorType, Type, parse_type
+
+# op name -> index of its first size operand (one per ? of the result)
+SIZED_OPS = {"tensor.broadcast": 1, "tensor.reshape": 1, "tensor.splat": 1, "tensor.iota": 0}
+
+
+def specialize(func, arg_types: list[Type]) -> None:
+    """Specialise ``func`` to parameters of ``arg_types`` in place (IRError if they do not fit)."""
+    params = func.body.entry.args
+    if len(arg_types) != len(params):
+        raise IRError(f"'@{func.sym_name}' takes {len(params)} parameters, got {len(arg_types)} types", func.loc)
+    for i, (a, t) in enumerate(zip(params, arg_types)):
+        if not _fits(a.type, t):
+            raise IRError(f"parameter {i} of '@{func.sym_name}' is {a.type}; cannot specialise it to {t}", func.loc)
+        a.type = t
+    for _ in range(8):  # sizes computed from sizes (a reshape of a broadcast...) take a few rounds
+        _propagate(func)
+        _fold(func)
+        if not _static_sizes(func):
+            break
+    _propagate(func)
+    results = [v.type for v in func.body.entry.terminator.operands] if func.body.entry.terminator else []
+    func.attributes["function_type"] = TypeAttr(FunctionType([a.type for a in params], results))
+
+
+def _fits(declared: Type, given: Type) -> bool:
+    if not isinstance(declared, TensorType):
+        return declared is given
+    if not isinstance(given, TensorType) or given.rank != declared.rank or \
+            given.element_type is not declared.element_type:
+        return False
+    return all(d is None or d == g for d, g in zip(declared.shape, given.shape))
+
+
+def _propagate(func) -> None:
+    for op in func.walk():
+        if op is func or not op.results or not any(isinstance(r.type, TensorType) for r in op.results):
+            continue
+        infer = getattr(type(op), "infer_type", None)
+        if infer is not None:
+            try:
+                new = infer(op.operand_types, op.attributes, op.results[0].type)
+            except ValueError as e:
+                raise op.error(str(e)) from None
+            op.results[0].type = new
+        elif Elementwise in op.traits:
+            shape = None
+            for v in op.operands:
+                if isinstance(v.type, TensorType):
+                    shape = v.type.shape if shape is None else _meet(op, shape, v.type.shape)
+            if shape is not None:
+                r = op.results[0]
+                r.type = TensorType(shape, r.type.element_type)
+
+
+def _meet(op, a, b):
+    """The shape two operands of an elementwise op both have; ``?`` agrees with anything."""
+    if len(a) != len(b) or any(x is not None and y is not None and x != y for x, y in zip(a, b)):
+        show = [str(list(s)).replace("None", "?") for s in (a, b)]
+        raise op.error(f"operands have different shapes: {show[0]} and {show[1]}")
+    return tuple(x if x is not None else y for x, y in zip(a, b))
+
+
+def _static_sizes(func) -> bool:
+    """Ops whose ``?`` result sizes are now constants get a static result and lose those operands."""
+    changed = False
+    for op in list(func.walk()):
+        first = SIZED_OPS.get(op.name)
+        if first is None or len(op.operands) <= first:
+            continue
+        sizes = [constant_value(v) for v in op.operands[first:]]
+        if any(c is None for c in sizes):
+            continue
+        it = iter(c.value for c in sizes)
+        t = op.results[0].type
+        op.results[0].type = t.with_shape([next(it) if d is None else d for d in t.shape])
+        op.set_operands(list(op.operands[:first]))
+        changed = True
+    return changed
+
+
+def _fold(func) -> None:
+    """Fold what the new shapes make constant (``tensor.dim`` of a static dimension, and the
+    size arithmetic that uses it), by canonicalizing the module the function is in."""
+    from irc.passmanager import Statistics, make_pass
+
+    module = func.parent_op
+    if module is not None:
+        make_pass("canonicalize").run(module, Statistics())
+
+
+def parse_shapes(text: str) -> list[Type]:
+    """``4x8xf32;f32`` -> [tensor<4x8xf32>, f32]: one type per parameter; a bare shape is a tensor."""
+    types = []
+    for item in (t.strip() for t in text.split(";")):
+        if not item:
+            continue
+        try:
+            types.append(parse_type(f"tensor<{item}>" if "x" in item and "<" not in item else item))
+        except (IRError, ValueError) as e:
+            raise PipelineError(f"specialize-shapes: bad type '{item}' in 'shapes': {e}") from None
+    return types
+
+
+@dataclass
+class SpecializeShapes(Pass):
+    """Specialise a function to concrete parameter shapes and propagate them through the graph."""
+
+    name = "specialize-shapes"
+    func: str = ""
+    shapes: str = ""
+
+    def __post_init__(self):
+        if bool(self.func) != bool(self.shapes):
+            raise PipelineError("specialize-shapes needs both func=NAME and shapes=TYPE;TYPE;...")
+        self.types = parse_shapes(self.shapes)
+
+    def run(self, module, stats) -> None:
+        if not self.func:  # nothing asked for (as when every pass runs with its defaults)
+            return
+        target = next((f for f in module.functions if f.sym_name == self.func), None)
+        if target is None:
+            raise IRError(f"specialize-shapes: no function '@{self.func}' in the module", module.loc)
+        specialize(target, self.types)
+        stats.add("functions-specialized")

@@ -1,0 +1,31 @@
+"""tensor-to-loops: bufferize tensor functions and lower every tensor op to scf loops.
+
+After it, a function computes with ``memref`` buffers, ``scf.for`` nests and
+scalar ``arith``/``math`` only, which the CPU backend compiles.  Tensor
+parameters become memref parameters and tensor results become output
+parameters written in place (``irc.passes.lowering.bufferize`` explains the
+contract and the in-place rule).  Elementwise ops must have been grouped into
+``tensor.fused`` ops by ``fuse-elementwise`` first; shapes must be static (``irc.compile``
+specialises them for the arrays it is called with).
+"""
+
+from __future__ import annotations
+
+from irc.passmanager import Pass
+
+from .lowering import elementwise, structured  # noqa: F401 - register the lowerings
+from .lowering.bufferize import bufferize
+
+
+class TensorToLoops(Pass):
+    """Bufferize tensor functions and lower tensor ops to scf loops over memrefs."""
+
+    name = "tensor-to-loops"
+
+    def run(self, module, stats) -> None:
+        for func in module.functions:
+            if not func.is_declaration:
+                before = len(func.attributes)
+                bufferize(func)
+                if len(func.attributes) != before:
+                    stats.add("functions-bufferized")

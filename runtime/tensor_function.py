@@ -1,0 +1,212 @@
+"""Tensor-level functions called with numpy arrays: specialised per shape, compiled, cached.
+
+``irc.compile`` hands every function whose signature has tensors to a
+``TensorFunction``.  A call checks its arguments against the signature, then
+looks up the machine code for their shapes; the first call with new shapes
+runs the tensor pipeline on a copy of the module::
+
+    1. specialise shapes       specialize-shapes          every ? becomes the argument's size
+    2. graph rewrites          canonicalize,cse
+    3. fuse                    fuse-elementwise           one tensor.fused op per loop nest
+    4. bufferize, lower        tensor-to-loops            scf loops over memrefs
+    5. plan memory             plan-memory{arena=argument}
+    6. approximate math        math-approx                (when the pass is registered)
+    7. clean up                canonicalize,cse,licm
+
+and then compiles the result like any scalar module (``executable.CPU_STAGES``).
+irc computes the output shapes and allocates the outputs (or writes into the
+arrays given as ``out=``); intermediates live in one arena per specialisation,
+allocated once and reused across calls.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from irc.diagnostics import IRError
+from irc.types import FloatType, IntegerType, TensorType, numpy_dtype
+
+TENSOR_STAGES = [
+    ("specialise shapes", "specialize-shapes"),
+    ("graph rewrites", "canonicalize,cse"),
+    ("fuse", "fuse-elementwise"),
+    ("bufferize and lower to loops", "tensor-to-loops"),
+    ("plan memory", "plan-memory{arena=argument}"),
+    ("approximate math", "math-approx"),
+    ("clean up", "canonicalize,cse,licm"),
+]
+
+
+def has_tensors(func) -> bool:
+    """Whether ``func`` takes, returns or computes tensors (and so needs the tensor pipeline)."""
+    ft = func.function_type
+    if any(isinstance(t, TensorType) for t in (*ft.inputs, *ft.results)):
+        return True
+    return any(isinstance(r.type, TensorType) for op in func.walk() for r in op.results)
+
+
+def tensor_pipeline(math_approx: bool = True) -> str:
+    from irc.passmanager import PASSES
+
+    stages = [p for name, p in TENSOR_STAGES[1:] if name != "approximate math" or
+              (math_approx and "math-approx" in PASSES)]
+    return ",".join(stages)
+
+
+def _dtype(t):
+    e = t.element_type
+    if isinstance(e, IntegerType) and e.width == 1:
+        return np.dtype(np.bool_)
+    if isinstance(e, FloatType) and e.kind == "bf16":
+        raise TypeError("bf16 tensors cannot cross the Python call boundary yet")
+    return np.dtype(numpy_dtype(e))
+
+
+class Specialization:
+    """Machine code for one tuple of argument shapes, and what calling it needs."""
+
+    def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int):
+        self.executable = executable  # keeps the machine code alive
+        self.wrapper = executable[name]
+        self.out_shapes = out_shapes
+        self.arena_bytes = arena_bytes
+        self.arenas: list[np.ndarray] = []  # a free list: one arena per concurrent call
+
+
+class TensorFunction:
+    """``exe.f(a, b)``: numpy arrays in, numpy arrays out; see the module docstring."""
+
+    def __init__(self, module, func, compile_options: dict):
+        self.module = module
+        self.name = func.sym_name
+        self.signature = func.function_type
+        self.param_names = [a.name_hint or f"arg{i}" for i, a in enumerate(func.args)]
+        self.compile_options = compile_options
+        self._specializations: dict = {}
+        self._lock = threading.Lock()
+        self.__doc__ = f"@{self.name} : {self.signature} (compiled for the CPU per argument shapes)"
+
+    def __repr__(self) -> str:
+        return f"<irc tensor function @{self.name} : {self.signature}>"
+
+    # -- arguments -----------------------------------------------------------------------------
+
+    def _check(self, args) -> tuple[list, tuple]:
+        inputs = self.signature.inputs
+        if len(args) != len(inputs):
+            raise TypeError(f"@{self.name}() takes {len(inputs)} argument{'s' if len(inputs) != 1 else ''} "
+                            f"({', '.join(self.param_names)}), got {len(args)}")
+        values, shapes = [], []
+        for name, t, a in zip(self.param_names, inputs, args):
+            if not isinstance(t, TensorType):
+                values.append(a)
+                shapes.append(None)
+                continue
+            dtype = _dtype(t)
+            if not isinstance(a, np.ndarray):
+                if isinstance(a, (list, tuple, int, float, np.generic)):
+                    a = np.asarray(a, dtype=dtype)
+                else:
+                    raise TypeError(f"parameter '{name}' must be a numpy array for {t}, got {type(a).__name__}")
+            if a.dtype != dtype:
+                raise TypeError(f"parameter '{name}' must have dtype {dtype} for {t}, got {a.dtype}")
+            if a.ndim != t.rank or any(d is not None and d != n for d, n in zip(t.shape, a.shape)):
+                want = "[" + ", ".join("?" if d is None else str(d) for d in t.shape) + "]"
+                raise ValueError(f"parameter '{name}' must have shape {want} for {t}, got {list(a.shape)}")
+            if not a.flags.c_contiguous or not a.flags.writeable:
+                a = np.array(a, order="C")  # compiled code reads C order (and takes buffers it may write)
+            values.append(a)
+            shapes.append(a.shape)
+        return values, tuple(shapes)
+
+    # -- specialisation -----------------------------------------------------------------------------
+
+    def specialization(self, shapes: tuple) -> Specialization:
+        spec = self._specializations.get(shapes)
+        if spec is None:
+            with self._lock:
+                spec = self._specializations.get(shapes)
+                if spec is None:
+                    spec = self._specializations[shapes] = self._specialize(shapes)
+        return spec
+
+    def lower(self, shapes: tuple):
+        """The loop-level module this function becomes for arguments of ``shapes``."""
+        import irc.passes
+        from irc.passes.specialize_shapes import specialize
+
+        module = self.module.clone()
+        func = next(f for f in module.functions if f.sym_name == self.name)
+        for other in list(module.functions):
+            if other is not func and has_tensors(other) and not other.is_declaration:
+                other.erase()
+        types = [TensorType(s, t.element_type) if s is not None else t
+                 for s, t in zip(shapes, self.signature.inputs)]
+        if any(op.name == "func.call" for op in func.walk()):
+            irc.passes.run(module, "inline")
+        try:
+            specialize(func, types)
+        except IRError as e:
+            shown = [list(s) if s is not None else "scalar" for s in shapes]
+            raise ValueError(f"@{self.name} cannot run on arguments of shapes {shown}: {e.message}") from None
+        irc.passes.run(module, tensor_pipeline(self.compile_options.get("math_approx", True)))
+        return module, func
+
+    def _specialize(self, shapes: tuple) -> Specialization:
+        from .executable import compile as compile_module
+
+        module, func = self.lower(shapes)
+        sig = func.attributes["tensor_signature"].type
+        outs = [tuple(t.shape) for t in sig.results if isinstance(t, TensorType)]
+        arena = func.attributes.get("arena_bytes")
+        options = {k: v for k, v in self.compile_options.items() if k != "math_approx"}
+        exe = compile_module(module, **options)
+        return Specialization(exe, self.name, outs, arena.value if arena is not None else 0)
+
+    # -- the call ----------------------------------------------------------------------------------------
+
+    def __call__(self, *args, out=None):
+        values, shapes = self._check(args)
+        spec = self.specialization(shapes)
+        outputs = self._outputs(spec, out)
+        call = list(values) + outputs
+        arena = None
+        if spec.arena_bytes:
+            arena = spec.arenas.pop() if spec.arenas else np.empty(spec.arena_bytes, np.int8)
+            call.append(arena)
+        try:
+            scalars = self._invoke(spec, call)
+        finally:
+            if arena is not None:
+                spec.arenas.append(arena)
+        return self._results(outputs, scalars)
+
+    def _outputs(self, spec: Specialization, out) -> list[np.ndarray]:
+        types = [t for t in self.signature.results if isinstance(t, TensorType)]
+        if out is None:
+            return [np.empty(shape, _dtype(t)) for shape, t in zip(spec.out_shapes, types)]
+        given = [out] if isinstance(out, np.ndarray) else list(out)
+        if len(given) != len(types):
+            raise TypeError(f"out= must give {len(types)} array{'s' if len(types) != 1 else ''} for "
+                            f"@{self.name}, got {len(given)}")
+        for k, (a, shape, t) in enumerate(zip(given, spec.out_shapes, types)):
+            if not isinstance(a, np.ndarray) or a.dtype != _dtype(t) or a.shape != shape \
+                    or not a.flags.c_contiguous or not a.flags.writeable:
+                raise ValueError(f"out[{k}] must be a writeable C-contiguous {_dtype(t)} array of shape "
+                                 f"{list(shape)}")
+        return given
+
+    @staticmethod
+    def _invoke(spec: Specialization, call: list):
+        return spec.wrapper(*call)
+
+    def _results(self, outputs: list, scalars):
+        if not isinstance(scalars, tuple):
+            scalars = () if scalars is None else (scalars,)
+        tensors, values = iter(outputs), iter(scalars)
+        results = [next(tensors) if isinstance(t, TensorType) else next(values) for t in self.signature.results]
+        if not results:
+            return None
+        return results[0] if len(results) == 1 else tuple(results)

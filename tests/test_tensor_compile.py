@@ -1,0 +1,313 @@
+"""The tensor compile path: fusion, bufferization, memory planning, shape specialisation, the API.
+
+Every transformation is checked against the interpreter on the original graph:
+the graph before, the loop-level program after (in the interpreter), and the
+machine code compiled from it must agree.
+"""
+
+from __future__ import annotations
+
+import random
+
+import irc.passes
+import numpy as np
+import pytest
+
+import irc
+from irc.interpreter import interpret
+
+SHAPE = (3, 5)
+
+UNARY = ["math.exp", "math.tanh", "arith.negf", "math.absf"]
+BINARY = ["arith.addf", "arith.mulf", "arith.subf", "arith.maximumf"]
+
+
+def random_graph(seed: int, n_ops: int = 12, elem: str = "f32") -> str:
+    """A random graph of elementwise ops, broadcasts, splats and row reductions on SHAPE."""
+    rng = random.Random(seed)
+    rows, cols = SHAPE
+    t = f"tensor<{rows}x{cols}x{elem}>"
+    lines = []
+    values = ["%x", "%y"]
+    for i in range(n_ops):
+        kind = rng.random()
+        v = f"%v{i}"
+        if kind < 0.3:
+            lines.append(f"{v} = {rng.choice(UNARY)} {rng.choice(values)} : {t}")
+        elif kind < 0.65:
+            lines.append(f"{v} = {rng.choice(BINARY)} {rng.choice(values)}, {rng.choice(values)} : {t}")
+        elif kind < 0.75:
+            lines.append(f"{v}b = tensor.broadcast %row : tensor<{cols}x{elem}> to {t}")
+            lines.append(f"{v} = arith.addf {rng.choice(values)}, {v}b : {t}")
+        elif kind < 0.85:
+            red = rng.choice(["reduce_sum", "reduce_max", "reduce_mean", "reduce_min"])
+            lines.append(f"{v}r = tensor.{red} {rng.choice(values)} {{axes = [1], keepdims}} : "
+                         f"{t} to tensor<{rows}x1x{elem}>")
+            lines.append(f"{v}b = tensor.broadcast {v}r : tensor<{rows}x1x{elem}> to {t}")
+            lines.append(f"{v} = arith.subf {rng.choice(values)}, {v}b : {t}")
+        elif kind < 0.92:
+            lines.append(f"{v}c = arith.constant dense<{rng.choice(['0.5', '2.0', '-1.0'])}> : {t}")
+            lines.append(f"{v} = arith.mulf {rng.choice(values)}, {v}c : {t}")
+        else:
+            lines.append(f"{v}r = tensor.reduce_sum {rng.choice(values)} {{axes = [0]}} : {t} to "
+                         f"tensor<{cols}x{elem}>")
+            lines.append(f"{v}b = tensor.broadcast {v}r : tensor<{cols}x{elem}> to {t}")
+            lines.append(f"{v} = arith.mulf {rng.choice(values)}, {v}b : {t}")
+        values.append(v)
+    outs = [values[-1], rng.choice(values[2:])]
+    body = "\n  ".join(lines)
+    return (f"func.func @f(%x: {t}, %y: {t}, %row: tensor<{cols}x{elem}>) -> ({t}, {t}) {{\n  {body}\n"
+            f"  func.return {', '.join(outs)} : {t}, {t}\n}}\n")
+
+
+def _inputs(seed: int, elem: str = "f32"):
+    rng = np.random.default_rng(seed)
+    dt = np.float32 if elem == "f32" else np.float64
+    return [rng.uniform(-2, 2, SHAPE).astype(dt), rng.uniform(-2, 2, SHAPE).astype(dt),
+            rng.uniform(-2, 2, SHAPE[1]).astype(dt)]
+
+
+def _close(a, b, elem):
+    tol = 2e-5 if elem == "f32" else 1e-12
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_each_stage_agrees_with_the_graph_in_the_interpreter(seed):
+    elem = "f32" if seed % 2 else "f64"
+    text = random_graph(seed, elem=elem)
+    args = _inputs(seed, elem)
+    expected = interpret(irc.parse(text), "f", *args)
+    module = irc.parse(text)
+    for stage in ["fuse-elementwise", "tensor-to-loops", "plan-memory", "canonicalize,cse,licm"]:
+        irc.passes.run(module, stage)
+        if stage == "fuse-elementwise":
+            got = interpret(module, "f", *args)
+        else:
+            outs = [np.zeros(SHAPE, args[0].dtype) for _ in range(2)]
+            interpret(module, "f", *args, *outs)
+            got = outs
+        for e, g in zip(expected, got):
+            # The fused interpreter runs the same numpy ops; only reduction order may differ.
+            _close(g, e, elem)
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 3))
+def test_compiled_tensor_graph_agrees_with_the_interpreter(seed):
+    elem = "f32" if seed % 2 else "f64"
+    text = random_graph(seed, elem=elem)
+    args = _inputs(seed, elem)
+    expected = interpret(irc.parse(text), "f", *args)
+    got = irc.compile(irc.parse(text)).f(*args)
+    for e, g in zip(expected, got):
+        _close(g, e, elem)
+
+
+# -- fusion ------------------------------------------------------------------------------------------
+
+
+def _count(module, name):
+    return sum(1 for op in module.walk() if op.name == name)
+
+
+def test_an_elementwise_chain_with_broadcasts_becomes_one_loop_nest():
+    m = irc.parse("""
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %c: tensor<8xf32>) -> tensor<4x8xf32> {
+  %m = arith.mulf %a, %b : tensor<4x8xf32>
+  %cb = tensor.broadcast %c : tensor<8xf32> to tensor<4x8xf32>
+  %s = arith.addf %m, %cb : tensor<4x8xf32>
+  %one = arith.constant dense<1.0> : tensor<4x8xf32>
+  %n = arith.negf %s : tensor<4x8xf32>
+  %e = math.exp %n : tensor<4x8xf32>
+  %d = arith.addf %one, %e : tensor<4x8xf32>
+  %r = arith.divf %one, %d : tensor<4x8xf32>
+  func.return %r : tensor<4x8xf32>
+}""")
+    irc.passes.run(m, "fuse-elementwise")
+    assert _count(m, "tensor.fused") == 1
+    irc.passes.run(m, "tensor-to-loops,canonicalize")
+    outer = [op for op in m.walk() if op.name == "scf.for" and op.parent_op.name == "func.func"]
+    assert len(outer) == 1
+    assert _count(m, "memref.alloc") == 0  # writes straight into the output
+
+
+def test_a_value_used_by_two_groups_is_computed_once_and_stored():
+    m = irc.parse("""
+func.func @f(%x: tensor<16x100xf32>) -> tensor<16x100xf32> {
+  %m = tensor.reduce_max %x {axes = [1], keepdims} : tensor<16x100xf32> to tensor<16x1xf32>
+  %mb = tensor.broadcast %m : tensor<16x1xf32> to tensor<16x100xf32>
+  %d = arith.subf %x, %mb : tensor<16x100xf32>
+  %e = math.exp %d : tensor<16x100xf32>
+  %s = tensor.reduce_sum %e {axes = [1], keepdims} : tensor<16x100xf32> to tensor<16x1xf32>
+  %sb = tensor.broadcast %s : tensor<16x1xf32> to tensor<16x100xf32>
+  %r = arith.divf %e, %sb : tensor<16x100xf32>
+  func.return %r : tensor<16x100xf32>
+}""")
+    irc.passes.run(m, "fuse-elementwise")
+    fused = [op for op in m.walk() if op.name == "tensor.fused"]
+    assert [op.reduction for op in fused] == ["max", None, "sum", None]
+    assert sum(1 for op in m.walk() if op.name == "math.exp") == 1
+
+
+def test_fusion_is_linear_in_a_long_chain():
+    """A 2,000-op chain fuses into one op (and in one walk: the pass has no inner loop over ops)."""
+    n = 2000
+    lines = ["%v0 = math.tanh %x : tensor<8xf32>"]
+    lines += [f"%v{i} = arith.addf %v{i - 1}, %x : tensor<8xf32>" for i in range(1, n)]
+    text = ("func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {\n  " + "\n  ".join(lines) +
+            f"\n  func.return %v{n - 1} : tensor<8xf32>\n}}\n")
+    m = irc.parse(text)
+    irc.passes.run(m, "fuse-elementwise")
+    assert _count(m, "tensor.fused") == 1
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    np.testing.assert_allclose(interpret(m, "f", x), interpret(irc.parse(text), "f", x), rtol=1e-6)
+
+
+# -- memory planning ---------------------------------------------------------------------------------------
+
+
+def _normalising_net(layers: int, rows: int = 64, cols: int = 256) -> str:
+    t = f"tensor<{rows}x{cols}xf32>"
+    lines = []
+    prev = "%x"
+    for i in range(layers):
+        lines += [f"%m{i} = tensor.reduce_mean {prev} {{axes = [1], keepdims}} : {t} to tensor<{rows}x1xf32>",
+                  f"%b{i} = tensor.broadcast %m{i} : tensor<{rows}x1xf32> to {t}",
+                  f"%d{i} = arith.subf {prev}, %b{i} : {t}",
+                  f"%h{i} = math.tanh %d{i} : {t}"]
+        prev = f"%h{i}"
+    return (f"func.func @net(%x: {t}) -> {t} {{\n  " + "\n  ".join(lines) +
+            f"\n  func.return {prev} : {t}\n}}\n")
+
+
+def test_planned_peak_of_a_deep_network_is_two_activations():
+    layers, rows, cols = 16, 64, 256
+    m = irc.parse(_normalising_net(layers, rows, cols))
+    irc.passes.run(m, "fuse-elementwise,tensor-to-loops,plan-memory")
+    activation = rows * cols * 4
+    func = m.functions[0]
+    arena = [op for op in func.walk() if op.name == "memref.alloc"]
+    assert len(arena) == 1
+    peak = arena[0].results[0].type.shape[0]
+    assert peak <= 2 * activation, (peak, activation)
+    x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
+    out = np.zeros_like(x)
+    interpret(m, "net", x, out)
+    np.testing.assert_allclose(out, interpret(irc.parse(_normalising_net(layers, rows, cols)), "net", x),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_plan_memory_reports_peak_against_no_reuse():
+    from irc.passmanager import Statistics, make_pass
+
+    m = irc.parse(_normalising_net(8))
+    irc.passes.run(m, "fuse-elementwise,tensor-to-loops")
+    stats = Statistics()
+    make_pass("plan-memory").run(m, stats)
+    assert stats.counters["peak-bytes"] < stats.counters["unplanned-bytes"]
+    assert stats.counters["buffers-planned"] >= 8
+
+
+def test_arena_argument_mode_adds_a_parameter():
+    m = irc.parse(_normalising_net(3, 8, 16))
+    irc.passes.run(m, "fuse-elementwise,tensor-to-loops,plan-memory{arena=argument}")
+    func = m.functions[0]
+    assert func.args[-1].type.element_type is irc.types.i8
+    assert func.attributes["arena_bytes"].value == func.args[-1].type.shape[0]
+
+
+def test_assign_offsets_never_overlaps_live_buffers():
+    from irc.passes.plan_memory import Interval, assign_offsets
+
+    rng = random.Random(5)
+    for _ in range(200):
+        ivs = []
+        for _ in range(rng.randint(1, 12)):
+            s = rng.randint(0, 20)
+            ivs.append(Interval(None, None, s, s + rng.randint(0, 10), 64 * rng.randint(1, 6)))
+        peak = assign_offsets(ivs)
+        for a in ivs:
+            assert a.offset % 64 == 0 and a.offset + a.size <= peak
+            for b in ivs:
+                if a is not b and a.start <= b.end and b.start <= a.end:
+                    assert a.offset + a.size <= b.offset or b.offset + b.size <= a.offset
+        assert peak >= max(sum(i.size for i in ivs if i.start <= t <= i.end) for t in range(32))
+
+
+# -- shape specialisation and the API ---------------------------------------------------------------------
+
+DYNAMIC = """
+func.func @f(%a: tensor<?x?xf32>, %c: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?xf32>, f32) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = tensor.dim %a, %c0 : tensor<?x?xf32>
+  %m = tensor.dim %a, %c1 : tensor<?x?xf32>
+  %cb = tensor.broadcast %c, %n, %m : tensor<?xf32> to tensor<?x?xf32>
+  %s = arith.addf %a, %cb : tensor<?x?xf32>
+  %t = math.tanh %s : tensor<?x?xf32>
+  %r = tensor.reduce_sum %t {axes = [0]} : tensor<?x?xf32> to tensor<?xf32>
+  %k = arith.constant 2.0 : f32
+  func.return %t, %r, %k : tensor<?x?xf32>, tensor<?xf32>, f32
+}
+"""
+
+
+def test_specialize_shapes_makes_every_type_static():
+    m = irc.parse(DYNAMIC)
+    irc.passes.run(m, "specialize-shapes{func=f shapes=4x8xf32;8xf32}")
+    for op in m.walk():
+        for r in op.results:
+            if isinstance(r.type, irc.types.TensorType):
+                assert r.type.has_static_shape, op
+    assert str(m.functions[0].function_type) == "(tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, f32)"
+
+
+def test_specialize_shapes_reports_shapes_that_do_not_fit():
+    m = irc.parse(DYNAMIC)
+    with pytest.raises(irc.IRError, match="cannot broadcast"):
+        irc.passes.run(m, "specialize-shapes{func=f shapes=4x8xf32;5xf32}")
+    with pytest.raises(irc.passes.PipelineError, match="bad type"):
+        irc.passes.run(m, "specialize-shapes{func=f shapes=4x8xq;5xf32}")
+
+
+def test_compiled_tensor_function_specialises_per_shape_and_checks_arguments():
+    exe = irc.compile(irc.parse(DYNAMIC))
+    rng = np.random.default_rng(1)
+    for shape in [(4, 8), (1, 3), (4, 8), (7, 1)]:
+        a = rng.standard_normal(shape).astype(np.float32)
+        c = rng.standard_normal(shape[1]).astype(np.float32)
+        t, r, k = exe.f(a, c)
+        np.testing.assert_allclose(t, np.tanh(a + c), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(r, np.tanh(a + c).sum(0), rtol=1e-5, atol=1e-5)
+        assert k == 2.0
+    assert len(exe.f._specializations) == 3
+    a = np.ones((2, 3), np.float32)
+    with pytest.raises(TypeError, match="parameter 'c' must have dtype float32"):
+        exe.f(a, np.ones(3))
+    with pytest.raises(ValueError, match="parameter 'a' must have shape"):
+        exe.f(np.ones(3, np.float32), np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="cannot run on arguments of shapes"):
+        exe.f(a, np.ones(4, np.float32))
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        exe.f(a)
+
+
+def test_out_arrays_are_written_in_place():
+    exe = irc.compile(irc.parse(DYNAMIC))
+    a = np.full((2, 3), 0.5, np.float32)
+    c = np.zeros(3, np.float32)
+    t, r = np.empty((2, 3), np.float32), np.empty(3, np.float32)
+    got = exe.f(a, c, out=(t, r))
+    assert got[0] is t and got[1] is r
+    np.testing.assert_allclose(t, np.tanh(a))
+    with pytest.raises(ValueError, match=r"out\[1\] must be"):
+        exe.f(a, c, out=(t, np.empty(4, np.float32)))
+
+
+def test_read_only_and_strided_inputs_are_accepted():
+    exe = irc.compile(irc.parse(DYNAMIC))
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    c = np.ones(2, np.float32)
+    c.setflags(write=False)
+    t, _, _ = exe.f(a, c)
+    np.testing.assert_allclose(t, np.tanh(a + 1), rtol=1e-6)

@@ -11,21 +11,25 @@ specialises them for the arrays it is called with).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from irc.passmanager import Pass
 
 from .lowering import elementwise, structured  # noqa: F401 - register the lowerings
 from .lowering.bufferize import bufferize
 
 
+@dataclass
 class TensorToLoops(Pass):
     """Bufferize tensor functions and lower tensor ops to scf loops over memrefs."""
 
     name = "tensor-to-loops"
+    blas: bool = False  # large f32/f64 matmuls call BLAS gemm (compiled code only; see lowering/blas.py)
 
     def run(self, module, stats) -> None:
-        for func in module.functions:
+        for func in list(module.functions):
             if not func.is_declaration:
                 before = len(func.attributes)
-                bufferize(func)
+                bufferize(func, {"blas": self.blas})
                 if len(func.attributes) != before:
                     stats.add("functions-bufferized")

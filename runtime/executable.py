@@ -23,6 +23,7 @@ from irc.diagnostics import IRError, Location, SourceFile
 
 from . import cache as _cache
 from . import tensor_function
+from .cpu import blas as blas_runtime
 from .cpu import callconv, engine, fastcall
 from .cpu.translate import Options, translate
 
@@ -104,13 +105,24 @@ def prepare(module, opt_level: int):
 
 def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True,  # noqa: A001
             bounds_checks: bool = False, fast_math: bool = False, cache: bool = True,
-            cache_dir: str | None = None) -> Executable:
-    """Compile every function of ``module`` for ``target``; see the module docstring."""
+            cache_dir: str | None = None, blas: bool | None = None, math_approx: bool = True) -> Executable:
+    """Compile every function of ``module`` for ``target``; see the module docstring.
+
+    Functions over tensors compile per argument shapes when first called (see
+    tensor_function.py); for them ``blas`` sends large f32/f64 matmuls to scipy's
+    BLAS gemm (None: when scipy is installed) and ``math_approx`` replaces libm
+    calls by vectorisable polynomial approximations.
+    """
     options = CompileOptions(target, opt_level, checks, bounds_checks, fast_math)
     options.validate()
     tensor_funcs = [f for f in module.functions if not f.is_declaration and tensor_function.has_tensors(f)]
     if tensor_funcs:
-        return _compile_with_tensor_functions(module, tensor_funcs, dict(
+        if blas is None:
+            blas = blas_runtime.available()
+        elif blas and not blas_runtime.available():
+            raise ValueError("blas=True needs scipy (its cython_blas gemm); install scipy or pass blas=False")
+        tensor_options = tensor_function.TensorOptions(blas=bool(blas), math_approx=bool(math_approx))
+        return _compile_with_tensor_functions(module, tensor_funcs, tensor_options, dict(
             target=target, opt_level=opt_level, checks=checks, bounds_checks=bounds_checks,
             fast_math=fast_math, cache=cache, cache_dir=cache_dir))
     timings: dict[str, float] = {}
@@ -130,7 +142,7 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
         if entry is not None:
             t = time.perf_counter()
             try:
-                library, addresses = engine.load(symbols, object_code=entry.object_code)
+                library, addresses = engine.load(symbols, object_code=entry.object_code, **_link_extras(lowered))
             except RuntimeError:  # an entry that lacks a symbol: rebuild it below
                 _cache.discard(key, cache_dir)
             else:
@@ -153,7 +165,7 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     return Executable(functions, library, llvm_ir, timings)
 
 
-def _compile_with_tensor_functions(module, tensor_funcs, options: dict) -> Executable:
+def _compile_with_tensor_functions(module, tensor_funcs, tensor_options, options: dict) -> Executable:
     """Scalar functions compile now; each tensor function compiles per argument shapes when called."""
     from irc.verifier import verify
 
@@ -168,7 +180,7 @@ def _compile_with_tensor_functions(module, tensor_funcs, options: dict) -> Execu
     else:
         exe = Executable({}, None, None, {})
     for f in tensor_funcs:
-        exe._functions[f.sym_name] = tensor_function.TensorFunction(module, f, options)
+        exe._functions[f.sym_name] = tensor_function.TensorFunction(module, f, tensor_options, options)
     return exe
 
 
@@ -187,11 +199,17 @@ def _build(lowered, names, options: CompileOptions, timings, key, cache_dir, mod
     timings["LLVM optimise"] = time.perf_counter() - t
     t = time.perf_counter()
     object_code = tm.emit_object(llmod) if key is not None else None
-    library, addresses = engine.load(names, module=llmod)
+    library, addresses = engine.load(names, module=llmod, **_link_extras(lowered))
     timings["JIT-link"] = time.perf_counter() - t
     if key is not None:
         _cache.store(key, _cache.Entry(object_code, [(m, _loc_tuple(loc)) for m, loc in tr.faults]), cache_dir)
     return library, addresses, tr.faults, text
+
+
+def _link_extras(lowered) -> dict:
+    """Runtime shims the module's declarations ask for (BLAS gemm: see cpu/blas.py)."""
+    extra_ir, imports = blas_runtime.link_extras({f.sym_name for f in lowered.functions if f.is_declaration})
+    return {"extra_ir": extra_ir, "imports": imports}
 
 
 def _source_identity(module) -> str:

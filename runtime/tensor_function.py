@@ -22,6 +22,7 @@ allocated once and reused across calls.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,11 +48,25 @@ def has_tensors(func) -> bool:
     return any(isinstance(r.type, TensorType) for op in func.walk() for r in op.results)
 
 
-def tensor_pipeline(math_approx: bool = True) -> str:
+@dataclass(frozen=True)
+class TensorOptions:
+    """How tensor functions are lowered (the rest of ``irc.compile``'s options apply after)."""
+
+    blas: bool = False  # large f32/f64 matmuls call scipy's BLAS gemm
+    math_approx: bool = True  # exp, tanh... as vectorisable polynomials instead of libm calls
+
+
+def tensor_pipeline(options: TensorOptions = TensorOptions()) -> str:
+    """Stages 2-7 of the module docstring as a pipeline string, for ``options``."""
     from irc.passmanager import PASSES
 
-    stages = [p for name, p in TENSOR_STAGES[1:] if name != "approximate math" or
-              (math_approx and "math-approx" in PASSES)]
+    stages = []
+    for name, pipeline in TENSOR_STAGES[1:]:
+        if name == "approximate math" and not (options.math_approx and "math-approx" in PASSES):
+            continue
+        if name == "bufferize and lower to loops" and options.blas:
+            pipeline = "tensor-to-loops{blas=true}"
+        stages.append(pipeline)
     return ",".join(stages)
 
 
@@ -78,8 +93,9 @@ class Specialization:
 class TensorFunction:
     """``exe.f(a, b)``: numpy arrays in, numpy arrays out; see the module docstring."""
 
-    def __init__(self, module, func, compile_options: dict):
+    def __init__(self, module, func, tensor_options: TensorOptions, compile_options: dict):
         self.module = module
+        self.tensor_options = tensor_options
         self.name = func.sym_name
         self.signature = func.function_type
         self.param_names = [a.name_hint or f"arg{i}" for i, a in enumerate(func.args)]
@@ -151,7 +167,7 @@ class TensorFunction:
         except IRError as e:
             shown = [list(s) if s is not None else "scalar" for s in shapes]
             raise ValueError(f"@{self.name} cannot run on arguments of shapes {shown}: {e.message}") from None
-        irc.passes.run(module, tensor_pipeline(self.compile_options.get("math_approx", True)))
+        irc.passes.run(module, tensor_pipeline(self.tensor_options))
         return module, func
 
     def _specialize(self, shapes: tuple) -> Specialization:
@@ -161,8 +177,7 @@ class TensorFunction:
         sig = func.attributes["tensor_signature"].type
         outs = [tuple(t.shape) for t in sig.results if isinstance(t, TensorType)]
         arena = func.attributes.get("arena_bytes")
-        options = {k: v for k, v in self.compile_options.items() if k != "math_approx"}
-        exe = compile_module(module, **options)
+        exe = compile_module(module, **self.compile_options)
         return Specialization(exe, self.name, outs, arena.value if arena is not None else 0)
 
     # -- the call ----------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from irc.rewriter import Builder
 from irc.types import FunctionType, MemRefType, TensorType, index
 from irc.values import OpResult
 
-from . import LOWERINGS
+from . import LOWERINGS, blas
 from .builder import LoopBuilder
 
 # Ops whose result may share its operand's buffer (no copy): they only re-read it.
@@ -47,6 +47,7 @@ class LoweringContext:
     def __init__(self, lb: LoopBuilder, bufferizer: Bufferizer):
         self.lb = lb
         self.bufferizer = bufferizer
+        self.options = bufferizer.options
 
     def temporary(self, type: MemRefType, sizes=()) -> object:
         """A scratch buffer freed after the op being lowered (planned like any other)."""
@@ -56,8 +57,9 @@ class LoweringContext:
 
 
 class Bufferizer:
-    def __init__(self, func):
+    def __init__(self, func, options: dict | None = None):
         self.func = func
+        self.options = options or {}
         self.buffers: dict = {}  # tensor Value -> memref Value
         self.roots: dict = {}  # memref Value -> the buffer that owns its memory
         self.owned: set = set()  # live roots allocated here (not parameters)
@@ -141,6 +143,8 @@ class Bufferizer:
         if op.name == "arith.constant" and not op.results[0].uses:
             return True
         lower = LOWERINGS.get(op.name)
+        if self.options.get("blas") and blas.wants_blas(op, [self.buffers.get(v, v) for v in op.operands]):
+            lower = blas.lower_matmul_blas
         if lower is None:
             raise IRError(f"tensor-to-loops has no lowering for '{op.name}' (elementwise ops on "
                           "tensors are lowered after 'fuse-elementwise')", op.loc)
@@ -232,6 +236,7 @@ def _dealloc(buf, loc):
     return op
 
 
-def bufferize(func) -> None:
-    """Rewrite ``func`` over memrefs (see the module docstring); no-op without tensors."""
-    Bufferizer(func).run()
+def bufferize(func, options: dict | None = None) -> None:
+    """Rewrite ``func`` over memrefs (see the module docstring); no-op without tensors.
+    ``options``: ``blas`` sends large float matmuls to BLAS (see blas.py)."""
+    Bufferizer(func, options).run()

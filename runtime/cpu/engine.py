@@ -77,8 +77,13 @@ def _get_jit():
     return _jit
 
 
-def load(symbols, *, module: llvm.ModuleRef | None = None, object_code: bytes | None = None):
-    """JIT-link a module (or object code); return (library, {symbol: address})."""
+def load(symbols, *, module: llvm.ModuleRef | None = None, object_code: bytes | None = None,
+         extra_ir: list[str] = (), imports: dict[str, int] | None = None):
+    """JIT-link a module (or object code); return (library, {symbol: address}).
+
+    ``extra_ir`` are LLVM IR modules linked in with it (runtime shims, see blas.py);
+    ``imports`` binds symbols they call to addresses in this process.
+    """
     global _library_count
     with _lock:
         jit = _get_jit()
@@ -88,6 +93,10 @@ def load(symbols, *, module: llvm.ModuleRef | None = None, object_code: bytes | 
             builder.add_ir(module)
         else:
             builder.add_object_img(object_code)
+        for text in extra_ir:
+            builder.add_ir(text)
+        for name, address in (imports or {}).items():
+            builder.import_symbol(name, address)
         for name in symbols:
             builder.export_symbol(name)
         try:

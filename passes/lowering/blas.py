@@ -1,0 +1,53 @@
+"""``tensor.matmul`` as a call to an optimised BLAS gemm (``tensor-to-loops{blas=true}``).
+
+The call goes to ``@irc_blas_sgemm`` / ``@irc_blas_dgemm``, declared in the module
+with the C ABI every irc function has (row-major memrefs in, an i32 status
+out); the CPU runtime links a shim that forwards to the gemm scipy exports
+(runtime/cpu/blas.py).  The interpreter has no body for these symbols, so a
+module lowered this way runs only compiled; the native loops are the
+reference.  A simple cost model keeps small products in native loops, where a
+library call and its argument checks cost more than they save.
+"""
+
+from __future__ import annotations
+
+from irc.attributes import StringAttr, TypeAttr
+from irc.block import Region
+from irc.types import FloatType, FunctionType, MemRefType
+
+BLAS_MIN_WORK = 32 * 32 * 32
+"""Multiply-adds below which a matmul stays native (the call's fixed cost dominates)."""
+
+SYMBOLS = {"f32": "irc_blas_sgemm", "f64": "irc_blas_dgemm"}
+
+
+def wants_blas(op, inputs) -> bool:
+    """Whether the cost model sends this matmul to BLAS: f32/f64, 2-D, big enough, int32 sizes."""
+    if op.name != "tensor.matmul" or len(inputs) != 2:
+        return False
+    a, b = (v.type for v in inputs)
+    if a.rank != 2 or b.rank != 2 or not (a.has_static_shape and b.has_static_shape):
+        return False
+    elem = a.element_type
+    if not isinstance(elem, FloatType) or elem.kind not in SYMBOLS:
+        return False
+    m, k = a.shape
+    n = b.shape[1]
+    return m * n * k >= BLAS_MIN_WORK and max(m, n, k) < 2**31
+
+
+def lower_matmul_blas(ctx, op, inputs, output) -> None:
+    from irc.dialects.func import CallOp, FuncOp
+
+    lb = ctx.lb
+    elem = output.type.element_type
+    symbol = SYMBOLS[elem.kind]
+    dynamic = MemRefType([None, None], elem)
+    module = ctx.bufferizer.func.parent_op
+    if not any(f.sym_name == symbol for f in module.functions):
+        decl = FuncOp(attributes={"sym_name": StringAttr(symbol), "sym_visibility": StringAttr("private"),
+                                  "function_type": TypeAttr(FunctionType([dynamic] * 3, []))},
+                      regions=[Region()])  # a declaration: no body
+        module.body.prepend(decl)
+    views = [lb.view(buf, 0, dynamic, [lb.dim(buf, 0), lb.dim(buf, 1)]) for buf in (*inputs, output)]
+    lb.insert(CallOp.build(symbol, views, []))

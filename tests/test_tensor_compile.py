@@ -344,3 +344,32 @@ def test_blas_lowering_declares_the_gemm_once():
     irc.passes.run(m, "specialize-shapes{func=mm shapes=64x64xf32;64x64xf32},tensor-to-loops{blas=true}")
     decls = [f for f in m.functions if f.is_declaration]
     assert [f.sym_name for f in decls] == ["irc_blas_sgemm"]
+
+
+# -- vectorisation -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(__import__("platform").machine().lower() not in ("x86_64", "amd64"),
+                    reason="checks x86-64 vector instructions")
+def test_fused_elementwise_loops_and_reductions_use_vector_instructions():
+    import re
+
+    from irc.runtime import aot
+
+    exe = irc.compile(irc.parse("""
+func.func @axpy(%a: tensor<?xf32>, %b: tensor<?xf32>, %c: tensor<?xf32>) -> tensor<?xf32> {
+  %m = arith.mulf %a, %b : tensor<?xf32>
+  %s = arith.addf %m, %c : tensor<?xf32>
+  %r = arith.maximumf %s, %c : tensor<?xf32>
+  func.return %r : tensor<?xf32>
+}
+func.func @rowmax(%a: tensor<?x?xf32>) -> tensor<?xf32> {
+  %r = tensor.reduce_max %a {axes = [1]} : tensor<?x?xf32> to tensor<?xf32>
+  func.return %r : tensor<?xf32>
+}"""))
+    packed = r"\bv?{op}ps\s[^\n]*%[xyz]mm"  # packed single precision on a vector register
+    module, _ = exe.axpy.lower(((4096,), (4096,), (4096,)))
+    asm = aot.emit(module, "asm")
+    assert re.search(packed.format(op="mul"), asm) and re.search(packed.format(op="max"), asm)
+    module, _ = exe.rowmax.lower(((64, 1024),))
+    assert re.search(packed.format(op="max"), aot.emit(module, "asm"))

@@ -209,8 +209,9 @@ class ForOp(Operation):
             out += f" iter_args({pairs}) -> ({p.types(self.result_types)})"
         if not isinstance(iv.type, IndexType):
             out += f" : {iv.type}"
-        p.write(out + p.attr_dict(self.attributes) + " ")
+        p.write(out + " ")
         _print_body(p, self.regions[0], not self.results)
+        p.write(p.attr_dict(self.attributes))  # after the body, as MLIR prints it
 
 
 @syntax_rule("for_header")
@@ -239,10 +240,10 @@ def _parse_for_header(ctx, children):
 
 @syntax_rule("for_op")
 def _parse_for(ctx, children):
-    (operands, result_types, loc), region = children
+    (operands, result_types, loc), region, *attrs = children
     if not result_types:
         _ensure_yield(region, loc)
-    return ForOp(operands, result_types, regions=[region], loc=loc)
+    return ForOp(operands, result_types, attrs[0] if attrs else {}, regions=[region], loc=loc)
 
 
 class IfOp(Operation):

@@ -37,6 +37,13 @@ def _splat_constant(op) -> bool:
         and op.attributes["value"].is_splat and _is_tensor(op.results[0])
 
 
+def _splat(op) -> bool:
+    """A tensor of one repeated scalar: copied into every group that reads it, never stored."""
+    if op.name == "tensor.splat":
+        return len(op.operands) == 1 and op.results[0].type.has_static_shape
+    return _splat_constant(op)
+
+
 def _fusible(op) -> bool:
     """Ops that can be computed inside a fused body, one element at a time."""
     if len(op.results) != 1 or not _is_tensor(op.results[0]) or op.regions:
@@ -46,9 +53,7 @@ def _fusible(op) -> bool:
     if op.name == "tensor.broadcast":
         src, dst = op.operands[0].type, op.results[0].type
         return len(op.operands) == 1 and src.has_static_shape and dst.has_static_shape
-    if op.name == "tensor.splat":
-        return len(op.operands) == 1 and op.results[0].type.has_static_shape
-    return _splat_constant(op)
+    return False
 
 
 def _operand_map(user, operand_index: int, user_map: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -144,11 +149,20 @@ class FuseElementwise(Pass):
         ordered = sorted(group.ops, key=order)
         operands, maps = [], []
         arg_of: dict = {}  # (outer value, map) -> body argument
+        splats: set = set()
         body = Block()
         value_map: dict = {}
 
         def body_value(v, m):
             if _defining(v) in members:
+                return value_map[v]
+            producer = _defining(v)
+            if producer is not None and _splat(producer):
+                splats.add(producer)
+                if producer.name == "tensor.splat":
+                    return body_value(producer.operands[0], ())
+                if v not in value_map:
+                    value_map[v] = _scalar_constant(body, producer)
                 return value_map[v]
             key = (v, m)
             if key not in arg_of:
@@ -165,16 +179,6 @@ class FuseElementwise(Pass):
                 continue
             if op.name == "tensor.broadcast":
                 value_map[result] = body_value(op.operands[0], _operand_map(op, 0, m))
-                continue
-            if op.name == "tensor.splat":
-                value_map[result] = body_value(op.operands[0], ())
-                continue
-            if op.name == "arith.constant":
-                attr = op.attributes["value"]
-                elem = attr.type.element_type
-                scalar = attr.array.flat[0].item()
-                value_map[result] = _constant(body, FloatAttr(float(scalar), elem) if isinstance(elem, FloatType)
-                                              else IntegerAttr(int(scalar), elem), op.loc)
                 continue
             new_operands = [body_value(v, _operand_map(op, i, m)) for i, v in enumerate(op.operands)]
             scalar = type(op)(new_operands, [result.type.element_type], dict(op.attributes))
@@ -194,16 +198,24 @@ class FuseElementwise(Pass):
         root.results[0].replace_all_uses_with(fused.results[0])
         for op in reversed(ordered):
             op.erase()
+        for producer in splats:  # a splat read only through fused bodies is dead now
+            if producer.parent is not None and all(r.first_use is None for r in producer.results):
+                producer.erase()
 
 
 def _defining(v):
     return getattr(v, "op", None)
 
 
-def _constant(body: Block, attr, loc):
+def _scalar_constant(body: Block, op):
+    """The element of a splat ``arith.constant`` as a scalar constant in ``body``."""
     from irc.dialects.arith import ConstantOp
 
-    op = ConstantOp.build(attr)
-    op.loc = loc
-    body.append(op)
-    return op.results[0]
+    attr = op.attributes["value"]
+    elem = attr.type.element_type
+    scalar = attr.array.flat[0].item()
+    new = ConstantOp.build(FloatAttr(float(scalar), elem) if isinstance(elem, FloatType)
+                           else IntegerAttr(int(scalar), elem))
+    new.loc = op.loc
+    body.append(new)
+    return new.results[0]

@@ -15,6 +15,7 @@ and LLVM, so a second process loads machine code instead of running LLVM.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
@@ -105,13 +106,15 @@ def prepare(module, opt_level: int):
 
 def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True,  # noqa: A001
             bounds_checks: bool = False, fast_math: bool = False, cache: bool = True,
-            cache_dir: str | None = None, blas: bool | None = None, math_approx: bool = True) -> Executable:
+            cache_dir: str | None = None, blas: bool | None = None, math_approx: bool = True,
+            threads: int | None = None) -> Executable:
     """Compile every function of ``module`` for ``target``; see the module docstring.
 
     Functions over tensors compile per argument shapes when first called (see
     tensor_function.py); for them ``blas`` sends large f32/f64 matmuls to scipy's
-    BLAS gemm (None: when scipy is installed) and ``math_approx`` replaces libm
-    calls by vectorisable polynomial approximations.
+    BLAS gemm (None: when scipy is installed), ``math_approx`` replaces libm
+    calls by vectorisable polynomial approximations, and ``threads`` (None: the
+    cores this process may use) runs parallel loops on that many threads.
     """
     options = CompileOptions(target, opt_level, checks, bounds_checks, fast_math)
     options.validate()
@@ -121,7 +124,12 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
             blas = blas_runtime.available()
         elif blas and not blas_runtime.available():
             raise ValueError("blas=True needs scipy (its cython_blas gemm); install scipy or pass blas=False")
-        tensor_options = tensor_function.TensorOptions(blas=bool(blas), math_approx=bool(math_approx))
+        if threads is None:
+            threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise ValueError(f"threads must be a positive integer, got {threads!r}")
+        tensor_options = tensor_function.TensorOptions(blas=bool(blas), math_approx=bool(math_approx),
+                                                       threads=threads)
         return _compile_with_tensor_functions(module, tensor_funcs, tensor_options, dict(
             target=target, opt_level=opt_level, checks=checks, bounds_checks=bounds_checks,
             fast_math=fast_math, cache=cache, cache_dir=cache_dir))

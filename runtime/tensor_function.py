@@ -12,16 +12,20 @@ runs the tensor pipeline on a copy of the module::
     5. plan memory             plan-memory{arena=argument}
     6. approximate math        math-approx                (when the pass is registered)
     7. clean up                canonicalize,cse,licm
+    8. split for threads       split-parallel             (with threads > 1)
 
 and then compiles the result like any scalar module (``executable.CPU_STAGES``).
 irc computes the output shapes and allocates the outputs (or writes into the
 arrays given as ``out=``); intermediates live in one arena per specialisation,
-allocated once and reused across calls.
+allocated once and reused across calls.  With ``threads > 1`` the parallel
+loops run as chunks of their range on a thread pool (the calls into machine
+code release the GIL), each chunk worth at least ``MIN_WORK_PER_THREAD`` ops.
 """
 
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +58,7 @@ class TensorOptions:
 
     blas: bool = False  # large f32/f64 matmuls call scipy's BLAS gemm
     math_approx: bool = True  # exp, tanh... as vectorisable polynomials instead of libm calls
+    threads: int = 1  # parallel loops split across this many threads (the caller's included)
 
 
 def tensor_pipeline(options: TensorOptions = TensorOptions()) -> str:
@@ -67,7 +72,23 @@ def tensor_pipeline(options: TensorOptions = TensorOptions()) -> str:
         if name == "bufferize and lower to loops" and options.blas:
             pipeline = "tensor-to-loops{blas=true}"
         stages.append(pipeline)
+    if options.threads > 1:
+        stages.append("split-parallel")
     return ",".join(stages)
+
+
+MIN_WORK_PER_THREAD = 1 << 15
+"""Ops (split-parallel's ``work`` estimate) a thread must get for starting it to pay off."""
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """The process's pool of ``threads - 1`` workers (the calling thread is the last one)."""
+    pool = _pools.get(threads)
+    if pool is None:
+        pool = _pools.setdefault(threads, ThreadPoolExecutor(threads - 1, thread_name_prefix="irc"))
+    return pool
 
 
 def _dtype(t):
@@ -82,12 +103,14 @@ def _dtype(t):
 class Specialization:
     """Machine code for one tuple of argument shapes, and what calling it needs."""
 
-    def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int):
+    def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int, segments: list):
         self.executable = executable  # keeps the machine code alive
         self.wrapper = executable[name]
         self.out_shapes = out_shapes
         self.arena_bytes = arena_bytes
         self.arenas: list[np.ndarray] = []  # a free list: one arena per concurrent call
+        # (wrapper, (lb, ub, step) or None, work) per segment when the function runs on threads
+        self.segments = [(executable[seg], rng, work) for seg, rng, work in segments]
 
 
 class TensorFunction:
@@ -177,8 +200,16 @@ class TensorFunction:
         sig = func.attributes["tensor_signature"].type
         outs = [tuple(t.shape) for t in sig.results if isinstance(t, TensorType)]
         arena = func.attributes.get("arena_bytes")
+        segments = []
+        names = func.attributes.get("segments")
+        for name in (names.elements if names is not None else ()):
+            seg = next(f for f in module.functions if f.sym_name == name.value)
+            rng = seg.attributes.get("parallel_range")
+            work = seg.attributes.get("work")
+            segments.append((name.value, tuple(e.value for e in rng.elements) if rng is not None else None,
+                             work.value if work is not None else 0))
         exe = compile_module(module, **self.compile_options)
-        return Specialization(exe, self.name, outs, arena.value if arena is not None else 0)
+        return Specialization(exe, self.name, outs, arena.value if arena is not None else 0, segments)
 
     # -- the call ----------------------------------------------------------------------------------------
 
@@ -213,9 +244,29 @@ class TensorFunction:
                                  f"{list(shape)}")
         return given
 
-    @staticmethod
-    def _invoke(spec: Specialization, call: list):
-        return spec.wrapper(*call)
+    def _invoke(self, spec: Specialization, call: list):
+        threads = self.tensor_options.threads
+        if threads <= 1 or not spec.segments:
+            return spec.wrapper(*call)
+        for wrapper, rng, work in spec.segments:
+            if rng is None:
+                wrapper(*call)
+                continue
+            lb, ub, step = rng
+            trips = max(0, -(-(ub - lb) // step))
+            n = min(threads, trips, max(1, work // MIN_WORK_PER_THREAD))
+            if n <= 1:
+                wrapper(*call, lb, ub)
+                continue
+            # n chunks of whole trips; the calling thread runs the first (ctypes drops the GIL).
+            cuts = [lb + step * (trips * i // n) for i in range(n)] + [ub]
+            futures = [_pool(threads).submit(wrapper, *call, cuts[i], cuts[i + 1]) for i in range(1, n)]
+            try:
+                wrapper(*call, cuts[0], cuts[1])
+            finally:
+                for f in futures:
+                    f.result()
+        return None
 
     def _results(self, outputs: list, scalars):
         if not isinstance(scalars, tuple):

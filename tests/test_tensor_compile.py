@@ -373,3 +373,56 @@ func.func @rowmax(%a: tensor<?x?xf32>) -> tensor<?xf32> {
     assert re.search(packed.format(op="mul"), asm) and re.search(packed.format(op="max"), asm)
     module, _ = exe.rowmax.lower(((64, 1024),))
     assert re.search(packed.format(op="max"), aot.emit(module, "asm"))
+
+
+# -- threads ---------------------------------------------------------------------------------------------------
+
+
+def _segments_in_interpreter(module, name, args, chunks: int, rng):
+    """Run @name's segments (from split-parallel) in order, each parallel one as shuffled chunks."""
+    func = next(f for f in module.functions if f.sym_name == name)
+    for seg_name in (s.value for s in func.attributes["segments"].elements):
+        seg = next(f for f in module.functions if f.sym_name == seg_name)
+        bounds = seg.attributes.get("parallel_range")
+        if bounds is None:
+            interpret(module, seg_name, *args)
+            continue
+        lb, ub, step = (e.value for e in bounds.elements)
+        trips = -(-(ub - lb) // step)
+        cuts = sorted({lb + step * (trips * i // chunks) for i in range(chunks)} | {ub})
+        pieces = list(zip(cuts, cuts[1:]))
+        rng.shuffle(pieces)
+        for lo, hi in pieces:
+            interpret(module, seg_name, *args, lo, hi)
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 4))
+def test_segments_run_in_any_chunk_order_equal_the_function(seed):
+    elem = "f32" if seed % 2 else "f64"
+    text = random_graph(seed, elem=elem)
+    args = _inputs(seed, elem)
+    module = irc.parse(text)
+    irc.passes.run(module, "fuse-elementwise,tensor-to-loops,plan-memory{arena=argument},canonicalize,cse,"
+                           "split-parallel")
+    func = module.functions[0]
+    assert "segments" in func.attributes
+    arena = np.zeros(func.attributes["arena_bytes"].value if "arena_bytes" in func.attributes else 0, np.int8)
+    extra = [arena] if "arena_bytes" in func.attributes else []
+    expected = [np.zeros(SHAPE, args[0].dtype) for _ in range(2)]
+    interpret(module, "f", *args, *expected, *extra)
+    got = [np.zeros(SHAPE, args[0].dtype) for _ in range(2)]
+    _segments_in_interpreter(module, "f", [*args, *got, *extra], 3, random.Random(seed))
+    for e, g in zip(expected, got):
+        np.testing.assert_array_equal(g, e)
+
+
+def test_threads_split_parallel_loops_and_agree_with_one_thread():
+    text = _normalising_net(4, 512, 256)
+    x = np.random.default_rng(3).standard_normal((512, 256)).astype(np.float32)
+    one = irc.compile(irc.parse(text), threads=1).net(x)
+    exe = irc.compile(irc.parse(text), threads=3)
+    np.testing.assert_array_equal(exe.net(x), one)
+    spec = exe.net.specialization(((512, 256),))
+    assert any(rng is not None for _, rng, _ in spec.segments)
+    with pytest.raises(ValueError, match="threads must be a positive integer"):
+        irc.compile(irc.parse(text), threads=0)

@@ -140,7 +140,7 @@ class Bufferizer:
             if any(isinstance(v.type, TensorType) for v in op.operands):
                 raise IRError(f"tensor-to-loops cannot lower '{op.name}' on tensors", op.loc)
             return False
-        if op.name == "arith.constant" and not op.results[0].uses:
+        if op.name == "arith.constant" and op.results[0].first_use is None:
             return True
         lower = LOWERINGS.get(op.name)
         if self.options.get("blas") and blas.wants_blas(op, [self.buffers.get(v, v) for v in op.operands]):

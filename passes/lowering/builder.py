@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 
 from irc import registry
-from irc.attributes import FloatAttr, IntegerAttr
+from irc.attributes import FloatAttr, IntegerAttr, UnitAttr
 from irc.block import Block, Region
 from irc.rewriter import Builder
 from irc.types import FloatType, IntegerType, MemRefType, Type, index
@@ -134,17 +134,21 @@ class LoopBuilder:
     # -- loops -----------------------------------------------------------------------------
 
     @contextmanager
-    def loop(self, lower, upper, step=1, inits: Sequence[Value] = ()):
+    def loop(self, lower, upper, step=1, inits: Sequence[Value] = (), parallel: bool = False):
         """An ``scf.for`` from ``lower`` to ``upper``; the body is built inside the ``with``.
 
         With ``inits``, call ``loop.yield_(...)`` in the body; ``loop.results`` are the
-        final values.
+        final values.  ``parallel`` promises that iterations touch disjoint memory (each
+        writes its own elements, and reads nothing another writes), so they may run
+        in any order or at once: the loop gets the ``parallel`` attribute that
+        ``split-parallel`` looks for.
         """
         from irc.dialects.scf import ForOp, YieldOp
 
         body = Block([index, *[v.type for v in inits]])
         op = ForOp([self.index(lower), self.index(upper), self.index(step), *inits],
-                   [v.type for v in inits], regions=[Region([body])])
+                   [v.type for v in inits], {"parallel": UnitAttr()} if parallel else {},
+                   regions=[Region([body])])
         self.insert(op)
         loop = Loop(op)
         saved = (self.builder.block, self.builder.before, self._index_constants)
@@ -159,13 +163,14 @@ class LoopBuilder:
             self.builder.block, self.builder.before, self._index_constants = saved
 
     @contextmanager
-    def nest(self, uppers: Sequence):
-        """Loops from 0 to each of ``uppers``, outermost first; yields the induction variables."""
+    def nest(self, uppers: Sequence, parallel: bool = False):
+        """Loops from 0 to each of ``uppers``, outermost first; yields the induction variables.
+        ``parallel``: the outermost loop's iterations are independent (see ``loop``)."""
         ivs: list[Value] = []
         stack = []
         try:
-            for u in uppers:
-                cm = self.loop(0, u)
+            for k, u in enumerate(uppers):
+                cm = self.loop(0, u, parallel=parallel and k == 0)
                 stack.append(cm)
                 ivs.append(cm.__enter__().iv)
             yield ivs

@@ -79,10 +79,10 @@ def lower_fused(ctx, op, inputs, output) -> None:
     if all(not isinstance(b.type, MemRefType) or list(m) == identity for b, m in zip(inputs, op.maps)):
         flat = [lb.flat(b) if isinstance(b.type, MemRefType) else b for b in inputs]
         out = lb.flat(output)
-        with lb.loop(0, lb.dim(out, 0)) as loop:
+        with lb.loop(0, lb.dim(out, 0), parallel=True) as loop:
             lb.store(_body_at(lb, op, flat, lambda m: [loop.iv]), out, [loop.iv])
         return
-    with lb.nest([lb.dim(output, d) for d in range(rank)]) as ivs:
+    with lb.nest([lb.dim(output, d) for d in range(rank)], parallel=True) as ivs:
         lb.store(_element(lb, op, inputs, ivs), output, ivs)
 
 
@@ -123,7 +123,7 @@ def _lower_reduction(ctx, op, inputs, output) -> None:
 
     if axes == list(range(rank - len(axes), rank)):
         # Trailing reduction: the kept dims outside, U accumulators inside.
-        with lb.nest([sizes[d] for d in kept]) as outer:
+        with lb.nest([sizes[d] for d in kept], parallel=True) as outer:
             init = lb.const(_identity(kind, acc_t), acc_t)
             accs = [init] * UNROLL
             ivs = dict(zip(kept, outer))
@@ -137,13 +137,13 @@ def _lower_reduction(ctx, op, inputs, output) -> None:
     # General reduction: accumulate into a scratch buffer walking the domain in order.
     acc_buf = ctx.temporary(MemRefType([op.results[0].type.shape[op.result_dim_of(d)] for d in kept], acc_t))
     init = lb.const(_identity(kind, acc_t), acc_t)
-    with lb.nest([sizes[d] for d in kept]) as ivs:
+    with lb.nest([sizes[d] for d in kept], parallel=True) as ivs:
         lb.store(init, acc_buf, ivs)
     with lb.nest(sizes) as ivs:
         index = [ivs[d] for d in kept]
         v = widen(_element(lb, op, inputs, ivs))
         lb.store(lb.op(combine, lb.load(acc_buf, index), v), acc_buf, index)
-    with lb.nest([sizes[d] for d in kept]) as ivs:
+    with lb.nest([sizes[d] for d in kept], parallel=True) as ivs:
         full = dict(zip(kept, ivs))
         index = [full[d] if d in kept else 0 for d in range(rank)] if op.keepdims else ivs
         lb.store(finish(lb.load(acc_buf, ivs)), output, index)
@@ -187,7 +187,7 @@ def lower_constant(ctx, op, inputs, output) -> None:
     if isinstance(attr, DenseAttr) and attr.is_splat:
         value = lb.const(attr.array.flat[0].item(), elem)
         flat = lb.flat(output)
-        with lb.loop(0, lb.dim(flat, 0)) as loop:
+        with lb.loop(0, lb.dim(flat, 0), parallel=True) as loop:
             lb.store(value, flat, [loop.iv])
         return
     flat = lb.flat(output)

@@ -1,0 +1,158 @@
+"""split-parallel: cut a function into segments so that a runtime can run parallel loops on threads.
+
+A loop nest lowered from a tensor op often has an outermost ``scf.for`` whose
+iterations are independent (the ``parallel`` attribute: each iteration writes its
+own output elements).  For a function whose body is a straight sequence of such
+loops, other loops and side-effect-free scalar ops, this pass adds *segment*
+functions ``@f.seg0``, ``@f.seg1``, ...: each takes ``@f``'s parameters and
+runs one part of it - a parallel loop, over a sub-range given by two extra
+``index`` parameters ``%lo``, ``%hi`` (which must be a multiple of the step
+apart from the loop's lower bound), or a run of serial loops.  Each segment
+recomputes the constants, views and sizes it uses.  Running the segments in
+order, every parallel one over any partition of its range, is ``@f``; ``@f``
+itself is kept unchanged (it is what a single thread and the interpreter run).
+Other top-level ops without results (copies, stores, serial loops) run in the
+serial segments, in order.
+
+``@f`` gets ``segments = ["f.seg0", ...]``; a parallel segment gets
+``parallel_range = [lb, ub, step]`` and ``work``, the number of ops it executes
+(an estimate: what starting threads must be worth).  A function with a top-level
+op that defines a value it cannot recompute (an allocation, a call's result),
+or that returns values, is left alone.
+"""
+
+from __future__ import annotations
+
+from irc.attributes import ArrayAttr, IntegerAttr, StringAttr
+from irc.passmanager import Pass
+from irc.patterns import constant_value
+from irc.types import FunctionType, i64, index
+
+# Side-effect-free ops a segment may recompute (views and sizes may fault, never write).
+_CLONABLE = frozenset({"memref.view", "memref.dim"})
+
+
+def _clonable(op) -> bool:
+    return not op.regions and (op.is_pure or op.name in _CLONABLE)
+
+
+def _parallel_bounds(loop):
+    if "parallel" not in loop.attributes or loop.results:
+        return None
+    bounds = [constant_value(v) for v in loop.operands[:3]]
+    if any(b is None for b in bounds) or bounds[2].value <= 0:
+        return None
+    return [b.value for b in bounds]
+
+
+def plan_segments(func) -> list[tuple[list, list | None]] | None:
+    """[(top-level loops, parallel range or None)] for ``func``, or None if it cannot be split."""
+    entry = func.body.entry
+    if func.body.first_block is not func.body.last_block:
+        return None
+    segments: list[tuple[list, list | None]] = []
+    serial: list = []
+    for op in entry.ops:
+        if op is entry.terminator:
+            if op.name != "func.return" or op.operands:
+                return None
+            break
+        if _clonable(op):
+            continue
+        if op.results:  # a value made once (an allocation, a call's result) cannot be recomputed
+            return None
+        bounds = _parallel_bounds(op) if op.name == "scf.for" else None
+        if bounds is None:
+            serial.append(op)
+            continue
+        if serial:
+            segments.append((serial, None))
+            serial = []
+        segments.append(([op], bounds))
+    if serial:
+        segments.append((serial, None))
+    if not any(bounds for _, bounds in segments):
+        return None
+    return segments
+
+
+def estimated_work(loop) -> int:
+    """Ops a loop executes, counting nested loops with constant bounds by their trip counts
+    (one trip where unknown): what a runtime weighs against the cost of starting threads."""
+    bounds = [constant_value(v) for v in loop.operands[:3]]
+    trips = 1
+    if all(b is not None for b in bounds) and bounds[2].value > 0:
+        trips = max(0, -(-(bounds[1].value - bounds[0].value) // bounds[2].value))
+    per_trip = 0
+    for op in loop.regions[0].entry.ops:
+        per_trip += estimated_work(op) if op.name == "scf.for" else 1
+    return trips * per_trip
+
+
+def _needed_prologue(loops, entry) -> list:
+    """The top-level clonable ops the loops use, transitively, in program order."""
+    needed: set = set()
+    stack = [v for loop in loops for op in loop.walk() for v in op.operands]
+    while stack:
+        v = stack.pop()
+        op = getattr(v, "op", None)
+        if op is not None and op.parent is entry and op not in needed and _clonable(op):
+            needed.add(op)
+            stack.extend(op.operands)
+    return [op for op in entry.ops if op in needed]
+
+
+def build_segment(func, name: str, loops, bounds):
+    from irc.dialects.func import FuncOp, ReturnOp
+
+    ft = func.function_type
+    extra = [index, index] if bounds else []
+    seg = FuncOp.build(name, FunctionType([*ft.inputs, *extra], []),
+                       arg_names=[a.name_hint for a in func.args] + (["lo", "hi"] if bounds else []))
+    body = seg.body.entry
+    value_map = dict(zip(func.args, body.args))
+    entry = func.body.entry
+    for op in _needed_prologue(loops, entry):
+        body.append(op.clone(value_map))
+    for loop in loops:
+        new = loop.clone(value_map)
+        if bounds:
+            new.set_operand(0, body.args[len(ft.inputs)])
+            new.set_operand(1, body.args[len(ft.inputs) + 1])
+            seg.attributes["parallel_range"] = ArrayAttr(IntegerAttr(b, i64) for b in bounds)
+            seg.attributes["work"] = IntegerAttr(estimated_work(loop), i64)
+        body.append(new)
+    ret = ReturnOp([])
+    ret.loc = func.loc
+    body.append(ret)
+    for op in list(body.ops_reversed()):  # the replaced bounds, if nothing else reads them
+        if op.is_pure and not op.regions and all(r.first_use is None for r in op.results):
+            op.erase()
+    seg.loc = func.loc
+    return seg
+
+
+class SplitParallel(Pass):
+    """Add segment functions that run a function's parallel loops over sub-ranges (for threads)."""
+
+    name = "split-parallel"
+
+    def run(self, module, stats) -> None:
+        for func in list(module.functions):
+            if func.is_declaration or "segments" in func.attributes or "parallel_range" in func.attributes \
+                    or "segment_of" in func.attributes:
+                continue
+            plan = plan_segments(func)
+            if plan is None:
+                continue
+            names = []
+            anchor = func
+            for k, (loops, bounds) in enumerate(plan):
+                name = f"{func.sym_name}.seg{k}"
+                seg = build_segment(func, name, loops, bounds)
+                seg.attributes["segment_of"] = StringAttr(func.sym_name)
+                module.body.insert_after(seg, anchor)
+                anchor = seg
+                names.append(name)
+                stats.add("parallel-segments" if bounds else "serial-segments")
+            func.attributes["segments"] = ArrayAttr(StringAttr(n) for n in names)

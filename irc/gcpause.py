@@ -1,10 +1,11 @@
 """Pausing Python's cyclic garbage collector around bulk IR work.
 
-A large module holds about ten Python objects per op.  The parser, verifier
-and printer allocate many small objects, and every so often the collector
-would scan all of those live objects looking for cycles; on a 100k-op module
-that doubles the time these stages take, for nothing: they create no garbage
-cycles (erasing ops in passes does, and the collector runs again afterwards).
+A large module holds about ten Python objects per op.  The parser, verifier,
+printer and passes allocate many small objects, and every so often the
+collector would scan all of those live objects looking for cycles; on a
+100k-op module that doubles the time these stages take (and makes a pass that
+builds one object per op look quadratic).  Ops erased by a pass leave cycles
+behind; the collector frees them once it runs again, after the pass.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from collections import defaultdict
 from typing import ClassVar, TextIO
 
 from .diagnostics import IRError
+from .gcpause import paused_gc
 
 PASSES: dict[str, type[Pass]] = {}
 
@@ -174,7 +175,8 @@ class PassManager:
             before = module.print() if self.print_after_change else None
             start = time.perf_counter()
             try:
-                p.run(module, stats)
+                with paused_gc():  # a pass builds many small objects; see gcpause.py
+                    p.run(module, stats)
             except IRError:
                 raise
             except RecursionError:

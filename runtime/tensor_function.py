@@ -100,6 +100,15 @@ def _dtype(t):
     return np.dtype(numpy_dtype(e))
 
 
+def _aligned_arena(nbytes: int) -> np.ndarray:
+    """``nbytes`` of scratch starting on a plan-memory ALIGN boundary (numpy promises 16)."""
+    from irc.passes.plan_memory import ALIGN
+
+    raw = np.empty(nbytes + ALIGN, np.int8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + nbytes]
+
+
 class Specialization:
     """Machine code for one tuple of argument shapes, and what calling it needs."""
 
@@ -220,7 +229,7 @@ class TensorFunction:
         call = list(values) + outputs
         arena = None
         if spec.arena_bytes:
-            arena = spec.arenas.pop() if spec.arenas else np.empty(spec.arena_bytes, np.int8)
+            arena = spec.arenas.pop() if spec.arenas else _aligned_arena(spec.arena_bytes)
             call.append(arena)
         try:
             scalars = self._invoke(spec, call)

@@ -26,3 +26,22 @@ def test_opt_throughput_quick_runs(tmp_path):
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_tensor_kernels_quick_runs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "tensor_kernels.py"), "--quick"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "matmul" in proc.stdout
+
+
+def test_fusion_scaling_quick_runs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "fusion_scaling.py"), "--sizes", "50,100", "--repeat", "1",
+         "--no-mlir"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "irc ns/op" in proc.stdout

@@ -1,0 +1,344 @@
+"""Loop lowerings of the structured tensor ops (passes/lowering/structured.py and friends).
+
+Each case is a one-op function ``@fN``; the cases of one op share a module, so
+LLVM compiles them at once.  Every case runs three ways and is compared:
+
+1. the original graph in the interpreter (the reference: ``compute`` in dialects/tensor.py);
+2. the module after ``fuse-elementwise,tensor-to-loops`` in the interpreter;
+3. the same loops compiled with ``irc.compile``, outputs prefilled with garbage
+   (a lowering must write every element).
+
+Data movement (transpose, slice, concat, pad, iota, broadcast...) is bit-exact
+everywhere.  Compiled and interpreted loops run the same scalar operations in
+the same order, so they agree bit for bit too, except where the interpreter's
+numpy and the compiled code's libm may round ``exp``/``log`` differently
+(softmax).  Against the reference, sums in another order get a tolerance:
+matmul and conv accumulate K products in the element type, so the error
+bound is (K + 1) * eps * (|a| @ |b|) elementwise; softmax computes exp in the
+element type (a few ulp, times |x - max|).
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+
+import irc.passes
+import numpy as np
+import pytest
+
+import irc
+from irc.interpreter import interpret
+
+DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "i8": np.int8}
+rng = np.random.default_rng(20261123)
+
+
+def tensor(shape, elem: str) -> str:
+    return f"tensor<{''.join(f'{d}x' for d in shape)}{elem}>"
+
+
+class Case:
+    """One function: ``params`` (shapes) -> ``result`` (a type string), ``body`` the op's text
+    with the operands ``%p0, %p1...`` and the result ``%r``."""
+
+    def __init__(self, body: str, params: list, elem: str, result: str, pipeline: str = "fuse-elementwise,"
+                 "tensor-to-loops"):
+        self.body, self.params, self.elem, self.result, self.pipeline = body, params, elem, result, pipeline
+        dtype = DTYPES[elem]
+        if dtype().dtype.kind == "f":
+            self.args = [(rng.standard_normal(s) * 2).astype(dtype) for s in params]
+        else:
+            self.args = [rng.integers(-100, 100, s).astype(dtype) for s in params]
+
+    def function(self, name: str) -> str:
+        ps = ", ".join(f"%p{i}: {tensor(s, self.elem)}" for i, s in enumerate(self.params))
+        return f"func.func @{name}({ps}) -> {self.result} {{\n  %r = {self.body}\n  func.return %r : {self.result}\n}}\n"
+
+
+def run_cases(cases: list[Case]):
+    """(reference, lowered-interpreted, compiled) outputs of each case."""
+    text = "".join(c.function(f"f{i}") for i, c in enumerate(cases))
+    reference = [interpret(irc.parse(text), f"f{i}", *c.args) for i, c in enumerate(cases)]
+    (pipeline,) = {c.pipeline for c in cases}
+    lowered = irc.parse(text)
+    irc.passes.run(lowered, pipeline)
+    exe = irc.compile(lowered)
+    results = []
+    for i, (c, ref) in enumerate(zip(cases, reference)):
+        ref = ref[0] if isinstance(ref, (list, tuple)) else ref
+        out = np.zeros_like(ref)
+        interpret(lowered, f"f{i}", *c.args, out)
+        compiled = np.full_like(ref, 7)
+        getattr(exe, f"f{i}")(*c.args, compiled)
+        results.append((ref, out, compiled))
+    return results
+
+
+def assert_exact(cases):
+    for c, (ref, interpreted, compiled) in zip(cases, run_cases(cases)):
+        np.testing.assert_array_equal(interpreted, ref, err_msg=c.body)
+        np.testing.assert_array_equal(compiled, ref, err_msg=c.body)
+
+
+# -- data movement: bit-exact ---------------------------------------------------------------------------------
+
+
+def test_transpose():
+    cases = []
+    for shape, perm, elem in [((3, 5), (1, 0), "f32"), ((37, 21), (1, 0), "f64"), ((1, 7), (1, 0), "i32"),
+                              ((2, 3, 4), (2, 0, 1), "f32"), ((4, 1, 5), (0, 2, 1), "i64"),
+                              ((3, 5, 7, 2), (3, 1, 2, 0), "f32"), ((3, 0, 2), (2, 1, 0), "f32"),
+                              ((5, 6), (0, 1), "i8"), ((33, 17, 3), (1, 0, 2), "f32")]:
+        out = tensor([shape[p] for p in perm], elem)
+        cases.append(Case(f"tensor.transpose %p0 {{perm = {list(perm)}}} : {tensor(shape, elem)} to {out}",
+                          [shape], elem, out))
+    assert_exact(cases)
+
+
+def test_slice():
+    cases = []
+    for shape, offsets, sizes, strides, elem in [
+            ((7, 9), (1, 2), (3, 2), (2, 3), "f32"), ((10,), (0,), (10,), (1,), "f64"),
+            ((4, 5, 6), (1, 0, 2), (2, 5, 3), (1, 1, 1), "i32"), ((5, 5), (4, 0), (1, 5), (1, 1), "i64"),
+            ((6, 4), (2, 1), (0, 3), (1, 1), "f32"), ((9, 1, 8), (0, 0, 7), (3, 1, 1), (4, 1, 1), "f32")]:
+        out = tensor(sizes, elem)
+        attrs = f"offsets = {list(offsets)}, sizes = {list(sizes)}, strides = {list(strides)}"
+        cases.append(Case(f"tensor.slice %p0 {{{attrs}}} : {tensor(shape, elem)} to {out}", [shape], elem, out))
+    assert_exact(cases)
+
+
+def test_concat():
+    cases = []
+    for shapes, axis, elem in [([(3, 2), (3, 4)], 1, "f32"), ([(2, 5), (1, 5), (4, 5)], 0, "f64"),
+                               ([(2, 3, 1), (2, 3, 2)], 2, "i32"), ([(7,)], 0, "i64"),
+                               ([(2, 0, 3), (2, 4, 3)], 1, "f32"), ([(1, 1), (1, 1)], 0, "i8")]:
+        total = list(shapes[0])
+        total[axis] = sum(s[axis] for s in shapes)
+        out = tensor(total, elem)
+        operands = ", ".join(f"%p{i}" for i in range(len(shapes)))
+        types = ", ".join(tensor(s, elem) for s in shapes)
+        cases.append(Case(f"tensor.concat {operands} {{axis = {axis}}} : ({types}) -> {out}", shapes, elem, out))
+    assert_exact(cases)
+
+
+def test_pad():
+    cases = []
+    for shape, low, high, elem, value in [((3, 4), (1, 0), (2, 3), "f32", "1.5"), ((5,), (0,), (0,), "f64", "0.0"),
+                                          ((2, 3, 1), (0, 2, 1), (1, 0, 3), "i32", "-7"), ((1, 1), (2, 2), (2, 2), "i64", "9"),
+                                          ((0, 3), (1, 1), (1, 0), "f32", "-2.25")]:
+        out = tensor([d + lo + hi for d, lo, hi in zip(shape, low, high)], elem)
+        attrs = f"low = {list(low)}, high = {list(high)}, value = {value} : {elem}"
+        cases.append(Case(f"tensor.pad %p0 {{{attrs}}} : {tensor(shape, elem)} to {out}", [shape], elem, out))
+    assert_exact(cases)
+
+
+def test_iota():
+    cases = []
+    for shape, axis, elem in [((4, 3), 0, "i64"), ((4, 3), 1, "f32"), ((2, 300), 1, "i8"), ((5,), 0, "f64"),
+                              ((2, 3, 4), 1, "i32"), ((3, 0), 0, "i32")]:
+        out = tensor(shape, elem)
+        cases.append(Case(f"tensor.iota {{axis = {axis}}} : {out}", [], elem, out))
+    assert_exact(cases)
+
+
+def test_broadcast_splat_and_reductions_left_unfused():
+    """Without fuse-elementwise these are lowered as the one-op tensor.fused they equal."""
+    cases = []
+    for src, dst, elem in [((3, 1), (2, 3, 4), "f32"), ((4,), (3, 4), "i32"), ((1,), (5,), "f64")]:
+        cases.append(Case(f"tensor.broadcast %p0 : {tensor(src, elem)} to {tensor(dst, elem)}", [src], elem,
+                          tensor(dst, elem), "tensor-to-loops"))
+    for shape, axes, keep, elem, op in [((3, 40), [1], True, "i32", "sum"), ((5, 4), [0], False, "i64", "max"),
+                                        ((2, 3, 4), [0, 2], False, "i32", "min"), ((6, 3), [1], False, "i64", "prod")]:
+        out = [1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes]
+        attrs = f"axes = {axes}" + (", keepdims" if keep else "")
+        cases.append(Case(f"tensor.reduce_{op} %p0 {{{attrs}}} : {tensor(shape, elem)} to {tensor(out, elem)}",
+                          [shape], elem, tensor(out, elem), "tensor-to-loops"))
+    assert_exact(cases)
+    # Float sums: f64 accumulation in another order than numpy's pairwise sum.
+    float_cases = [Case(f"tensor.reduce_{op} %p0 {{axes = [1]}} : tensor<4x37x{elem}> to tensor<4x{elem}>",
+                        [(4, 37)], elem, f"tensor<4x{elem}>", "tensor-to-loops")
+                   for op, elem in [("sum", "f32"), ("mean", "f64"), ("max", "f32")]]
+    for c, (ref, interpreted, compiled) in zip(float_cases, run_cases(float_cases)):
+        np.testing.assert_array_equal(compiled, interpreted)
+        np.testing.assert_allclose(compiled, ref, rtol=1e-6 if c.elem == "f32" else 1e-13)
+
+
+def test_splat_left_unfused():
+    text = """func.func @f(%x: f32) -> tensor<3x5xf32> {
+  %r = tensor.splat %x : f32 to tensor<3x5xf32>
+  func.return %r : tensor<3x5xf32>
+}"""
+    m = irc.parse(text)
+    irc.passes.run(m, "tensor-to-loops")
+    out = np.zeros((3, 5), np.float32)
+    irc.compile(m).f(np.float32(2.5), out)
+    np.testing.assert_array_equal(out, np.full((3, 5), 2.5, np.float32))
+
+
+# -- matmul and conv: K-term sums ----------------------------------------------------------------------------------
+
+
+def _assert_product(cases, k_of):
+    """Integers exactly; floats within the bound of a K-term sum, compiled == interpreted loops."""
+    for c, (ref, interpreted, compiled) in zip(cases, run_cases(cases)):
+        np.testing.assert_array_equal(compiled, interpreted, err_msg=c.body)
+        if np.dtype(DTYPES[c.elem]).kind != "f":
+            np.testing.assert_array_equal(compiled, ref, err_msg=c.body)
+            continue
+        exact, magnitude = c.exact(), c.magnitude()
+        eps = np.finfo(DTYPES[c.elem]).eps
+        bound = (k_of(c) + 1) * eps * magnitude + np.finfo(DTYPES[c.elem]).tiny
+        for got in (compiled, ref):
+            assert np.all(np.abs(got.astype(np.float64) - exact) <= bound), c.body
+
+
+class MatmulCase(Case):
+    def exact(self):
+        a, b = (x.astype(np.float64) for x in self.args)
+        return a @ b
+
+    def magnitude(self):
+        a, b = (np.abs(x.astype(np.float64)) for x in self.args)
+        return a @ b
+
+
+def _matmul(m, k, n, elem, batch=()):
+    a, b, c = (*batch, m, k), (*batch, k, n), (*batch, m, n)
+    name = "batch_matmul" if batch else "matmul"
+    return MatmulCase(f"tensor.{name} %p0, %p1 : ({tensor(a, elem)}, {tensor(b, elem)}) -> {tensor(c, elem)}",
+                      [a, b], elem, tensor(c, elem))
+
+
+def test_matmul():
+    cases = [_matmul(*s) for s in [(1, 1, 1, "f32"), (13, 37, 45, "f32"), (4, 64, 32, "f32"), (9, 300, 7, "f32"),
+                                   (5, 17, 35, "f64"), (8, 3, 16, "f64"), (6, 11, 33, "i32"), (3, 5, 2, "i64"),
+                                   (0, 4, 3, "f32"), (3, 0, 4, "f32"), (2, 3, 0, "i32")]]
+    _assert_product(cases, lambda c: c.params[0][-1])
+
+
+def test_batch_matmul():
+    cases = [_matmul(5, 7, 4, "f32", (2, 3)), _matmul(3, 9, 33, "f64", (2,)), _matmul(4, 4, 4, "i32", (3,)),
+             _matmul(2, 3, 5, "f32", (0,))]
+    _assert_product(cases, lambda c: c.params[0][-1])
+
+
+class ConvCase(Case):
+    def __init__(self, x, w, stride, padding, elem):
+        n, c, h, wd = x
+        o, _, kh, kw = w
+        ho, wo = (h + 2 * padding[0] - kh) // stride[0] + 1, (wd + 2 * padding[1] - kw) // stride[1] + 1
+        out = tensor((n, o, ho, wo), elem)
+        super().__init__(f"tensor.conv2d %p0, %p1 {{stride = {list(stride)}, padding = {list(padding)}}} : "
+                         f"({tensor(x, elem)}, {tensor(w, elem)}) -> {out}", [x, w], elem, out)
+        self.stride, self.padding = stride, padding
+
+    def _conv(self, x, w):
+        (sh, sw), (ph, pw) = self.stride, self.padding
+        kh, kw = w.shape[2:]
+        padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
+        return np.einsum("nchwij,ocij->nohw", windows, w)
+
+    def exact(self):
+        return self._conv(*(a.astype(np.float64) for a in self.args))
+
+    def magnitude(self):
+        return self._conv(*(np.abs(a.astype(np.float64)) for a in self.args))
+
+
+def test_conv2d():
+    cases = [ConvCase((2, 3, 7, 8), (4, 3, 3, 2), (2, 1), (1, 2), "f32"),
+             ConvCase((1, 2, 5, 5), (3, 2, 3, 3), (1, 1), (1, 1), "f64"),
+             ConvCase((2, 3, 6, 5), (4, 3, 1, 1), (1, 1), (0, 0), "f32"),
+             ConvCase((1, 1, 4, 4), (2, 1, 4, 4), (1, 1), (0, 0), "i32"),
+             ConvCase((1, 2, 9, 7), (3, 2, 2, 3), (3, 2), (0, 1), "i64"),
+             ConvCase((3, 1, 1, 1), (1, 1, 3, 3), (1, 1), (1, 1), "f32")]
+    _assert_product(cases, lambda c: int(np.prod(c.params[1][1:])))
+
+
+# -- softmax -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax(op):
+    cases = []
+    for shape, axis, elem in [((5, 37), 1, "f32"), ((3, 100), 1, "f64"), ((1, 1), 1, "f32"), ((4, 6, 3), 1, "f32"),
+                              ((7, 5), 0, "f64"), ((2, 3, 65), 2, "f32"), ((0, 4), 1, "f32"), ((3, 70), 1, "f32")]:
+        cases.append(Case(f"tensor.{op} %p0 {{axis = {axis}}} : {tensor(shape, elem)}", [shape], elem,
+                          tensor(shape, elem)))
+    cases[-1].args[0][1, 5] = np.float32(1e30)  # exp(x) would overflow without the max
+    cases[-1].args[0][2, :] = -np.float32(1e30)
+    for c, (ref, interpreted, compiled) in zip(cases, run_cases(cases)):
+        tol = dict(rtol=2e-6, atol=2e-7) if c.elem == "f32" else dict(rtol=1e-13, atol=1e-15)
+        if op == "log_softmax":  # x - max - log(sum): the absolute error scales with |x - max|
+            tol["atol"] *= 1e2 if c.elem == "f32" else 10
+        assert np.all(np.isfinite(compiled)), c.body
+        np.testing.assert_allclose(compiled, interpreted, **tol, err_msg=c.body)
+        np.testing.assert_allclose(compiled, ref, **tol, err_msg=c.body)
+
+
+def test_softmax_propagates_nan_and_handles_infinities():
+    x = np.array([[0.0, np.nan, 1.0], [-np.inf, 0.0, 1.0], [np.inf, 0.0, 1.0]], np.float32)
+    text = """func.func @f(%a: tensor<3x3xf32>) -> tensor<3x3xf32> {
+  %r = tensor.softmax %a {axis = 1} : tensor<3x3xf32>
+  func.return %r : tensor<3x3xf32>
+}"""
+    expected = interpret(irc.parse(text), "f", x)
+    expected = expected[0] if isinstance(expected, (list, tuple)) else expected
+    m = irc.parse(text)
+    irc.passes.run(m, "fuse-elementwise,tensor-to-loops")
+    out = np.zeros_like(x)
+    irc.compile(m).f(x, out)
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+# -- through irc.compile's tensor pipeline ---------------------------------------------------------------------------
+
+
+def test_tensor_functions_reuse_their_arena_across_calls():
+    """The whole pipeline (plan-memory puts the matmul's packed panel and conv's im2col
+    matrix in an arena reused, uncleared, across calls)."""
+    exe = irc.compile(irc.parse("""
+func.func @mm(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %c = tensor.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  %t = tensor.transpose %c {perm = [1, 0]} : tensor<?x?xf32> to tensor<?x?xf32>
+  %s = tensor.softmax %t {axis = 1} : tensor<?x?xf32>
+  func.return %s : tensor<?x?xf32>
+}
+func.func @conv(%x: tensor<?x?x?x?xf64>, %w: tensor<?x?x?x?xf64>) -> tensor<?x?x?x?xf64> {
+  %y = tensor.conv2d %x, %w {stride = [1, 1], padding = [1, 1]} : (tensor<?x?x?x?xf64>, tensor<?x?x?x?xf64>) -> tensor<?x?x?x?xf64>
+  func.return %y : tensor<?x?x?x?xf64>
+}"""), blas=False)
+    for seed in range(2):
+        r = np.random.default_rng(seed)
+        a, b = r.standard_normal((20, 33)).astype(np.float32), r.standard_normal((33, 40)).astype(np.float32)
+        t = (a.astype(np.float64) @ b).T
+        e = np.exp(t - t.max(1, keepdims=True))
+        np.testing.assert_allclose(exe.mm(a, b), e / e.sum(1, keepdims=True), rtol=1e-4, atol=1e-6)
+        x, w = r.standard_normal((2, 3, 6, 6)), r.standard_normal((4, 3, 3, 3))
+        expected = ConvCase((2, 3, 6, 6), (4, 3, 3, 3), (1, 1), (1, 1), "f64")._conv(x, w)
+        np.testing.assert_allclose(exe.conv(x, w), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="checks x86-64 vector instructions")
+def test_matmul_kernel_and_softmax_use_vector_instructions():
+    from irc.runtime import aot
+
+    exe = irc.compile(irc.parse("""
+func.func @mm(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %c = tensor.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  func.return %c : tensor<?x?xf32>
+}
+func.func @sm(%a: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  %s = tensor.softmax %a {axis = 1} : tensor<?x?xf32>
+  func.return %s : tensor<?x?xf32>
+}"""), blas=False)
+    packed = r"\bv?{op}p{t}\s[^\n]*%[xyz]mm"  # packed single/double precision on a vector register
+    module, _ = exe.mm.lower(((64, 64), (64, 64)))
+    asm = aot.emit(module, "asm")
+    assert re.search(packed.format(op="mul", t="s"), asm) and re.search(packed.format(op="add", t="s"), asm)
+    module, _ = exe.sm.lower(((8, 1024),))
+    asm = aot.emit(module, "asm")
+    # The max and the scaling passes (exp vectorises only once math-approx makes it arithmetic).
+    assert re.search(packed.format(op="max", t="s"), asm) and re.search(packed.format(op="mul", t="d"), asm)

@@ -25,8 +25,9 @@ import sys
 import tempfile
 import time
 
-import irc
 import irc.passes
+
+import irc
 from irc.passmanager import PassManager, make_pass
 
 OPS = ["exp", "add", "mul"]

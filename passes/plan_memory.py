@@ -2,8 +2,8 @@
 
 Every statically sized ``memref.alloc`` in a function's entry block that is freed
 by a ``memref.dealloc`` in the same block (as ``tensor-to-loops`` leaves them) and
-does not escape (it is only loaded from, stored to, viewed, copied or passed to
-a loop-free op of this function; never returned or passed to a call) is live
+does not escape (it is only loaded from, stored to, viewed, copied, or passed to
+a call marked ``nocapture``; never returned or passed to another call) is live
 from its alloc to its dealloc.  Buffers whose lives overlap get disjoint byte
 ranges of one arena; a buffer allocated after another is freed reuses its
 bytes.  Offsets are chosen largest buffer first, each at the lowest offset
@@ -84,6 +84,8 @@ def assign_offsets(intervals: list[Interval]) -> int:
 def _escapes(value) -> bool:
     for use in value.uses:
         user = use.owner
+        if user.name == "func.call" and "nocapture" in user.attributes:
+            continue  # the callee uses the buffer during the call only (BLAS gemm)
         if user.name not in _LOCAL_USERS:
             return True
         if user.name == "memref.store" and use.index == 0:  # the buffer itself stored somewhere

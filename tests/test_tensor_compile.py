@@ -426,3 +426,35 @@ def test_threads_split_parallel_loops_and_agree_with_one_thread():
     assert any(rng is not None for _, rng, _ in spec.segments)
     with pytest.raises(ValueError, match="threads must be a positive integer"):
         irc.compile(irc.parse(text), threads=0)
+
+
+def _mlp(layers: int, batch: int, width: int) -> str:
+    t, w = f"tensor<{batch}x{width}xf32>", f"tensor<{width}x{width}xf32>"
+    params = ", ".join(f"%w{i}: {w}, %b{i}: tensor<{width}xf32>" for i in range(layers))
+    lines, h = [], "%x"
+    for i in range(layers):
+        lines += [f"%m{i} = tensor.matmul {h}, %w{i} : ({t}, {w}) -> {t}",
+                  f"%bb{i} = tensor.broadcast %b{i} : tensor<{width}xf32> to {t}",
+                  f"%s{i} = arith.addf %m{i}, %bb{i} : {t}",
+                  f"%z{i} = arith.constant dense<0.0> : {t}",
+                  f"%h{i} = arith.maximumf %s{i}, %z{i} : {t}"]
+        h = f"%h{i}"
+    return f"func.func @mlp(%x: {t}, {params}) -> {t} {{\n  " + "\n  ".join(lines) + f"\n  func.return {h} : {t}\n}}\n"
+
+
+def test_mlp_forward_plans_two_activations_with_blas():
+    """MXNet's observation: an n-layer forward pass needs 2 buffers, not n."""
+    pytest.importorskip("scipy.linalg.cython_blas")
+    layers, batch, width = 6, 32, 64
+    exe = irc.compile(irc.parse(_mlp(layers, batch, width)), blas=True, threads=1)
+    _, func = exe.mlp.lower(((batch, width),) + ((width, width), (width,)) * layers)
+    assert func.attributes["arena_bytes"].value <= 2 * batch * width * 4
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((batch, width)).astype(np.float32)]
+    for _ in range(layers):
+        args += [(rng.standard_normal((width, width)) / 8).astype(np.float32),
+                 rng.standard_normal(width).astype(np.float32)]
+    h = args[0]
+    for i in range(layers):
+        h = np.maximum(h @ args[1 + 2 * i] + args[2 + 2 * i], 0)
+    np.testing.assert_allclose(exe.mlp(*args), h, rtol=1e-4, atol=1e-4)

@@ -11,7 +11,7 @@ library call and its argument checks cost more than they save.
 
 from __future__ import annotations
 
-from irc.attributes import StringAttr, TypeAttr
+from irc.attributes import StringAttr, TypeAttr, UnitAttr
 from irc.block import Region
 from irc.types import FloatType, FunctionType, MemRefType
 
@@ -50,4 +50,6 @@ def lower_matmul_blas(ctx, op, inputs, output) -> None:
                       regions=[Region()])  # a declaration: no body
         module.body.prepend(decl)
     views = [lb.view(buf, 0, dynamic, [lb.dim(buf, 0), lb.dim(buf, 1)]) for buf in (*inputs, output)]
-    lb.insert(CallOp.build(symbol, views, []))
+    call = CallOp.build(symbol, views, [])
+    call.attributes["nocapture"] = UnitAttr()  # gemm keeps no pointer: plan-memory may reuse the buffers
+    lb.insert(call)

@@ -112,11 +112,11 @@ def _aligned_arena(nbytes: int) -> np.ndarray:
 class Specialization:
     """Machine code for one tuple of argument shapes, and what calling it needs."""
 
-    def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int, segments: list):
+    def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int | None, segments: list):
         self.executable = executable  # keeps the machine code alive
         self.wrapper = executable[name]
         self.out_shapes = out_shapes
-        self.arena_bytes = arena_bytes
+        self.arena_bytes = arena_bytes  # None: the function takes no arena
         self.arenas: list[np.ndarray] = []  # a free list: one arena per concurrent call
         # (wrapper, (lb, ub, step) or None, work) per segment when the function runs on threads
         self.segments = [(executable[seg], rng, work) for seg, rng, work in segments]
@@ -218,7 +218,7 @@ class TensorFunction:
             segments.append((name.value, tuple(e.value for e in rng.elements) if rng is not None else None,
                              work.value if work is not None else 0))
         exe = compile_module(module, **self.compile_options)
-        return Specialization(exe, self.name, outs, arena.value if arena is not None else 0, segments)
+        return Specialization(exe, self.name, outs, arena.value if arena is not None else None, segments)
 
     # -- the call ----------------------------------------------------------------------------------------
 
@@ -228,7 +228,7 @@ class TensorFunction:
         outputs = self._outputs(spec, out)
         call = list(values) + outputs
         arena = None
-        if spec.arena_bytes:
+        if spec.arena_bytes is not None:
             arena = spec.arenas.pop() if spec.arenas else _aligned_arena(spec.arena_bytes)
             call.append(arena)
         try:

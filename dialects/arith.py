@@ -420,7 +420,7 @@ class AddFOp(FloatBinaryOp):
 
     def fold_partial(self, c):
         # x + (-0.0) == x exactly (x + 0.0 is not: -0.0 + 0.0 is +0.0).
-        return [self.operands[0]] if _is_const(c[1], -0.0) and _is_negzero(c[1]) else None
+        return [self.operands[0]] if _is_negzero(c[1]) else None
 
 
 def _is_negzero(attr) -> bool:

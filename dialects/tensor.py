@@ -38,7 +38,7 @@ import numpy as np
 from irc.attributes import ArrayAttr, Attribute, DenseAttr, FloatAttr, IntegerAttr, UnitAttr
 from irc.diagnostics import IRError
 from irc.operation import Operation, Pure
-from irc.patterns import RewritePattern
+from irc.patterns import RewritePattern, constant_value
 from irc.semantics import Fault, attr_to_value, float_dtype, round_to
 from irc.types import (
     FloatType,
@@ -269,10 +269,27 @@ class TensorOp(Operation):
         return cls(list(operands), [result], attributes)
 
     def _same_as_operand(self) -> list | None:
-        """The first operand, when the op changes nothing (its type equals the result's)."""
+        """The first operand, when the op changes nothing: its type equals the result's and
+        is static, or each ``?`` of the result takes its size from ``tensor.dim`` of that
+        same dimension of the operand (so the run-time shapes are equal too)."""
         a = self.operands[0]
         t = self.results[0].type
-        return [a] if a.type is t and t.has_static_shape else None
+        if a.type is not t:
+            return None
+        if t.has_static_shape:
+            return [a]
+        dynamic = [i for i, d in enumerate(t.shape) if d is None]
+        sizes = self.operands[1:]
+        if len(sizes) != len(dynamic):
+            return None
+        for i, size in zip(dynamic, sizes):
+            dim = size.defining_op
+            if not isinstance(dim, DimOp) or dim.operands[0] is not a:
+                return None
+            k = constant_value(dim.operands[1])
+            if not isinstance(k, IntegerAttr) or k.value != i:
+                return None
+        return [a]
 
 
 def _to_attr(v) -> Attribute:
@@ -392,6 +409,13 @@ class BroadcastOp(ShapeOp):
         return self._same_as_operand()
 
     @classmethod
+    def canonicalization_patterns(cls):
+        from irc.passes import tensor_algebra as rules
+
+        return (rules.SplatThroughShapeOp(cls.name), rules.BroadcastOfBroadcast(),
+                rules.ElementwiseOfExpansions(cls.name))
+
+    @classmethod
     def build(cls, operand, type: TensorType, sizes=()):
         return super().build(operand, *sizes, type=type)
 
@@ -434,7 +458,9 @@ class ReshapeOp(ShapeOp):
 
     @classmethod
     def canonicalization_patterns(cls):
-        return (ReshapeOfReshape(),)
+        from irc.passes import tensor_algebra as rules
+
+        return (ReshapeOfReshape(), rules.SplatThroughShapeOp(cls.name))
 
     @classmethod
     def build(cls, operand, type: TensorType, sizes=()):
@@ -495,6 +521,12 @@ class ReduceOp(ShapeOp):
 
     def fold_identity(self, constants):
         return None if _int_list(self.attributes, "axes") else [self.operands[0]]
+
+    @classmethod
+    def canonicalization_patterns(cls):
+        from irc.passes import tensor_algebra as rules
+
+        return (rules.ReduceOfExpansion(cls.name),)
 
     @classmethod
     def build(cls, operand, axes, keepdims: bool = False):
@@ -746,7 +778,9 @@ class TransposeOp(ShapeOp):
 
     @classmethod
     def canonicalization_patterns(cls):
-        return (ComposeTransposes(),)
+        from irc.passes import tensor_algebra as rules
+
+        return (ComposeTransposes(), rules.SplatThroughShapeOp(cls.name))
 
     @classmethod
     def build(cls, operand, perm):
@@ -820,6 +854,12 @@ class SliceOp(ShapeOp):
         return self._same_as_operand()
 
     @classmethod
+    def canonicalization_patterns(cls):
+        from irc.passes import tensor_algebra as rules
+
+        return (rules.SplatThroughShapeOp(cls.name), rules.SliceOfConcat())
+
+    @classmethod
     def build(cls, operand, offsets, sizes, strides=None):
         return super().build(operand, offsets=list(offsets), sizes=list(sizes),
                              strides=list(strides) if strides is not None else None)
@@ -870,6 +910,12 @@ class ConcatOp(NaryOp):
 
     def fold_identity(self, constants):
         return [self.operands[0]] if len(self.operands) == 1 else None
+
+    @classmethod
+    def canonicalization_patterns(cls):
+        from irc.passes import tensor_algebra as rules
+
+        return (rules.ConcatDropEmpty(),)
 
     @classmethod
     def build(cls, operands, axis: int):
@@ -945,6 +991,12 @@ class SplatOp(ShapeOp):
     def compute(self, args):
         t = self.results[0].type
         return np.full(_sized_shape(t, args[1:]), args[0], dtype=storage_dtype(t.element_type))
+
+    @classmethod
+    def canonicalization_patterns(cls):
+        from irc.passes import tensor_algebra as rules
+
+        return (rules.ElementwiseOfExpansions(cls.name),)
 
     @classmethod
     def build(cls, scalar, type: TensorType, sizes=()):

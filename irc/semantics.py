@@ -36,8 +36,8 @@ def is_array(x) -> bool:
 
 def wrap(x, t: Type):
     """Reduce an exact integer (or array) to the canonical value of integer type ``t``."""
-    if is_array(x):
-        return x.astype(_int_dtype(t), copy=False)
+    if is_array(x) or isinstance(x, np.generic):  # a numpy scalar comes from a rank-0 tensor
+        return np.asarray(x).astype(_int_dtype(t), copy=False)
     w = width(t)
     if w == 1:
         return x & 1

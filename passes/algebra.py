@@ -10,7 +10,7 @@ This module defines patterns only; it registers no pass.
 
 from __future__ import annotations
 
-from irc.attributes import FloatAttr, IntegerAttr, integer_attr
+from irc.attributes import DenseAttr, FloatAttr, IntegerAttr, integer_attr
 from irc.patterns import RewritePattern, constant_value
 from irc.semantics import wrap
 from irc.types import IndexType, IntegerType
@@ -274,6 +274,33 @@ class FastMathIdentities(RewritePattern):
         return False
 
 
+def splat_int_const(value) -> int | None:
+    """The element of a splat integer ``dense`` constant (signed, as stored), else None."""
+    attr = constant_value(value)
+    if isinstance(attr, DenseAttr) and attr.is_splat and attr.array.dtype.kind in "iu":
+        return int(attr.array.flat[0])
+    return None
+
+
+class SplatAbsorbingConstant(RewritePattern):
+    """``AbsorbingConstant`` on integer tensors: ``x * dense<0>`` and ``x & dense<0>`` are
+    ``dense<0>``, ``x | dense<-1>`` is ``dense<-1>`` (the constant operand itself)."""
+
+    def __init__(self, op_name: str):
+        self.op_name = op_name
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        c = splat_int_const(op.operands[1])
+        if c is None:
+            return False
+        t = op.results[0].type
+        if wrap(c, t.element_type) != wrap(AbsorbingConstant.ABSORBING[op.name], t.element_type):
+            return False
+        rewriter.replace_op(op, [op.operands[1]])
+        return True
+
+
 EXACT_PATTERNS = [AbsorbingConstant(), Reassociate(), SubtractConstant(), SubtractionIdentities(),
-                  StrengthReduce(), CastOfCast(), SelectOfBooleans(), UnsignedMinMaxBounds()]
+                  StrengthReduce(), CastOfCast(), SelectOfBooleans(), UnsignedMinMaxBounds(),
+                  *(SplatAbsorbingConstant(name) for name in AbsorbingConstant.ABSORBING)]
 FAST_MATH_PATTERNS = [FastMathIdentities()]

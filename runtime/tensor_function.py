@@ -6,7 +6,7 @@ looks up the machine code for their shapes; the first call with new shapes
 runs the tensor pipeline on a copy of the module::
 
     1. specialise shapes       specialize-shapes          every ? becomes the argument's size
-    2. graph rewrites          canonicalize,cse
+    2. graph rewrites          canonicalize,stabilize,cse
     3. fuse                    fuse-elementwise           one tensor.fused op per loop nest
     4. bufferize, lower        tensor-to-loops            scf loops over memrefs
     5. plan memory             plan-memory{arena=argument}
@@ -35,7 +35,7 @@ from irc.types import FloatType, IntegerType, TensorType, numpy_dtype
 
 TENSOR_STAGES = [
     ("specialise shapes", "specialize-shapes"),
-    ("graph rewrites", "canonicalize,cse"),
+    ("graph rewrites", "canonicalize,stabilize,cse"),
     ("fuse", "fuse-elementwise"),
     ("bufferize and lower to loops", "tensor-to-loops"),
     ("plan memory", "plan-memory{arena=argument}"),

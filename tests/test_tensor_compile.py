@@ -458,3 +458,20 @@ def test_mlp_forward_plans_two_activations_with_blas():
     for i in range(layers):
         h = np.maximum(h @ args[1 + 2 * i] + args[2 + 2 * i], 0)
     np.testing.assert_allclose(exe.mlp(*args), h, rtol=1e-4, atol=1e-4)
+
+
+def test_math_approx_stays_exact_under_fast_math():
+    """The approximations' rounding steps carry fastmath = "none", so LLVM cannot fold them."""
+    if "math-approx" not in irc.passes.PASSES:
+        pytest.skip("math-approx is not registered")
+    src = """
+func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
+  %e = math.exp %a : tensor<?xf32>
+  func.return %e : tensor<?xf32>
+}"""
+    x = np.linspace(-80, 80, 20001).astype(np.float32)
+    ref = np.exp(x.astype(np.float64))
+    for fast in (False, True):
+        got = irc.compile(irc.parse(src), fast_math=fast, cache=False).f(x).astype(np.float64)
+        ulps = np.abs(got - ref) / np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+        assert ulps.max() <= 2, (fast, ulps.max())

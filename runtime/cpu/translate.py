@@ -296,15 +296,24 @@ def _int_binary(self, b, op):
     return getattr(b, _INT_BINARY[op.name])(x, y)
 
 
+def _fast_math_flags(self, op) -> tuple:
+    """The op's own ``fastmath = "none" | "fast"`` if it has one (as MLIR's arith ops do), else
+    the compile option: code that relies on exact IEEE steps (math-approx) says "none"."""
+    attr = op.attributes.get("fastmath")
+    if attr is None:
+        return self.fmf
+    return ("fast",) if getattr(attr, "value", None) == "fast" else ()
+
+
 @_handler(*_FLOAT_BINARY)
 def _float_binary(self, b, op):
     x, y = (self.value(v) for v in op.operands)
-    return getattr(b, _FLOAT_BINARY[op.name])(x, y, flags=self.fmf)
+    return getattr(b, _FLOAT_BINARY[op.name])(x, y, flags=_fast_math_flags(self, op))
 
 
 @_handler("arith.negf")
 def _negf(self, b, op):
-    return b.fneg(self.value(op.operands[0]), flags=self.fmf)
+    return b.fneg(self.value(op.operands[0]), flags=_fast_math_flags(self, op))
 
 
 def _check_division(self, b, op, x, y, signed: bool):

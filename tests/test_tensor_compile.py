@@ -366,6 +366,10 @@ func.func @axpy(%a: tensor<?xf32>, %b: tensor<?xf32>, %c: tensor<?xf32>) -> tens
 func.func @rowmax(%a: tensor<?x?xf32>) -> tensor<?xf32> {
   %r = tensor.reduce_max %a {axes = [1]} : tensor<?x?xf32> to tensor<?xf32>
   func.return %r : tensor<?xf32>
+}
+func.func @rowsum(%a: tensor<?x?xf32>) -> tensor<?xf32> {
+  %r = tensor.reduce_sum %a {axes = [1]} : tensor<?x?xf32> to tensor<?xf32>
+  func.return %r : tensor<?xf32>
 }"""))
     packed = r"\bv?{op}ps\s[^\n]*%[xyz]mm"  # packed single precision on a vector register
     module, _ = exe.axpy.lower(((4096,), (4096,), (4096,)))
@@ -373,6 +377,8 @@ func.func @rowmax(%a: tensor<?x?xf32>) -> tensor<?xf32> {
     assert re.search(packed.format(op="mul"), asm) and re.search(packed.format(op="max"), asm)
     module, _ = exe.rowmax.lower(((64, 1024),))
     assert re.search(packed.format(op="max"), aot.emit(module, "asm"))
+    module, _ = exe.rowsum.lower(((64, 1024),))  # f32 summed in f64: packed double adds
+    assert re.search(r"\bv?addpd\s[^\n]*%[xyz]mm", aot.emit(module, "asm"))
 
 
 # -- threads ---------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from irc.types import FloatType, MemRefType, f64, i64
 from . import lowering
 from .builder import LoopBuilder
 
-UNROLL = 8
+UNROLL = 16
 """Independent accumulators in the innermost loop of a trailing reduction."""
 
 _COMBINE = {("sum", True): "arith.addf", ("sum", False): "arith.addi",
@@ -128,9 +128,10 @@ def _lower_reduction(ctx, op, inputs, output) -> None:
             accs = [init] * UNROLL
             ivs = dict(zip(kept, outer))
             accs = _reduce_loops(lb, op, inputs, sizes, axes, ivs, accs, combine, widen)
-            while len(accs) > 1:  # a balanced tree, so lanes combine pairwise
-                accs = [lb.op(combine, accs[i], accs[i + 1]) if i + 1 < len(accs) else accs[i]
-                        for i in range(0, len(accs), 2)]
+            total = accs[0]
+            for acc in accs[1:]:  # in sequence: a pairwise tree makes LLVM pick 2-lane vectors
+                total = lb.op(combine, total, acc)
+            accs = [total]
             index = [ivs[d] if d in kept else 0 for d in range(rank)] if op.keepdims else outer
             lb.store(finish(accs[0]), output, index)
         return

@@ -17,8 +17,15 @@ last parameter ``memref<Nxi8>`` and the function gets ``arena_bytes = N``, so a
 caller (``irc.compile``) can keep one arena across calls instead of asking the
 system for memory each time.
 
+A bufferized tensor function's output parameters are memory too: nothing reads
+an output before the op that computes it writes it, so a temporary that dies
+before that op may live in the output's bytes instead of the arena.  In an
+n-layer network the layers then alternate between the output and one arena
+buffer.
+
 Statistics: ``peak-bytes`` (the arena) against ``unplanned-bytes`` (the sum of
-every planned buffer, what the program would hold if nothing were reused).
+every planned buffer, what the program would hold if nothing were reused), and
+``buffers-in-outputs``.
 """
 
 from __future__ import annotations
@@ -62,22 +69,50 @@ class Interval:
     end: int
     size: int
     offset: int = 0
+    home: OutputSpace | None = None  # None: the arena
 
 
-def assign_offsets(intervals: list[Interval]) -> int:
-    """Give each interval an offset; return the arena size.  Largest first, lowest fitting offset."""
-    placed: list[Interval] = []
+@dataclass
+class OutputSpace:
+    """An output parameter's memory, free for temporaries until the op that first writes it."""
+
+    buffer: object
+    capacity: int
+    free_before: int
+
+
+def _lowest_offset(iv: Interval, placed: list[Interval]) -> int:
+    busy = sorted((p.offset, p.offset + p.size) for p in placed if p.start <= iv.end and iv.start <= p.end)
+    offset = 0
+    for lo, hi in busy:
+        if offset + iv.size <= lo:
+            break
+        offset = max(offset, _align(hi))
+    return offset
+
+
+def assign_offsets(intervals: list[Interval], outputs: list[OutputSpace] = ()) -> int:
+    """Give each interval a home and an offset; return the arena size.
+
+    Largest first; each goes to the first output space it fits in (dead before that output
+    is written, at the lowest free offset below its capacity), else the arena at the lowest
+    fitting offset.
+    """
+    placed: dict = {id(space): [] for space in outputs}
+    arena: list[Interval] = []
     peak = 0
     for iv in sorted(intervals, key=lambda i: (-i.size, i.start)):
-        busy = sorted((p.offset, p.offset + p.size) for p in placed if p.start <= iv.end and iv.start <= p.end)
-        offset = 0
-        for lo, hi in busy:
-            if offset + iv.size <= lo:
-                break
-            offset = max(offset, _align(hi))
-        iv.offset = offset
-        placed.append(iv)
-        peak = max(peak, offset + iv.size)
+        for space in outputs:
+            if iv.end < space.free_before:
+                offset = _lowest_offset(iv, placed[id(space)])
+                if offset + iv.size <= space.capacity:
+                    iv.offset, iv.home = offset, space
+                    placed[id(space)].append(iv)
+                    break
+        else:
+            iv.offset = _lowest_offset(iv, arena)
+            arena.append(iv)
+            peak = max(peak, iv.offset + iv.size)
     return peak
 
 
@@ -112,7 +147,9 @@ def plan_function(func, arena: str, stats) -> None:
         intervals.append(Interval(op, frees[0], position[op], position[frees[0]], _align(byte_size(buf.type))))
     if not intervals:
         return
-    peak = assign_offsets(intervals)
+    outputs = _output_spaces(func, position)
+    peak = assign_offsets(intervals, outputs)
+    in_outputs = [iv for iv in intervals if iv.home is not None]
     arena_type = MemRefType([peak], i8)
     if arena == "argument":
         base = entry.add_argument(arena_type, "arena")
@@ -136,7 +173,8 @@ def plan_function(func, arena: str, stats) -> None:
     for iv in intervals:
         b = Builder().before_op(iv.alloc)
         offset = b.create(ConstantOp.build(IntegerAttr(iv.offset, index)))
-        view = b.insert(ViewOp.build(base, offset, iv.alloc.results[0].type))
+        home = base if iv.home is None else iv.home.buffer
+        view = b.insert(ViewOp.build(home, offset, iv.alloc.results[0].type))
         view.loc = iv.alloc.loc
         iv.alloc.results[0].replace_all_uses_with(view.results[0])
         iv.dealloc.erase()
@@ -144,6 +182,34 @@ def plan_function(func, arena: str, stats) -> None:
     stats.add("buffers-planned", len(intervals))
     stats.add("peak-bytes", peak)
     stats.add("unplanned-bytes", sum(i.size for i in intervals))
+    if in_outputs:
+        stats.add("buffers-in-outputs", len(in_outputs))
+
+
+def _output_spaces(func, position: dict) -> list[OutputSpace]:
+    """The output parameters of a bufferized tensor function (see tensor_signature), each
+    free until the first top-level op that uses it."""
+    sig = func.attributes.get("tensor_signature")
+    if sig is None:
+        return []
+    from irc.types import TensorType
+
+    entry = func.body.entry
+    first = len(sig.type.inputs)
+    count = sum(isinstance(t, TensorType) for t in sig.type.results)
+    spaces = []
+    for out in entry.args[first:first + count]:
+        if not isinstance(out.type, MemRefType) or not out.type.has_static_shape:
+            continue
+        uses = []
+        for use in out.uses:
+            user = use.owner
+            while user.parent is not entry:
+                user = user.parent_op
+            uses.append(position[user])
+        if uses:
+            spaces.append(OutputSpace(out, byte_size(out.type), min(uses)))
+    return spaces
 
 
 def _insert_dealloc(buf, before) -> None:

@@ -45,3 +45,12 @@ def test_fusion_scaling_quick_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "irc ns/op" in proc.stdout
+
+
+def test_tensor_cpu_quick_runs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "tensor_cpu.py"), "--quick", "--only", "sigmoid,softmax,mlp"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "sigmoid" in proc.stdout and "irc" in proc.stdout

@@ -448,13 +448,15 @@ def _mlp(layers: int, batch: int, width: int) -> str:
     return f"func.func @mlp(%x: {t}, {params}) -> {t} {{\n  " + "\n  ".join(lines) + f"\n  func.return {h} : {t}\n}}\n"
 
 
-def test_mlp_forward_plans_two_activations_with_blas():
+def test_mlp_forward_plans_two_buffers_with_blas():
     """MXNet's observation: an n-layer forward pass needs 2 buffers, not n."""
     pytest.importorskip("scipy.linalg.cython_blas")
     layers, batch, width = 6, 32, 64
     exe = irc.compile(irc.parse(_mlp(layers, batch, width)), blas=True, threads=1)
     _, func = exe.mlp.lower(((batch, width),) + ((width, width), (width,)) * layers)
-    assert func.attributes["arena_bytes"].value <= 2 * batch * width * 4
+    # Two buffers in all: the layers alternate between one arena activation and the output,
+    # which is free until the last layer writes it.
+    assert func.attributes["arena_bytes"].value <= batch * width * 4
     rng = np.random.default_rng(0)
     args = [rng.standard_normal((batch, width)).astype(np.float32)]
     for _ in range(layers):

@@ -23,8 +23,10 @@ With ``reduce = "sum" | "prod" | "max" | "min" | "mean"`` and ``axes``, the
 body's values are reduced over those domain dimensions exactly as
 ``tensor.reduce_*`` reduces them (floats accumulate in f64 and round once;
 ``keepdims`` keeps the axes with size 1).  Every domain dimension is the size
-of an operand dimension mapped to it or, if none is, of the result dimension
-it becomes.
+of an operand dimension mapped to it or, if none is, the size the optional
+``domain`` attribute gives it (-1: none), or that of the result dimension it
+becomes; a reduced dimension needs one of the first two (a sum over a broadcast
+dimension: ``domain`` says how many copies are summed).
 """
 
 from __future__ import annotations
@@ -112,11 +114,21 @@ class FusedOp(Operation):
                     if d >= 0 and size is not None:
                         shape[d] = size
         result = self.results[0].type
+        declared = self.declared_domain
         for d in range(self.domain_rank):
             r = self.result_dim_of(d)
-            if shape[d] is None and r is not None and not (self.keepdims and d in self.axes):
+            if shape[d] is None and declared and declared[d] >= 0:
+                shape[d] = declared[d]
+            elif shape[d] is None and r is not None and not (self.reduction and d in self.axes):
                 shape[d] = result.shape[r]
         return shape
+
+    @property
+    def declared_domain(self) -> tuple[int, ...] | None:
+        """The ``domain`` attribute: static sizes of the loop dimensions (-1: dynamic), given
+        when an operand does not carry one (a reduction over a broadcast dimension)."""
+        attr = self.attributes.get("domain")
+        return tuple(e.value for e in attr.elements) if attr is not None else None
 
     def domain_source(self, d: int) -> tuple[int, int] | None:
         """(operand index, operand dim) that gives domain dimension ``d``'s size, if any operand does."""
@@ -150,6 +162,10 @@ class FusedOp(Operation):
             raise self.error("'keepdims' is a unit attribute")
         rank = self.domain_rank
         result = self.results[0].type
+        domain = self.attributes.get("domain")
+        if domain is not None and (not isinstance(domain, ArrayAttr) or len(domain.elements) != rank or not all(
+                isinstance(e, IntegerAttr) and e.value >= -1 for e in domain.elements)):
+            raise self.error(f"'domain' must list {rank} sizes (-1 for a dynamic one)")
         sizes: list[int | None] = [None] * rank
         for i, (v, m) in enumerate(zip(self.operands, self.maps)):
             t = v.type
@@ -173,9 +189,12 @@ class FusedOp(Operation):
                     sizes[d] = size
         for d in range(rank):
             r = self.result_dim_of(d)
+            declared = self.declared_domain[d] if self.declared_domain else -1
+            if declared >= 0 and sizes[d] is not None and sizes[d] != declared:
+                raise self.error(f"'domain' says dimension {d} is {declared}, but an operand has {sizes[d]}")
+            if self.reduction and d in self.axes and self.domain_source(d) is None and declared < 0:
+                raise self.error(f"reduced dimension {d} needs an operand dimension or a static 'domain' size")
             if r is None:
-                if self.domain_source(d) is None:
-                    raise self.error(f"reduced dimension {d} must be the dimension of some operand")
                 continue
             want = 1 if self.reduction and d in self.axes else sizes[d]
             got = result.shape[r]
@@ -217,10 +236,13 @@ class FusedOp(Operation):
                     raise Fault(f"operands have different shapes at run time: {_dims(a.shape)} "
                                 f"does not match domain size {shape[d]} in dimension {d}")
         result = self.results[0].type
+        declared = self.declared_domain
         for d in range(self.domain_rank):
+            if shape[d] is None and declared and declared[d] >= 0:
+                shape[d] = declared[d]
             if shape[d] is None:
                 r = self.result_dim_of(d)
-                size = None if r is None else result.shape[r]
+                size = None if r is None or (self.reduction and d in self.axes) else result.shape[r]
                 if size is None:
                     raise Fault(f"domain dimension {d} has no size at run time")
                 shape[d] = size
@@ -257,8 +279,10 @@ class FusedOp(Operation):
 
     @classmethod
     def build(cls, operands, maps, result_type: Type, body: Region, reduce: str | None = None,
-              axes=(), keepdims: bool = False) -> FusedOp:
+              axes=(), keepdims: bool = False, domain=None) -> FusedOp:
         attrs = {"maps": maps_attr(maps)}
+        if domain is not None:
+            attrs["domain"] = ArrayAttr(IntegerAttr(-1 if d is None else d, i64) for d in domain)
         if reduce:
             attrs["reduce"] = StringAttr(reduce)
             attrs["axes"] = ArrayAttr(IntegerAttr(a, i64) for a in axes)

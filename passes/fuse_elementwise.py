@@ -190,8 +190,18 @@ class FuseElementwise(Pass):
         body.append(YieldOp([value_map[root.results[0]]], []))
         attrs = {}
         if root.name in REDUCTION_KINDS:
-            attrs = dict(reduce=REDUCTION_KINDS[root.name], axes=[a.value for a in root.attributes["axes"].elements],
-                         keepdims="keepdims" in root.attributes)
+            axes = [a.value for a in root.attributes["axes"].elements]
+            attrs = dict(reduce=REDUCTION_KINDS[root.name], axes=axes, keepdims="keepdims" in root.attributes)
+            covered = {d for v, m in zip(operands, maps) if _is_tensor(v) for d in m}
+            uncovered = [a for a in axes if a not in covered]  # summing copies a fused broadcast made
+            if uncovered:
+                shape = root.operands[0].type.shape
+                if any(shape[a] is None for a in uncovered):
+                    # How many copies are summed is known only at run time: leave the group unfused.
+                    for op in list(body.ops_reversed()):
+                        op.erase()
+                    return
+                attrs["domain"] = shape
         fused = FusedOp.build(operands, maps, root.results[0].type, Region([body]), **attrs)
         fused.loc = root.loc
         root.parent.insert_before(fused, root)

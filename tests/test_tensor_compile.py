@@ -483,3 +483,24 @@ func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
         got = irc.compile(irc.parse(src), fast_math=fast, cache=False).f(x).astype(np.float64)
         ulps = np.abs(got - ref) / np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
         assert ulps.max() <= 2, (fast, ulps.max())
+
+
+def test_a_reduction_over_a_fused_broadcast_knows_how_many_copies_it_sums():
+    """Found by irc.testing.tensor_programs (program 101378): the broadcast dimension a
+    fused reduction sums over has no operand, so the fused op records its size."""
+    text = """
+func.func @f(%z: tensor<f64>) -> tensor<1xf64> {
+  %s = math.sin %z : tensor<f64>
+  %b = tensor.broadcast %s : tensor<f64> to tensor<8xf64>
+  %r = tensor.reduce_sum %b {axes = [0], keepdims} : tensor<8xf64> to tensor<1xf64>
+  func.return %r : tensor<1xf64>
+}"""
+    z = np.array(1.25)
+    expected = interpret(irc.parse(text), "f", z)
+    m = irc.parse(text)
+    irc.passes.run(m, "fuse-elementwise")
+    fused = next(op for op in m.walk() if op.name == "tensor.fused")
+    assert fused.declared_domain == (8,)
+    np.testing.assert_allclose(interpret(m, "f", z), expected)
+    np.testing.assert_allclose(irc.compile(irc.parse(text)).f(z), expected)
+    np.testing.assert_allclose(expected, [8 * np.sin(1.25)])

@@ -88,10 +88,13 @@ def lower_fused(ctx, op, inputs, output) -> None:
 
 def _domain_sizes(lb: LoopBuilder, op, inputs, output):
     sizes = []
+    declared = op.declared_domain
     for d in range(op.domain_rank):
         source = op.domain_source(d)
         if source is not None:
             sizes.append(lb.dim(inputs[source[0]], source[1]))
+        elif declared and declared[d] >= 0:
+            sizes.append(lb.index(declared[d]))
         else:
             sizes.append(lb.dim(output, op.result_dim_of(d)))
     return sizes

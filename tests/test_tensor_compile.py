@@ -504,3 +504,20 @@ func.func @f(%z: tensor<f64>) -> tensor<1xf64> {
     np.testing.assert_allclose(interpret(m, "f", z), expected)
     np.testing.assert_allclose(irc.compile(irc.parse(text)).f(z), expected)
     np.testing.assert_allclose(expected, [8 * np.sin(1.25)])
+
+
+def test_no_in_place_write_over_memory_the_op_also_reads_elsewhere():
+    """%r reads %t's memory at the element it writes and, through views (reshapes share their
+    operand's buffer) and a transpose, at others: the result must be %t + %t^T exactly."""
+    text = """
+func.func @f(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %t = math.tanh %x : tensor<4x4xf32>
+  %v = tensor.reshape %t : tensor<4x4xf32> to tensor<16xf32>
+  %w = tensor.reshape %v : tensor<16xf32> to tensor<4x4xf32>
+  %tt = tensor.transpose %w {perm = [1, 0]} : tensor<4x4xf32> to tensor<4x4xf32>
+  %r = arith.addf %t, %tt : tensor<4x4xf32>
+  func.return %r : tensor<4x4xf32>
+}"""
+    x = np.arange(16, dtype=np.float32).reshape(4, 4) / 16
+    expected = np.tanh(x) + np.tanh(x).T
+    np.testing.assert_allclose(irc.compile(irc.parse(text)).f(x), expected, rtol=1e-6)

@@ -186,11 +186,16 @@ class Bufferizer:
         if op.name != "tensor.fused" or op.reduction:
             return None
         t = op.results[0].type
+        identity = list(range(t.rank))
         for v, buf, m in zip(op.operands, inputs, op.maps):
-            if v.type is not t or list(m) != list(range(t.rank)):
+            if v.type is not t or list(m) != identity:
                 continue
             root = self.roots.get(buf)
-            if root is buf and root in self.owned and self.root_last.get(root, -1) <= position:
+            if root is not buf or root not in self.owned or self.root_last.get(root, -1) > position:
+                continue
+            # Every read of this memory in the op must be at the element being written.
+            if all(self.roots.get(b) is not root or (b is buf and list(mm) == identity)
+                   for b, mm in zip(inputs, op.maps)):
                 return buf
         return None
 

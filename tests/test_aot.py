@@ -131,3 +131,13 @@ def test_bad_emit_kind_is_an_error(program):
     proc = run_irc("compile", str(program), "--emit", "exe", "-o", "-", check=False)
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
+
+
+def test_emitting_a_tensor_function_says_how_to_lower_it(tmp_path):
+    prog = tmp_path / "t.ir"
+    prog.write_text("func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {\n"
+                    "  %e = math.exp %a : tensor<?xf32>\n  func.return %e : tensor<?xf32>\n}\n")
+    proc = run_irc("compile", str(prog), "--emit", "llvm", "-o", str(tmp_path / "t.ll"), check=False)
+    assert proc.returncode == 1
+    assert f"{prog}:1:1: error:" in proc.stderr and "specialize-shapes" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -67,7 +67,10 @@ def llvm_type(t: Type) -> ir.Type:
         raise TypeError("bf16 is not supported by the CPU backend yet")
     if isinstance(t, MemRefType):
         return memref_struct(t)
-    raise TypeError(f"type {t} cannot be translated to LLVM (tensors must be bufferized first)")
+    raise TypeError(f"type {t} cannot be translated to LLVM: tensor functions are compiled per argument "
+                    "shapes by irc.compile and 'irc run'; to compile one ahead of time, lower it first with "
+                    "irc opt -p 'specialize-shapes{func=NAME shapes=TYPE;...},fuse-elementwise,"
+                    "tensor-to-loops,plan-memory'")
 
 
 def memref_struct(t: MemRefType) -> ir.LiteralStructType:

@@ -119,6 +119,29 @@ def test_special_values_as_libm(fn, kind):
         assert same, f"{fn}({x!r}) = {have!r}, expected {want!r}"
 
 
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+def test_tanh_is_exactly_one_where_it_rounds_to_one(kind):
+    """No select sets tanh to +-1: (1 - w) / (1 + w) must itself be exactly +-1 wherever
+    tanh rounds to +-1 (every f32 from 8.5 to 9.6; f64 samples from 18 to 20), and stay
+    monotone on the way there."""
+    if kind == "f64" and not LONG_DOUBLE:
+        pytest.skip("long double is no wider than double here: no f64 reference")
+    if kind == "f32":
+        lo, hi = (int(np.array(v, np.float32).view(np.uint32)) for v in (8.5, 9.6))
+        xs = np.arange(lo, hi, dtype=np.uint32).view(np.float32)
+    else:
+        xs = np.linspace(18.0, 20.0, 1 << 14)
+    xs = np.concatenate([xs, -xs])
+    got = bench.approximate("tanh", kind, xs)
+    ref = bench.reference("tanh", kind, xs)
+    saturated = np.abs(bench.round_to_kind(ref, kind)) == 1
+    assert saturated.any() and (np.abs(got[saturated]) == 1).all()
+    assert (np.sign(got) == np.sign(xs)).all()
+    half = len(xs) // 2
+    assert (np.diff(got[:half]) >= 0).all()
+    assert bench.ulp_error(got, ref, kind).max() <= BOUNDS["tanh"]
+
+
 @pytest.mark.parametrize("kind", ["f16", "bf16"])
 def test_half_precision_through_f32_exhaustively(kind):
     """f16 and bf16 are computed with the f32 kernels and rounded once more: within 1 ulp

@@ -139,6 +139,7 @@ class ParseContext(Transformer):
         state.current = self.module_region.entry
         self.regions = [state]
         self.explicit_modules: list[ModuleOp] = []
+        self.op_loc = Location(source, 1, 1)
 
     # -- helpers ops use ------------------------------------------------------------
 
@@ -156,6 +157,9 @@ class ParseContext(Transformer):
 
     def value(self, tok, type: Type | None = None) -> Value:
         """Resolve a value token (``%a``, ``%r#1``), checking its type if given."""
+        if isinstance(tok, tuple):  # an argument item (``%m[%i]``, ``(%a)``...) where a value belongs
+            where = _first_token(tok)
+            raise self.error("expected a value ('%name') here", where if where is not None else self.op_loc)
         name = tok.value[1:]
         scopes = self.isolated[-1].scopes
         for scope in reversed(scopes):
@@ -295,6 +299,7 @@ class ParseContext(Transformer):
                 raise IRError(f"unregistered op '{name}' must be written in the generic form "
                               f"'\"{name}\"(...) : (...) -> (...)'", loc)
             raise IRError(f"unknown op '{name}'" + registry.suggestion(name), loc)
+        self.op_loc = loc  # where an item in the wrong place is reported when it has no token
         op = cls.parse_uniform(self, UniformSyntax(name, args or _NO_ARGS, attrs or {}, regions or [], sig, loc))
         op.loc = loc
         self.finish_op(defs, op)
@@ -804,3 +809,14 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
                            "with cf.phi", loc)
         return IRError(f"unexpected '{text}', expected {_describe_expected(e.expected)}", loc)
     return IRError(str(e).splitlines()[0], loc)
+
+
+def _first_token(item):
+    """The first lark token inside a parsed argument item (for the error's location)."""
+    if isinstance(item, (tuple, list)):
+        for part in item:
+            tok = _first_token(part)
+            if tok is not None:
+                return tok
+        return None
+    return item if hasattr(item, "line") else None

@@ -182,3 +182,14 @@ def test_split_input_file_reports_every_chunk_with_file_lines(tmp_path, capsys, 
     assert heads == ["many.ir:2:23: error: use of undefined value '%z'",
                      "many.ir:11:9: error: reference to an undefined block '^nowhere'"]
     assert out == ok
+
+
+@pytest.mark.parametrize("operand, column", [("()", 3), ("%b[%b]", 15), ("^bb1", 15)])
+def test_an_argument_item_where_a_value_belongs_is_a_diagnostic(operand, column):
+    """Found by the parser fuzzer (mutants 2061199 and others of seed 2000000): memref.copy
+    read its operands as value tokens without checking, and crashed on '%b[%b]' or '()'."""
+    text = f"func.func @f(%b: memref<4xf32>) {{\n  memref.copy {operand}, %b : memref<4xf32> to memref<4xf32>\n}}\n"
+    with pytest.raises(IRError) as info:
+        irc.parse(text)
+    assert (info.value.location.line, info.value.location.column) == (2, column)
+    assert "expected a value" in info.value.message

@@ -15,7 +15,11 @@ from hypothesis import given, settings
 
 import irc
 from irc.testing import Features, outcome, random_arguments, random_program
-from irc.testing.differential import agrees_within_math_tolerance, perturbed_outcomes, uses_inexact_math
+from irc.testing.differential import (
+    agrees_within_math_tolerance,
+    perturbed_outcomes,
+    uses_inexact_math,
+)
 from irc.testing.strategies import cases, features, programs
 
 FAST = settings(max_examples=40, deadline=None)

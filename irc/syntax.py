@@ -99,7 +99,11 @@ def dense_attr(value, type: ShapedType, loc: Location) -> DenseAttr:
     elif not (isinstance(elem, IndexType) or elem.width == 1):
         # Two's complement wrap for the storage dtype.
         data = _wrap_nested(data, elem.width)
-    return DenseAttr(data, type)
+    try:
+        return DenseAttr(data, type)
+    except TypeError:  # an element type numpy has no dtype for (i23...)
+        raise IRError(f"dense literals of {elem} are not supported (integers must be i1, i8, i16, i32, "
+                      "i64 or index)", loc) from None
 
 
 def _nested_shape(data) -> tuple:

@@ -193,3 +193,12 @@ def test_an_argument_item_where_a_value_belongs_is_a_diagnostic(operand, column)
         irc.parse(text)
     assert (info.value.location.line, info.value.location.column) == (2, column)
     assert "expected a value" in info.value.message
+
+
+def test_dense_literal_of_an_odd_integer_width_is_a_diagnostic():
+    """Found by the parser fuzzer (mutant 3307482): numpy has no dtype for i23."""
+    text = "func.func @f() -> tensor<2xi23> {\n  %c = arith.constant dense<1> : tensor<2xi23>\n" \
+           "  func.return %c : tensor<2xi23>\n}\n"
+    with pytest.raises(IRError) as info:
+        irc.parse(text)
+    assert info.value.location.line == 2 and "i23" in info.value.message

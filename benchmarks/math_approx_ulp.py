@@ -92,7 +92,7 @@ def approximate(fn: str, kind: str, xs: np.ndarray) -> np.ndarray:
     key = (fn, kind)
     if key not in _MODULES:
         module = irc.parse(tensor_program(fn, kind, CHUNK))
-        irc.passes.run(module, "math-approx")
+        irc.passes.run(module, "math-approx{only=all}")
         _MODULES[key] = module
     out = np.empty_like(xs)
     for start in range(0, len(xs), CHUNK):
@@ -308,7 +308,7 @@ def far_sin_cos(kind: str, n: int = 1 << 14) -> list[tuple[str, float]]:
 def compiled_loop(fn: str, kind: str, approx: bool):
     module = irc.parse(loop_program(fn, kind))
     if approx:
-        irc.passes.run(module, "math-approx")
+        irc.passes.run(module, "math-approx{only=all}")
     return irc.compile(module, cache=False).f
 
 

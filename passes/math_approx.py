@@ -40,7 +40,10 @@ The kernels assume IEEE arithmetic: compiled with ``fast_math=True``, LLVM may f
 ``(x + 1.5*2^23) - 1.5*2^23`` to ``x`` and break the range reductions.
 
 Option ``only``: the functions to rewrite, separated by ``+`` (the pipeline syntax
-splits options on commas), e.g. ``math-approx{only=exp+tanh}``; empty means all.
+splits options on commas), e.g. ``math-approx{only=exp+tanh}``, or ``all``; empty
+means all but sin and cos, which a default pipeline must not turn into NaN for a
+huge argument (the fuzz harness found 1e300 in f64 programs): ask for them with
+``only=all`` or ``only=sin+cos`` where arguments are known to be moderate.
 """
 
 from __future__ import annotations
@@ -52,6 +55,10 @@ from irc.rewriter import Builder
 from irc.types import FloatType, TensorType
 
 from .math_approx_kernels import KERNELS, Emitter, V, apply
+
+DEFAULT = [name for name in KERNELS if name not in ("sin", "cos")]
+"""What the pass rewrites unless told otherwise: sin and cos only when asked for, because
+past 2^50 (2^30 for full accuracy) they lose the argument, where libm does not."""
 
 
 def approximable(t) -> bool:
@@ -66,14 +73,16 @@ class MathApprox(Pass):
     """Replace exp, log, tanh, erf, sin, cos, ... by branch-free arith approximations that vectorise."""
 
     name = "math-approx"
-    only: str = ""  # functions to rewrite, '+'-separated (e.g. exp+tanh); empty: all of them
+    only: str = ""  # functions to rewrite, '+'-separated (e.g. exp+tanh); empty: all but sin, cos; 'all'
 
     def __post_init__(self) -> None:
         self.selected()  # an unknown name is a usage error when the pipeline is parsed
 
     def selected(self) -> dict:
-        """op name -> kernel, for the functions ``only`` names (all of them if empty)."""
-        names = [n.strip() for n in self.only.split("+") if n.strip()] or list(KERNELS)
+        """op name -> kernel, for the functions ``only`` names (DEFAULT if empty, every one for 'all')."""
+        names = [n.strip() for n in self.only.split("+") if n.strip()] or list(DEFAULT)
+        if names == ["all"]:
+            names = list(KERNELS)
         unknown = [n for n in names if n not in KERNELS]
         if unknown:
             raise PipelineError(f"math-approx: unknown function '{unknown[0]}' in only= "

@@ -164,8 +164,17 @@ class PowFOp(BinaryOp):
     @staticmethod
     def compute(a, b, t):
         if t.kind in ("bf16", "f16"):
-            return round_to(np.power(np.float32(a), np.float32(b)), t)
-        return round_to(np.power(a, b), t)
+            return round_to(_c_pow(np.float32(a), np.float32(b)), t)
+        return round_to(_c_pow(a, b), t)
+
+
+def _c_pow(a, b):
+    """C's pow with numpy: numpy computes ``x ** 0.5`` as ``sqrt(x)``, which differs from pow for
+    x = -0.0 and -inf (sqrt gives -0.0 and NaN, pow +0.0 and +inf: |x| for both).  Found by the
+    fuzz harness (program 213969: the JIT at -O0 called libm, -O3 folded with numpy)."""
+    r = np.power(a, b)
+    shortcut = (b == 0.5) & ((a == 0) | np.isneginf(a))
+    return np.where(shortcut, np.abs(a), r)[()] if np.any(shortcut) else r
 
 
 # (mantissa bits including the implicit one, lowest normal exponent, highest exponent) per float kind.

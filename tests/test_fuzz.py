@@ -8,6 +8,9 @@ must agree now.
 
 from __future__ import annotations
 
+import gc
+import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -131,3 +134,104 @@ def test_maxnumf_and_minnumf_order_signed_zeros():
     for a, b in ((-0.0, 0.0), (0.0, -0.0)):
         big, small = irc.interpret(module, "f", a, b)
         assert str(big) == "0.0" and str(small) == "-0.0"
+
+
+# -- limits: one runaway configuration must not stop a campaign ----------------------------------
+
+MISBEHAVING = ("fuzz_misbehaving_passes",)  # tests/fuzz_misbehaving_passes.py, imported by the workers only
+
+
+def test_a_pass_stuck_in_native_code_is_a_timeout_and_the_campaign_goes_on(tmp_path):
+    configs = ["pass:test-hang-native", "pass:cse"]
+    start = time.monotonic()
+    summary = fuzz.run_campaign(2, 0, jobs=1, out=str(tmp_path), configs=configs, imports=MISBEHAVING,
+                                config_timeout=1, grace=1)
+    assert time.monotonic() - start < 60
+    assert summary["programs"] == 2 and summary["timeouts"] == 2, summary
+    assert not summary["crashes"] and not summary["disagreements"]
+    assert {config for _, config, _, _ in summary["findings"]} == {"pass:test-hang-native"}
+    # Each program went on, in a fresh worker, with the configuration after the one that hung.
+    alone = fuzz.run_campaign(2, 0, jobs=0, configs=["pass:cse"])
+    assert summary["runs"] == 2 * alone["runs"]
+    text = (tmp_path / "0-pass-test-hang-native.ir").read_text()
+    assert "// kind: timeout" in text and "// cases: [[" in text
+
+
+def test_a_pass_looping_in_python_is_a_timeout(monkeypatch):
+    class Loop(Pass):
+        def run(self, module, stats):
+            while True:
+                pass
+
+    monkeypatch.setattr(Loop, "name", "test-loop", raising=False)
+    monkeypatch.setitem(PASSES, "test-loop", Loop)
+    report = fuzz.fuzz_program(0, 12, configs=["pass:test-loop", "pass:dce"], config_timeout=0.5)
+    assert [(f.config, f.kind) for f in report.findings] == [("pass:test-loop", "timeout")]
+    assert report.runs == 2 * (fuzz.TRIALS - report.skipped)  # dce ran after it
+
+
+def test_an_allocation_past_the_memory_limit_is_a_memory_finding():
+    summary = fuzz.run_campaign(1, 0, jobs=1, configs=["pass:test-allocate", "pass:dce"], imports=MISBEHAVING,
+                                memory_limit=2000)
+    assert summary["memory"] == 1 and not summary["crashes"], summary
+    assert summary["findings"][0][1:3] == ("pass:test-allocate", "memory")
+
+
+def test_a_pass_that_changes_nothing_is_not_interpreted_again(monkeypatch):
+    module = irc.parse(random_program(3, 12))
+    cases = fuzz.oracle_cases(module, [random_arguments(3, t) for t in range(3)])
+    memo = {fuzz.program_key(module): [c.expected for c in cases]}
+    calls = []
+    original = fuzz.interpreter_outcome
+    monkeypatch.setattr(fuzz, "interpreter_outcome", lambda *a, **k: calls.append(1) or original(*a, **k))
+    for config in ("pass:fuse-elementwise", "pass:specialize-shapes"):  # no tensors: nothing changes
+        assert fuzz.check(module, config, cases, memo=memo) is None
+    assert not calls
+    assert fuzz.check(module, "preset:O2", cases, memo=memo) is None
+    assert len(calls) == len(cases)
+    assert fuzz.check(module, "preset:O2", cases, memo=memo) is None  # the same program again
+    assert len(calls) == len(cases)
+
+
+def test_the_memo_tells_apart_programs_that_print_alike():
+    """Faults compare by source location, so the key includes every op's location."""
+    text = "func.func @main(%a: i64) -> i64 {\n  %c = arith.constant 0 : i64\n  %q = arith.divsi %a, %c : i64\n" \
+           "  func.return %q : i64\n}\n"
+    one, two = irc.parse(text), irc.parse("\n" + text)
+    assert one.print() == two.print()
+    assert fuzz.program_key(one) != fuzz.program_key(two)
+
+
+def test_jit_libraries_are_freed_with_their_executable():
+    """A fuzz worker compiles thousands of programs: dropping an Executable must free its machine code
+    (LLVM keeps about 10 KB per library ever linked all the same; workers are recycled for that)."""
+    module = irc.parse(random_program(5, 12))
+    refs = []
+    for level in (0, 3):
+        exe = irc.compile(module, opt_level=level, cache=False)
+        exe["main"](*random_arguments(5, 0))
+        refs.append(weakref.ref(exe._library))
+        del exe
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+def test_powf_of_one_half_is_c_pow_not_sqrt():
+    """Regression (powf-negative-infinity-one-half-O0.ir): numpy computes x ** 0.5 as sqrt(x), but
+    pow(-inf, 0.5) is +inf and pow(-0.0, 0.5) is +0.0 in C, which the JIT calls; folds agree too."""
+    from irc.testing.differential import run_both
+
+    bits = {("f32", "-inf"): "0xFF800000", ("f64", "-inf"): "0xFFF0000000000000"}
+    for t in ("f32", "f64"):
+        module = irc.parse(f"func.func @f(%x: {t}) -> {t} {{\n  %h = arith.constant 0.5 : {t}\n"
+                           f"  %r = math.powf %x, %h : {t}\n  func.return %r : {t}\n}}\n")
+        for x, expected in ((float("-inf"), "inf"), (-0.0, "0.0"), (4.0, "2.0")):
+            assert str(float(irc.interpret(module, "f", x))) == expected
+            run_both(module, "f", [x])  # the JIT (libm) at -O0 and -O3 agrees bit for bit
+            literal = bits.get((t, str(x)), str(x))
+            constant = irc.parse(f"func.func @g() -> {t} {{\n  %x = arith.constant {literal} : {t}\n"
+                                 f"  %h = arith.constant 0.5 : {t}\n  %r = math.powf %x, %h : {t}\n"
+                                 f"  func.return %r : {t}\n}}\n")
+            irc.passes.run(constant, "canonicalize")
+            assert "math.powf" not in str(constant)
+            assert str(float(irc.interpret(constant, "g"))) == expected

@@ -270,14 +270,9 @@ def cold_compile(path: Path, cache_dir: str, **options):
 
 
 def machine() -> dict:
-    model = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from machine_info import cpu_model
+
+    model = cpu_model()
     import llvmlite
     import llvmlite.binding as llvm
     from irc.runtime.cpu import engine

@@ -1056,14 +1056,9 @@ def measure_memory(sizes: tuple, names: list[str]) -> dict[str, dict]:
 
 
 def machine() -> dict:
-    model = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from machine_info import cpu_model
+
+    model = cpu_model()
     import llvmlite
     import llvmlite.binding as llvm
     from irc.runtime.cpu import engine

@@ -18,14 +18,16 @@ chain), and it never computes a value twice.
 
 from __future__ import annotations
 
+from irc.dialects.fused import REDUCTIONS
+
 from irc.attributes import DenseAttr, FloatAttr, IntegerAttr
 from irc.block import Block, Region
 from irc.operation import Elementwise
 from irc.passmanager import Pass
 from irc.types import FloatType, TensorType
 
-REDUCTION_KINDS = {"tensor.reduce_sum": "sum", "tensor.reduce_prod": "prod", "tensor.reduce_max": "max",
-                   "tensor.reduce_min": "min", "tensor.reduce_mean": "mean"}
+REDUCTION_KINDS = {op.name: kind for kind, op in REDUCTIONS.items()}
+"""tensor.reduce_* op name -> the ``reduce`` kind of the fused op that takes it over."""
 
 
 def _is_tensor(v) -> bool:
@@ -93,9 +95,9 @@ class FuseElementwise(Pass):
                 for block in region.blocks:
                     position = {op: i for i, op in enumerate(block.ops)}
                     for group in self._groups(block):
-                        self._build(group, position.__getitem__)
-                        stats.add("groups")
-                        stats.add("ops-fused", len(group.ops))
+                        if self._build(group, position.__getitem__):
+                            stats.add("groups")
+                            stats.add("ops-fused", len(group.ops))
 
     # -- grouping --------------------------------------------------------------------------------
 
@@ -142,7 +144,8 @@ class FuseElementwise(Pass):
 
     # -- building the fused op -----------------------------------------------------------------
 
-    def _build(self, group: Group, order) -> None:
+    def _build(self, group: Group, order) -> bool:
+        """Replace the group by one tensor.fused op; False if it has to stay as it is."""
         from irc.dialects.fused import FusedOp, YieldOp
 
         members = set(group.ops)
@@ -200,7 +203,7 @@ class FuseElementwise(Pass):
                     # How many copies are summed is known only at run time: leave the group unfused.
                     for op in list(body.ops_reversed()):
                         op.erase()
-                    return
+                    return False
                 attrs["domain"] = shape
         fused = FusedOp.build(operands, maps, root.results[0].type, Region([body]), **attrs)
         fused.loc = root.loc
@@ -211,6 +214,7 @@ class FuseElementwise(Pass):
         for producer in splats:  # a splat read only through fused bodies is dead now
             if producer.parent is not None and all(r.first_use is None for r in producer.results):
                 producer.erase()
+        return True
 
 
 def _defining(v):

@@ -8,6 +8,12 @@ memref<?xi64>``, ``%d = memref.dim %m, %c0 : memref<?xi64>``,
 
 Buffers are row-major and contiguous.  An access out of bounds, or to a freed
 buffer, is an error that the interpreter reports at the op.
+
+Sizes are checked where a buffer comes to be (alloc, alloca, view): a negative
+size, or a byte size above ``MAX_BUFFER_BYTES`` (2^63 - 1, what an ``index``
+holds), is a fault at the op, never a wrapped size.  The messages below are
+shared with compiled code (runtime/cpu/translate.py), so both engines report
+the same fault with the same words at the same op.
 """
 
 from __future__ import annotations
@@ -17,7 +23,43 @@ import numpy as np
 from irc.diagnostics import IRError
 from irc.operation import Operation
 from irc.semantics import Buffer, float_dtype
-from irc.types import FloatType, IndexType, MemRefType, index, numpy_dtype
+from irc.types import MAX_BUFFER_BYTES, FloatType, IndexType, MemRefType, index, numpy_dtype
+
+# Fault messages, worded once for the interpreter and compiled code alike.
+NEGATIVE_SIZE = "negative buffer size"
+FREED_ACCESS = "access to a freed buffer"
+FREED_VIEW = "view of a freed buffer"
+FREED_TWICE = "buffer freed twice"
+NOT_ALLOCATED = "memref.dealloc of a buffer that memref.alloc did not allocate (an alloca, a view or an argument)"
+
+
+def too_big(t: MemRefType) -> str:
+    return f"array is too big: {t} of these sizes needs more than 2^63 - 1 bytes"
+
+
+def out_of_memory(op_name: str) -> str:
+    return f"out of memory in {op_name}"
+
+
+def view_does_not_fit(t: MemRefType) -> str:
+    return f"memref.view of {t} does not fit in its source"
+
+
+def view_misaligned(t: MemRefType) -> str:
+    return f"memref.view of {t}: the byte offset is not a multiple of the element size ({item_bytes(t)})"
+
+
+def item_bytes(t: MemRefType) -> int:
+    """Bytes per element in a buffer of type ``t`` (as stored: the interpreter keeps bf16 in a float32)."""
+    return np.dtype(storage_dtype(t)).itemsize
+
+
+def byte_size(shape, t: MemRefType) -> int:
+    """The exact byte size of a buffer of type ``t`` and ``shape`` (Python ints: no wrapping)."""
+    n = item_bytes(t)
+    for d in shape:
+        n *= d
+    return n
 
 
 def _memref_type(syn) -> MemRefType:
@@ -57,12 +99,14 @@ class AllocOp(Operation):
         sizes = iter(args)
         shape = tuple(next(sizes) if d is None else d for d in t.shape)
         if any(s < 0 for s in shape):
-            raise interp.fault(self, f"negative buffer size {list(shape)}")
+            raise interp.fault(self, NEGATIVE_SIZE)
+        if byte_size(shape, t) > MAX_BUFFER_BYTES:
+            raise interp.fault(self, too_big(t))
         try:
             array = np.zeros(shape, dtype=storage_dtype(t))
-        except (MemoryError, ValueError) as e:
-            raise interp.fault(self, f"cannot allocate a buffer of shape {list(shape)}: {e}") from None
-        return [Buffer(array, t)]
+        except (MemoryError, ValueError):
+            raise interp.fault(self, out_of_memory(self.name)) from None
+        return [Buffer(array, t, heap=self.name == "memref.alloc")]
 
     @classmethod
     def parse_uniform(cls, ctx, syn):
@@ -85,11 +129,17 @@ class AllocaOp(AllocOp):
 
     name = "memref.alloca"
     summary = "Allocate a buffer in the function's stack frame; freed on return."
+    # Compiled code checks it against the thread's stack budget ("stack exhausted"), a resource
+    # limit the interpreter does not have (docs/cpu-backend.md).
     example = "%r = memref.alloca() : memref<4xf32>"
 
 
 class DeallocOp(Operation):
-    """``memref.dealloc %m : memref<...>``: one memref operand; freeing twice is an error."""
+    """``memref.dealloc %m : memref<...>``: one memref operand.
+
+    Only a buffer made by ``memref.alloc`` may be freed, once: freeing an alloca, a
+    view or an argument, or freeing twice, is an error at the op (checked in that
+    order, here and in compiled code)."""
 
     name = "memref.dealloc"
     summary = "Free a buffer made by memref.alloc."
@@ -101,8 +151,10 @@ class DeallocOp(Operation):
 
     def interpret(self, interp, args):
         buf = args[0]
+        if not buf.heap:
+            raise interp.fault(self, NOT_ALLOCATED)
         if buf.freed:
-            raise interp.fault(self, "buffer freed twice")
+            raise interp.fault(self, FREED_TWICE)
         buf.freed = True
         return []
 
@@ -130,7 +182,7 @@ def _check_indices(op, memref_value, indices) -> None:
 
 def _element_index(interp, op, buf: Buffer, idx):
     if buf.freed:
-        raise interp.fault(op, "access to a freed buffer")
+        raise interp.fault(op, FREED_ACCESS)
     shape = buf.array.shape
     for i, n in zip(idx, shape):
         if not 0 <= i < n:
@@ -278,7 +330,7 @@ class CopyOp(Operation):
     def interpret(self, interp, args):
         src, dst = args
         if src.freed or dst.freed:
-            raise interp.fault(self, "access to a freed buffer")
+            raise interp.fault(self, FREED_ACCESS)
         if src.array.shape != dst.array.shape:
             raise interp.fault(self, f"shapes differ: {list(src.array.shape)} and {list(dst.array.shape)}")
         dst.array[...] = src.array
@@ -303,8 +355,11 @@ class ViewOp(Operation):
     bytes in; one index operand per ``?`` of the result.  It is how memory planning
     carves every intermediate buffer out of one arena, and how a contiguous buffer
     is seen with another shape (a flat view of a matrix).  The view must lie inside
-    the source, and its offset must be a multiple of its element size; it shares
-    the source's lifetime (freeing the source frees the view).
+    the source, and its offset must be a multiple of its element size (a fault
+    otherwise, checked in that order here and in compiled code: an element at a
+    misaligned address is undefined behaviour in LLVM, as MLIR lowers loads); it
+    shares the source's lifetime (freeing the source frees the view), and it is
+    not itself freed by ``memref.dealloc``.
     """
 
     name = "memref.view"
@@ -331,17 +386,16 @@ class ViewOp(Operation):
         src, offset = args[:2]
         t = self.results[0].type
         if src.freed:
-            raise interp.fault(self, "view of a freed buffer")
+            raise interp.fault(self, FREED_VIEW)
         sizes = iter(args[2:])
         shape = tuple(next(sizes) if d is None else d for d in t.shape)
         dtype = np.dtype(storage_dtype(t))
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         raw = src.array.reshape(-1).view(np.uint8)
+        nbytes = byte_size(shape, t)
         if any(s < 0 for s in shape) or offset < 0 or offset + nbytes > raw.size:
-            raise interp.fault(self, f"a view of {nbytes} bytes at offset {offset} does not fit in "
-                                     f"a buffer of {raw.size} bytes")
-        if offset % dtype.itemsize:
-            raise interp.fault(self, f"offset {offset} is not a multiple of the element size {dtype.itemsize}")
+            raise interp.fault(self, view_does_not_fit(t))
+        if offset % item_bytes(t):
+            raise interp.fault(self, view_misaligned(t))
         array = raw[offset:offset + nbytes].view(dtype).reshape(shape)
         return [Buffer(array, t, base=src.base or src)]
 

@@ -137,16 +137,19 @@ class Buffer:
     """A memref's storage at run time: a numpy array and whether it was freed.
 
     A view (``memref.view``) shares its base buffer's array memory and its freed
-    flag: freeing the base frees every view of it.
+    flag: freeing the base frees every view of it.  ``heap`` is true only for a
+    buffer that ``memref.alloc`` made, the only kind ``memref.dealloc`` may free
+    (not an alloca, a view or an argument), as in compiled code.
     """
 
-    __slots__ = ("array", "_freed", "type", "base")
+    __slots__ = ("array", "_freed", "type", "base", "heap")
 
-    def __init__(self, array: np.ndarray, type: Type, base: Buffer | None = None):
+    def __init__(self, array: np.ndarray, type: Type, base: Buffer | None = None, heap: bool = False):
         self.array = array
         self._freed = False
         self.type = type
         self.base = base
+        self.heap = heap
 
     @property
     def freed(self) -> bool:

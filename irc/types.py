@@ -213,12 +213,34 @@ class FunctionType(Type):
         return obj
 
 
+MAX_BUFFER_BYTES = (1 << 63) - 1
+"""The largest byte size of a tensor or buffer: it must fit in an ``index`` (int64), as in C
+(PTRDIFF_MAX) and numpy.  Types whose static sizes exceed it are rejected; at run time the
+interpreter and compiled code fault with one message ("array is too big") at the op that
+asks for more (see dialects/memref.py)."""
+
+
+def element_bytes(element: Type) -> int:
+    """Bytes one element occupies in a buffer (``i1`` takes a byte, ``index`` eight)."""
+    width = 64 if isinstance(element, IndexType) else element.width
+    return max(1, (width + 7) // 8)
+
+
 def _check_shape(shape, element) -> None:
     if not isinstance(element, (IntegerType, IndexType, FloatType)):
         raise ValueError(f"element type must be an integer, index or float type, got {element}")
     for d in shape:
         if d is not None and d < 0:
             raise ValueError(f"dimension sizes must be non-negative, got {d}")
+    # A '?' holds at least 1 in any non-empty value, so the static sizes alone must fit.
+    nbytes = element_bytes(element)
+    for d in shape:
+        if d is not None:
+            nbytes *= d
+    if nbytes > MAX_BUFFER_BYTES:
+        dims = "x".join("?" if d is None else str(d) for d in shape)
+        raise ValueError(f"a {dims} shape of {element} needs {nbytes} bytes, more than the largest "
+                         f"possible size (2^63 - 1 bytes)")
 
 
 i1 = IntegerType(1)

@@ -25,7 +25,7 @@ from irc.diagnostics import IRError, Location, SourceFile
 from . import cache as _cache
 from . import tensor_function
 from .cpu import blas as blas_runtime
-from .cpu import callconv, engine, fastcall
+from .cpu import callconv, engine, fastcall, stack
 from .cpu.translate import Options, translate
 
 CPU_STAGES = [
@@ -141,7 +141,9 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     names = [f.sym_name for f in funcs]
     symbols = names + [fastcall.fast_name(f.sym_name) for f in funcs if fastcall.has_fast_entry(f.function_type)]
     cpu, features = engine.host_cpu()
-    key = _cache.key(lowered.print(), _source_identity(module), asdict(options), cpu, features)
+    budget = stack.stack_budget()
+    key = _cache.key(lowered.print(), _source_identity(module), {**asdict(options), "stack_budget": budget},
+                     cpu, features)
     hit = _memory_cache.get(key) if cache else None
     if hit is not None:
         _memory_cache.move_to_end(key)
@@ -160,7 +162,7 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     elif hit is not None:
         timings["cache"] = "memory"
     if hit is None:
-        hit = _build(lowered, names, options, timings, key if cache else None, cache_dir, module)
+        hit = _build(lowered, names, options, budget, timings, key if cache else None, cache_dir, module)
     library, addresses, faults, llvm_ir = hit
     if cache:
         _memory_cache[key] = hit
@@ -192,9 +194,9 @@ def _compile_with_tensor_functions(module, tensor_funcs, tensor_options, options
     return exe
 
 
-def _build(lowered, names, options: CompileOptions, timings, key, cache_dir, module):
+def _build(lowered, names, options: CompileOptions, stack_budget: int, timings, key, cache_dir, module):
     t = time.perf_counter()
-    tr = translate(lowered, Options(options.checks, options.bounds_checks, options.fast_math))
+    tr = translate(lowered, Options(options.checks, options.bounds_checks, options.fast_math, stack_budget))
     names = names + fastcall.add_fast_entries(tr.module, tr.signatures)
     text = str(tr.module)
     timings["translate"] = time.perf_counter() - t

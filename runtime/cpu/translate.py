@@ -21,12 +21,35 @@ of objects written by ``irc compile --emit obj``)::
 
 Semantics are exactly the interpreter's: integers wrap, floats are IEEE at the
 type's precision, and fast-math flags are used only when asked for.
+
+Inside a module (not part of the C ABI), each public ``@f`` calls an internal
+``@f.body`` that takes, after the C parameters, the call depth (``i32``) and a
+pointer to the public call's *context* (``CONTEXT``): the stack limit and the
+allocation records of this call.  In a body, a memref is the descriptor
+``memref_struct``: data pointer, sizes, then its allocation record (null for an
+alloca, an argument or a view) and that record's generation (with ``VIEW_BIT``
+set for a view of an allocation).  This is what keeps compiled code memory-safe
+where the interpreter reports a fault (see docs/cpu-backend.md):
+
+* sizes: every byte size an op computes (alloc, alloca, view) is checked for a
+  negative size and for overflow past ``MAX_BUFFER_BYTES`` with the interpreter's
+  message; heap buffers come from ``calloc`` (NULL: "out of memory");
+* the stack: the public entry sets the limit ``stack_budget`` bytes below its
+  stack pointer; a body that calls or allocas checks the stack pointer against it
+  on entry (``STACK_EXHAUSTED`` is then returned to the caller, which reports it
+  at the call), and a dynamic alloca checks its size against what is left;
+* ``memref.dealloc``: ``memref.alloc`` takes an allocation record (``RECORD``);
+  ``dealloc`` frees only a live record's data, once, and bumps its generation so
+  that a stale descriptor is detected (with ``bounds_checks``, at every access);
+  records are reused within a call and released, with any data still live, when
+  the public entry returns (a memref cannot outlive its public call).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from irc.dialects import memref as memref_dialect
 from llvmlite import ir
 
 from irc.diagnostics import IRError, Location
@@ -37,12 +60,27 @@ from irc.types import FloatType, IndexType, IntegerType, MemRefType, Type
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType(I8)
 
+CONTEXT = ir.LiteralStructType([I64, PTR, PTR])
+"""One public call's state: the lowest stack address bodies may reach, every allocation
+record taken (a list through RECORD's first field), and the records free for reuse."""
+RECORD = ir.LiteralStructType([PTR, PTR, PTR, I64])
+"""A ``memref.alloc``: next record of the call, next free record, the data (null once freed),
+and the generation (bumped by each dealloc, so that a stale descriptor no longer matches)."""
+VIEW_BIT = 1 << 63
+"""Set in a view's generation: a view shares its source's record but may not be deallocated."""
+STACK_EXHAUSTED = 0xFFFFFFFF
+"""The status a body returns when its frame would pass the stack limit; its caller reports it."""
+DEFAULT_STACK_BUDGET = 512 * 1024
+"""Stack a public call may use below its entry in objects (``irc compile --emit obj``), whose
+caller's thread is unknown; the JIT derives it from the real stacks (cpu/stack.py)."""
+
 
 @dataclass
 class Options:
     checks: bool = True          # trap integer UB and failed asserts with an error status
-    bounds_checks: bool = False  # check every memref access against its sizes
+    bounds_checks: bool = False  # check every memref access against its sizes (and its liveness)
     fast_math: bool = False      # allow LLVM to reassociate floats ('fast' flags)
+    stack_budget: int = DEFAULT_STACK_BUDGET  # bytes of stack a public call may use
 
 
 @dataclass
@@ -74,8 +112,10 @@ def llvm_type(t: Type) -> ir.Type:
 
 
 def memref_struct(t: MemRefType) -> ir.LiteralStructType:
-    """A memref value: {element pointer, [rank x i64] sizes}, row-major and contiguous."""
-    return ir.LiteralStructType([ir.PointerType(llvm_type(t.element_type)), ir.ArrayType(I64, max(t.rank, 1))])
+    """A memref value: {element pointer, [rank x i64] sizes, allocation record, generation},
+    row-major and contiguous (see the module docstring)."""
+    return ir.LiteralStructType([ir.PointerType(llvm_type(t.element_type)), ir.ArrayType(I64, max(t.rank, 1)),
+                                 PTR, I64])
 
 
 def param_types(t: Type) -> list[ir.Type]:
@@ -89,12 +129,28 @@ def param_types(t: Type) -> list[ir.Type]:
 
 def function_type(ft) -> ir.FunctionType:
     params = [p for t in ft.inputs for p in param_types(t)]
+    return ir.FunctionType(I32, params + _result_pointers(ft))
+
+
+def _result_pointers(ft) -> list[ir.Type]:
+    params = []
     for t in ft.results:
         if isinstance(t, MemRefType):
             raise TypeError("functions returning memrefs are not supported by the CPU backend yet; "
                             "pass the output buffer as an argument")
         params.append(ir.PointerType(I8 if isinstance(t, IntegerType) and t.width == 1 else llvm_type(t)))
-    return ir.FunctionType(I32, params)
+    return params
+
+
+def body_param_types(t: Type) -> list[ir.Type]:
+    """The parameters one irc parameter expands to in a body: a memref also passes its record and generation."""
+    return param_types(t) + ([PTR, I64] if isinstance(t, MemRefType) else [])
+
+
+def body_function_type(ft) -> ir.FunctionType:
+    """``@f.body``: the body parameters, the result pointers, the call depth and the context."""
+    params = [p for t in ft.inputs for p in body_param_types(t)]
+    return ir.FunctionType(I32, params + _result_pointers(ft) + [I32, ir.PointerType(CONTEXT)])
 
 
 _MATH_INTRINSICS = {
@@ -132,16 +188,87 @@ def translate(module, options: Options | None = None) -> Translation:
         funcs[op.sym_name] = fn
         tr.signatures[op.sym_name] = op.function_type
         if not op.is_declaration:
-            # The body takes a hidden call depth; the public entry starts it at 0.
-            body = ir.Function(mod, ir.FunctionType(I32, [*fnty.args, I32]), name=f"{op.sym_name}.body")
+            # The body takes a hidden call depth and context; the public entry starts them.
+            body = ir.Function(mod, body_function_type(op.function_type), name=f"{op.sym_name}.body")
             body.linkage = "internal"
             bodies[op.sym_name] = body
-            b = ir.IRBuilder(fn.append_basic_block("entry"))
-            b.ret(b.call(body, [*fn.args, ir.Constant(I32, 0)]))
+            _public_entry(tr, fn, body, op, options)
     for op in module.body.ops:
         if not op.is_declaration:
             FunctionTranslator(tr, funcs, op, options, bodies).run()
     return tr
+
+
+def _public_entry(tr: Translation, fn, body, func, options: Options) -> None:
+    """``@f``: set up the call's context, run the body, release the call's allocations."""
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ctx = b.alloca(CONTEXT)
+    sp = b.ptrtoint(b.call(_stacksave(tr.module), []), I64)
+    budget = ir.Constant(I64, options.stack_budget)
+    # The limit saturates at 0 (never wraps) on a stack smaller than the budget.
+    limit = b.select(b.icmp_unsigned("<", sp, budget), ir.Constant(I64, 0), b.sub(sp, budget))
+    b.store(limit, b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, 0)]))
+    records = b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, 1)])
+    b.store(ir.Constant(PTR, None), records)
+    b.store(ir.Constant(PTR, None), b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, 2)]))
+    args = iter(fn.args)
+    call_args = []
+    for t in func.function_type.inputs:
+        call_args.extend(next(args) for _ in param_types(t))
+        if isinstance(t, MemRefType):  # an argument is no allocation of ours
+            call_args.extend([ir.Constant(PTR, None), ir.Constant(I64, 0)])
+    call_args.extend(args)  # the result pointers
+    status = b.call(body, [*call_args, ir.Constant(I32, 0), ctx])
+    taken = b.load(records)
+    with b.if_then(b.icmp_unsigned("!=", taken, ir.Constant(PTR, None))):
+        b.call(_release_function(tr.module), [taken])
+    code = len(tr.faults) + 1
+    tr.faults.append((f"stack exhausted in @{func.sym_name}: its frame needs more than the "
+                      f"{_kib(options.stack_budget)} stack budget", func.loc))
+    b.ret(b.select(b.icmp_unsigned("==", status, ir.Constant(I32, STACK_EXHAUSTED)), ir.Constant(I32, code), status))
+
+
+def _kib(n: int) -> str:
+    return f"{n // 1024} KiB" if n % 1024 == 0 else f"{n}-byte"
+
+
+def _declare_in(module: ir.Module, name: str, fnty: ir.FunctionType):
+    fn = module.globals.get(name)
+    return fn if fn is not None else ir.Function(module, fnty, name=name)
+
+
+def _stacksave(module: ir.Module):
+    return _declare_in(module, "llvm.stacksave.p0", ir.FunctionType(PTR, []))
+
+
+def _release_function(module: ir.Module):
+    """``void irc.release(RECORD *first)``: free every record of a call and the data still live."""
+    name = "irc.release_allocations"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    free = _declare_in(module, "free", ir.FunctionType(ir.VoidType(), [PTR]))
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]), name=name)
+    fn.linkage = "internal"
+    entry, loop, done = fn.append_basic_block("entry"), fn.append_basic_block("loop"), fn.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    b.branch(loop)
+    b.position_at_end(loop)
+    raw = b.phi(PTR)
+    raw.add_incoming(fn.args[0], entry)
+    rec = b.bitcast(raw, ir.PointerType(RECORD))
+    b.call(free, [b.load(_field(b, rec, 2))])  # free(NULL) for a freed record
+    following = b.load(_field(b, rec, 0))
+    b.call(free, [raw])
+    raw.add_incoming(following, loop)
+    b.cbranch(b.icmp_unsigned("==", following, ir.Constant(PTR, None)), done, loop)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def _field(b: ir.IRBuilder, struct_ptr, k: int):
+    return b.gep(struct_ptr, [ir.Constant(I32, 0), ir.Constant(I32, k)])
 
 
 class FunctionTranslator:
@@ -205,14 +332,18 @@ class FunctionTranslator:
                 struct = b.insert_value(struct, ptr, 0)
                 for d in range(t.rank):
                     struct = b.insert_value(struct, next(args), [1, d])
+                struct = b.insert_value(struct, next(args), 2)  # the allocation record
+                struct = b.insert_value(struct, next(args), 3)  # and its generation
                 self.values[arg] = struct
             elif isinstance(t, IntegerType) and t.width == 1:
                 self.values[arg] = b.trunc(next(args), I1)
             else:
                 self.values[arg] = next(args)
-        *self.outs, self.depth = args  # the result pointers, then the hidden call depth
+        *self.outs, self.depth, self.ctx = args  # the result pointers, then the hidden depth and context
         region = func.body
         order = reverse_postorder(region.entry)
+        if any(op.name in ("func.call", "memref.alloca") for block in order for op in block.ops):
+            self.check_stack(b)
         for block in order:
             self.blocks[block] = fn.append_basic_block(block.label or "bb")
         b.branch(self.blocks[region.entry])
@@ -237,6 +368,21 @@ class FunctionTranslator:
 
     def value(self, v):
         return self.values[v]
+
+    def check_stack(self, b: ir.IRBuilder) -> None:
+        """On entry, with the frame in place: return STACK_EXHAUSTED if it reaches below the limit.
+
+        Only functions that call or alloca check: a leaf's frame is small and lies within
+        the reserve the budget leaves below the limit (cpu/stack.py)."""
+        sp = b.ptrtoint(b.call(_stacksave(self.tr.module), []), I64)
+        below = b.icmp_unsigned("<", sp, b.load(_field(b, self.ctx, 0)))
+        with b.if_then(below, likely=False):
+            b.ret(ir.Constant(I32, STACK_EXHAUSTED))
+
+    def stack_left(self, b: ir.IRBuilder):
+        """Bytes between the stack pointer and the limit (the entry check keeps it non-negative)."""
+        sp = b.ptrtoint(b.call(_stacksave(self.tr.module), []), I64)
+        return b.sub(sp, b.load(_field(b, self.ctx, 0)))
 
     def intrinsic_memset(self):
         return self._declare("llvm.memset.p0.i64", ir.FunctionType(ir.VoidType(), [PTR, I8, I64, I1]))
@@ -579,6 +725,8 @@ def _call(self, b, op):
         if isinstance(t, MemRefType):
             args.append(b.extract_value(x, 0))
             args.extend(b.extract_value(x, [1, d]) for d in range(t.rank))
+            if depth:  # a body also takes the allocation record, so that the callee may free it
+                args.extend([b.extract_value(x, 2), b.extract_value(x, 3)])
         elif x.type == I1:
             args.append(b.zext(x, I8))
         else:
@@ -587,12 +735,20 @@ def _call(self, b, op):
     with b.goto_entry_block():
         for t in op.result_types:
             slots.append(b.alloca(I8 if isinstance(t, IntegerType) and t.width == 1 else llvm_type(t)))
-    status = b.call(callee, args + slots + depth)
-    # A fault in the callee propagates unchanged to the caller's caller.
+    status = b.call(callee, args + slots + depth + ([self.ctx] if depth else []))
+    # A fault in the callee propagates unchanged to the caller's caller; a callee whose frame
+    # would pass the stack limit is reported here, at the call.
     fail = self.fn.append_basic_block("callfail")
     ok = self.fn.append_basic_block("callok")
     b.cbranch(b.icmp_unsigned("!=", status, ir.Constant(I32, 0)), fail, ok)
     with b.goto_block(fail):
+        if depth:
+            code = len(self.tr.faults) + 1
+            self.tr.faults.append((f"stack exhausted at a call to @{op.callee}: the calls in progress need more "
+                                   f"than the {_kib(self.options.stack_budget)} stack budget "
+                                   "(recursion too deep, or frames too large)", op.loc))
+            status = b.select(b.icmp_unsigned("==", status, ir.Constant(I32, STACK_EXHAUSTED)),
+                              ir.Constant(I32, code), status)
         b.ret(status)
     b.position_at_end(ok)
     results = []
@@ -613,11 +769,26 @@ def _sizes(b, mem, rank):
     return [b.extract_value(mem, [1, d]) for d in range(rank)]
 
 
+def _check_live(self, b, op, mem, message: str) -> None:
+    """With bounds checks: fault if ``mem`` is a buffer (or a view of one) that memref.dealloc freed.
+
+    A descriptor is live while its generation matches its record's; a freed record's
+    generation has moved on, and a reused record's belongs to the new buffer."""
+    if not self.options.bounds_checks:
+        return
+    record = b.extract_value(mem, 2)
+    generation = b.and_(b.extract_value(mem, 3), ir.Constant(I64, VIEW_BIT - 1))
+    with b.if_then(b.icmp_unsigned("!=", record, ir.Constant(PTR, None))):
+        current = b.load(_field(b, b.bitcast(record, ir.PointerType(RECORD)), 3))
+        self.fault_if(b, b.icmp_unsigned("!=", current, generation), op, message)
+
+
 def _element_pointer(self, b, op, mem_value, indices):
     t = mem_value.type
     mem = self.value(mem_value)
     idx = [self.value(v) for v in indices]
     sizes = _sizes(b, mem, t.rank)
+    _check_live(self, b, op, mem, memref_dialect.FREED_ACCESS)
     if self.options.bounds_checks and idx:
         bad = None
         for i, n in zip(idx, sizes):
@@ -655,13 +826,49 @@ def _dim(self, b, op):
     return out
 
 
-def _byte_size(b, t: MemRefType, sizes):
+def _item_bytes(t: MemRefType) -> int:
     elem = llvm_type(t.element_type)
-    width = (elem.width if isinstance(elem, ir.IntType) else {"float": 32, "double": 64, "half": 16}[str(elem)])
-    n = ir.Constant(I64, max(width // 8, 1))
+    width = elem.width if isinstance(elem, ir.IntType) else {"float": 32, "double": 64, "half": 16}[str(elem)]
+    return max(width // 8, 1)
+
+
+def _byte_size(b, t: MemRefType, sizes):
+    """The byte size of a buffer that exists (its size was checked when it was made)."""
+    n = ir.Constant(I64, _item_bytes(t))
     for s in sizes:
         n = b.mul(n, s)
     return n
+
+
+def _checked_byte_size(self, b, t: MemRefType, sizes):
+    """(byte size, negative, too big) of a new buffer of type ``t``: the size wraps only when
+    ``too big`` (i1) holds, which is when the exact size would pass MAX_BUFFER_BYTES, as the
+    interpreter computes it with Python integers.  Static sizes were checked by the type."""
+    static = _item_bytes(t)
+    for d in t.shape:
+        static *= d if d is not None else 1
+    dynamic = [s for d, s in zip(t.shape, sizes) if d is None]
+    n, false = ir.Constant(I64, static), ir.Constant(I1, 0)
+    negative, overflow, zero = false, false, false
+    for s in dynamic:
+        negative = b.or_(negative, b.icmp_signed("<", s, ir.Constant(I64, 0)))
+        zero = b.or_(zero, b.icmp_unsigned("==", s, ir.Constant(I64, 0)))
+        product = b.umul_with_overflow(n, s)
+        n = b.extract_value(product, 0)
+        overflow = b.or_(overflow, b.extract_value(product, 1))
+    # Past 2**63 - 1 (the sign bit) or wrapped, unless a zero size makes the exact product 0.
+    too_big = b.and_(b.or_(overflow, b.icmp_signed("<", n, ir.Constant(I64, 0))), b.not_(zero))
+    return n, negative, too_big
+
+
+def _descriptor(b, t: MemRefType, data, sizes, record=None, generation=None):
+    struct_t = memref_struct(t)
+    struct = ir.Constant(struct_t, ir.Undefined)
+    struct = b.insert_value(struct, b.bitcast(data, struct_t.elements[0]), 0)
+    for d, s in enumerate(sizes):
+        struct = b.insert_value(struct, s, [1, d])
+    struct = b.insert_value(struct, record if record is not None else ir.Constant(PTR, None), 2)
+    return b.insert_value(struct, generation if generation is not None else ir.Constant(I64, 0), 3)
 
 
 @_handler("memref.alloc", "memref.alloca")
@@ -669,59 +876,98 @@ def _alloc(self, b, op):
     t = op.results[0].type
     dyn = iter(self.value(v) for v in op.operands)
     sizes = [next(dyn) if d is None else ir.Constant(I64, d) for d in t.shape]
-    struct_t = memref_struct(t)
-    elem_ptr_t = struct_t.elements[0]
-    if self.options.checks and any(d is None for d in t.shape):
-        negative = None
-        for d, s in zip(t.shape, sizes):
-            if d is None:
-                below = b.icmp_signed("<", s, ir.Constant(I64, 0))
-                negative = below if negative is None else b.or_(negative, below)
-        self.fault_if(b, negative, op, "negative buffer size")
-    nbytes = _byte_size(b, t, sizes)
+    # Size faults are checked even without 'checks': a wrapped size corrupts memory for a
+    # program whose every access is in bounds.
+    nbytes, negative, too_big = _checked_byte_size(self, b, t, sizes)
+    if not t.has_static_shape:
+        self.fault_if(b, negative, op, memref_dialect.NEGATIVE_SIZE)
+        self.fault_if(b, too_big, op, memref_dialect.too_big(t))
     if op.name == "memref.alloca":
         if t.has_static_shape:
+            # In the frame, which the entry check holds to the stack budget.
             with b.goto_entry_block():
                 raw = b.alloca(I8, size=ir.Constant(I64, max(1, _static_bytes(t))))
         else:
+            self.fault_if(b, b.icmp_unsigned(">", nbytes, self.stack_left(b)), op,
+                          f"stack exhausted by memref.alloca of {t}: it needs more than the rest of the "
+                          f"{_kib(self.options.stack_budget)} stack budget (use memref.alloc for large buffers)")
             raw = b.alloca(I8, size=nbytes)
         raw.align = 16
         # A fresh, zeroed buffer each time the op runs, as in the interpreter (a static
         # alloca's stack slot is reused, so it is cleared here, not in the entry block).
         b.call(self.intrinsic_memset(), [raw, ir.Constant(I8, 0), nbytes, ir.Constant(I1, 0)])
-    else:
-        malloc = self._declare("malloc", ir.FunctionType(PTR, [I64]))
-        raw = b.call(malloc, [b.select(b.icmp_unsigned("==", nbytes, ir.Constant(I64, 0)),
-                                       ir.Constant(I64, 1), nbytes)])
-        if self.options.checks:
-            self.fault_if(b, b.icmp_unsigned("==", raw, ir.Constant(PTR, None)), op,
-                          "out of memory in memref.alloc")
-        memset = self.intrinsic_memset()
-        b.call(memset, [raw, ir.Constant(I8, 0), nbytes, ir.Constant(I1, 0)])
-    struct = ir.Constant(struct_t, ir.Undefined)
-    struct = b.insert_value(struct, b.bitcast(raw, elem_ptr_t), 0)
-    for d, s in enumerate(sizes):
-        struct = b.insert_value(struct, s, [1, d])
-    return struct
+        return _descriptor(b, t, raw, sizes)
+    record = _take_record(self, b, op)
+    calloc = self._declare("calloc", ir.FunctionType(PTR, [I64, I64]))
+    # calloc, as numpy's zeros: untouched pages of a huge buffer cost nothing in either engine.
+    data = b.call(calloc, [b.select(b.icmp_unsigned("==", nbytes, ir.Constant(I64, 0)), ir.Constant(I64, 1), nbytes),
+                           ir.Constant(I64, 1)])
+    self.fault_if(b, b.icmp_unsigned("==", data, ir.Constant(PTR, None)), op, memref_dialect.out_of_memory(op.name))
+    b.store(data, _field(b, record, 2))
+    generation = b.load(_field(b, record, 3))
+    return _descriptor(b, t, data, sizes, b.bitcast(record, PTR), generation)
+
+
+def _take_record(self, b, op):
+    """A RECORD for a new allocation: one freed earlier in this call, or a new one on the call's list."""
+    record_ptr = ir.PointerType(RECORD)
+    free_head = _field(b, self.ctx, 2)
+    reusable = b.load(free_head)
+    reuse_block, new_block = self.fn.append_basic_block("reuse_record"), self.fn.append_basic_block("new_record")
+    join = self.fn.append_basic_block("have_record")
+    b.cbranch(b.icmp_unsigned("!=", reusable, ir.Constant(PTR, None)), reuse_block, new_block)
+    b.position_at_end(reuse_block)
+    reused = b.bitcast(reusable, record_ptr)
+    b.store(b.load(_field(b, reused, 1)), free_head)
+    b.branch(join)
+    b.position_at_end(new_block)
+    malloc = self._declare("malloc", ir.FunctionType(PTR, [I64]))
+    raw = b.call(malloc, [ir.Constant(I64, 32)])  # sizeof(RECORD)
+    self.fault_if(b, b.icmp_unsigned("==", raw, ir.Constant(PTR, None)), op, memref_dialect.out_of_memory(op.name))
+    fresh = b.bitcast(raw, record_ptr)
+    records = _field(b, self.ctx, 1)
+    b.store(b.load(records), _field(b, fresh, 0))
+    b.store(raw, records)
+    b.store(ir.Constant(PTR, None), _field(b, fresh, 2))
+    b.store(ir.Constant(I64, 0), _field(b, fresh, 3))
+    fresh_end = b.block
+    b.branch(join)
+    b.position_at_end(join)
+    record = b.phi(record_ptr)
+    record.add_incoming(reused, reuse_block)
+    record.add_incoming(fresh, fresh_end)
+    return record
 
 
 def _static_bytes(t: MemRefType) -> int:
-    elem = llvm_type(t.element_type)
-    width = elem.width if isinstance(elem, ir.IntType) else {"float": 32, "double": 64, "half": 16}[str(elem)]
-    return max(width // 8, 1) * (t.num_elements or 0)
+    return _item_bytes(t) * (t.num_elements or 0)
 
 
 @_handler("memref.dealloc")
 def _dealloc(self, b, op):
+    """Free a live buffer of memref.alloc, once; anything else is the interpreter's fault, never free()."""
     mem = self.value(op.operands[0])
+    record, generation = b.extract_value(mem, 2), b.extract_value(mem, 3)
+    not_ours = b.or_(b.icmp_unsigned("==", record, ir.Constant(PTR, None)),
+                     b.icmp_signed("<", generation, ir.Constant(I64, 0)))  # VIEW_BIT
+    self.fault_if(b, not_ours, op, memref_dialect.NOT_ALLOCATED)
+    rec = b.bitcast(record, ir.PointerType(RECORD))
+    self.fault_if(b, b.icmp_unsigned("!=", b.load(_field(b, rec, 3)), generation), op, memref_dialect.FREED_TWICE)
     free = self._declare("free", ir.FunctionType(ir.VoidType(), [PTR]))
-    b.call(free, [b.bitcast(b.extract_value(mem, 0), PTR)])
+    b.call(free, [b.load(_field(b, rec, 2))])
+    b.store(ir.Constant(PTR, None), _field(b, rec, 2))
+    b.store(b.add(generation, ir.Constant(I64, 1)), _field(b, rec, 3))
+    free_head = _field(b, self.ctx, 2)
+    b.store(b.load(free_head), _field(b, rec, 1))
+    b.store(record, free_head)
 
 
 @_handler("memref.copy")
 def _copy(self, b, op):
     src_v, dst_v = op.operands
     src, dst = self.value(src_v), self.value(dst_v)
+    _check_live(self, b, op, src, memref_dialect.FREED_ACCESS)
+    _check_live(self, b, op, dst, memref_dialect.FREED_ACCESS)
     nbytes = _byte_size(b, src_v.type, _sizes(b, src, src_v.type.rank))
     if self.options.checks:
         bad = None
@@ -736,21 +982,23 @@ def _copy(self, b, op):
 
 @_handler("memref.view")
 def _view(self, b, op):
+    """A view inside its source, at an offset aligned to its element (checked in the interpreter's order);
+    it shares the source's record, marked with VIEW_BIT so that it cannot be deallocated."""
     src_v, offset_v, *size_vs = op.operands
     t = op.results[0].type
     src = self.value(src_v)
     dyn = iter(self.value(v) for v in size_vs)
     sizes = [next(dyn) if d is None else ir.Constant(I64, d) for d in t.shape]
     offset = self.value(offset_v)
-    if self.options.checks:
-        end = b.add(offset, _byte_size(b, t, sizes))
-        bad = b.or_(b.icmp_signed("<", offset, ir.Constant(I64, 0)),
-                    b.icmp_unsigned(">", end, _byte_size(b, src_v.type, _sizes(b, src, src_v.type.rank))))
-        self.fault_if(b, bad, op, f"memref.view of {t} does not fit in its source")
+    _check_live(self, b, op, src, memref_dialect.FREED_VIEW)
+    # Checked even without 'checks', as alloc's sizes are: a view past its source writes anywhere.
+    nbytes, negative, too_big = _checked_byte_size(self, b, t, sizes)
+    end = b.add(offset, nbytes)  # no wrap: both are below 2**63 when the first two tests pass
+    bad = b.or_(b.or_(negative, too_big), b.icmp_signed("<", offset, ir.Constant(I64, 0)))
+    bad = b.or_(bad, b.icmp_unsigned(">", end, _byte_size(b, src_v.type, _sizes(b, src, src_v.type.rank))))
+    self.fault_if(b, bad, op, memref_dialect.view_does_not_fit(t))
+    misaligned = b.and_(offset, ir.Constant(I64, _item_bytes(t) - 1))
+    self.fault_if(b, b.icmp_unsigned("!=", misaligned, ir.Constant(I64, 0)), op, memref_dialect.view_misaligned(t))
     base = b.bitcast(b.extract_value(src, 0), PTR)
-    struct_t = memref_struct(t)
-    struct = ir.Constant(struct_t, ir.Undefined)
-    struct = b.insert_value(struct, b.bitcast(b.gep(base, [offset], inbounds=True), struct_t.elements[0]), 0)
-    for d, s in enumerate(sizes):
-        struct = b.insert_value(struct, s, [1, d])
-    return struct
+    generation = b.or_(b.extract_value(src, 3), ir.Constant(I64, VIEW_BIT))
+    return _descriptor(b, t, b.gep(base, [offset], inbounds=True), sizes, b.extract_value(src, 2), generation)

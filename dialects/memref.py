@@ -62,6 +62,15 @@ def byte_size(shape, t: MemRefType) -> int:
     return n
 
 
+def is_too_big(shape, t: MemRefType) -> bool:
+    """Whether the byte size, counting a size of 0 as 1, passes MAX_BUFFER_BYTES: numpy's rule
+    (it cannot make a 2^62 x 0 array either), kept by compiled code and the type verifier."""
+    n = item_bytes(t)
+    for d in shape:
+        n *= d or 1
+    return n > MAX_BUFFER_BYTES
+
+
 def _memref_type(syn) -> MemRefType:
     t = syn.single_type()
     if not isinstance(t, MemRefType):
@@ -100,7 +109,7 @@ class AllocOp(Operation):
         shape = tuple(next(sizes) if d is None else d for d in t.shape)
         if any(s < 0 for s in shape):
             raise interp.fault(self, NEGATIVE_SIZE)
-        if byte_size(shape, t) > MAX_BUFFER_BYTES:
+        if is_too_big(shape, t):
             raise interp.fault(self, too_big(t))
         try:
             array = np.zeros(shape, dtype=storage_dtype(t))
@@ -391,9 +400,9 @@ class ViewOp(Operation):
         shape = tuple(next(sizes) if d is None else d for d in t.shape)
         dtype = np.dtype(storage_dtype(t))
         raw = src.array.reshape(-1).view(np.uint8)
-        nbytes = byte_size(shape, t)
-        if any(s < 0 for s in shape) or offset < 0 or offset + nbytes > raw.size:
+        if any(s < 0 for s in shape) or is_too_big(shape, t) or offset < 0 or offset + byte_size(shape, t) > raw.size:
             raise interp.fault(self, view_does_not_fit(t))
+        nbytes = byte_size(shape, t)
         if offset % item_bytes(t):
             raise interp.fault(self, view_misaligned(t))
         array = raw[offset:offset + nbytes].view(dtype).reshape(shape)

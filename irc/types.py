@@ -232,11 +232,11 @@ def _check_shape(shape, element) -> None:
     for d in shape:
         if d is not None and d < 0:
             raise ValueError(f"dimension sizes must be non-negative, got {d}")
-    # A '?' holds at least 1 in any non-empty value, so the static sizes alone must fit.
+    # A '?' may be 1, and a size of 0 counts as 1 (numpy's rule: it cannot make a 2^62 x 0 array
+    # either), so the static sizes alone must fit.
     nbytes = element_bytes(element)
     for d in shape:
-        if d is not None:
-            nbytes *= d
+        nbytes *= d or 1
     if nbytes > MAX_BUFFER_BYTES:
         dims = "x".join("?" if d is None else str(d) for d in shape)
         raise ValueError(f"a {dims} shape of {element} needs {nbytes} bytes, more than the largest "

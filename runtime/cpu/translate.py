@@ -841,24 +841,28 @@ def _byte_size(b, t: MemRefType, sizes):
 
 
 def _checked_byte_size(self, b, t: MemRefType, sizes):
-    """(byte size, negative, too big) of a new buffer of type ``t``: the size wraps only when
-    ``too big`` (i1) holds, which is when the exact size would pass MAX_BUFFER_BYTES, as the
-    interpreter computes it with Python integers.  Static sizes were checked by the type."""
-    static = _item_bytes(t)
+    """(byte size, negative, too big) of a new buffer of type ``t``, by the interpreter's rule
+    (memref.is_too_big): the product with each size 0 counted as 1 must not pass
+    MAX_BUFFER_BYTES; the size is exact unless ``too big`` (i1) holds.  Static sizes were
+    checked by the type."""
+    static, empty = _item_bytes(t), False
     for d in t.shape:
-        static *= d if d is not None else 1
+        static *= d or 1
+        empty = empty or d == 0
     dynamic = [s for d, s in zip(t.shape, sizes) if d is None]
-    n, false = ir.Constant(I64, static), ir.Constant(I1, 0)
-    negative, overflow, zero = false, false, false
+    zero64, false = ir.Constant(I64, 0), ir.Constant(I1, 0)
+    n, negative, overflow, zero = ir.Constant(I64, static), false, false, ir.Constant(I1, int(empty))
     for s in dynamic:
-        negative = b.or_(negative, b.icmp_signed("<", s, ir.Constant(I64, 0)))
-        zero = b.or_(zero, b.icmp_unsigned("==", s, ir.Constant(I64, 0)))
-        product = b.umul_with_overflow(n, s)
+        negative = b.or_(negative, b.icmp_signed("<", s, zero64))
+        is_zero = b.icmp_unsigned("==", s, zero64)
+        zero = b.or_(zero, is_zero)
+        product = b.umul_with_overflow(n, b.select(is_zero, ir.Constant(I64, 1), s))
         n = b.extract_value(product, 0)
         overflow = b.or_(overflow, b.extract_value(product, 1))
-    # Past 2**63 - 1 (the sign bit) or wrapped, unless a zero size makes the exact product 0.
-    too_big = b.and_(b.or_(overflow, b.icmp_signed("<", n, ir.Constant(I64, 0))), b.not_(zero))
-    return n, negative, too_big
+    too_big = b.or_(overflow, b.icmp_signed("<", n, zero64))  # wrapped, or past 2**63 - 1
+    if empty:
+        return zero64, negative, too_big
+    return (b.select(zero, zero64, n) if dynamic else n), negative, too_big
 
 
 def _descriptor(b, t: MemRefType, data, sizes, record=None, generation=None):
@@ -899,6 +903,9 @@ def _alloc(self, b, op):
         return _descriptor(b, t, raw, sizes)
     record = _take_record(self, b, op)
     calloc = self._declare("calloc", ir.FunctionType(PTR, [I64, I64]))
+    # Not LLVM's builtin: it would elide an allocation it sees freed, and with it the fault that the
+    # interpreter reports when the memory does not exist.
+    calloc.attributes.add("nobuiltin")
     # calloc, as numpy's zeros: untouched pages of a huge buffer cost nothing in either engine.
     data = b.call(calloc, [b.select(b.icmp_unsigned("==", nbytes, ir.Constant(I64, 0)), ir.Constant(I64, 1), nbytes),
                            ir.Constant(I64, 1)])

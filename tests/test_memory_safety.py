@@ -223,6 +223,30 @@ def test_a_large_dynamic_alloca_is_an_error_not_a_crash():
     assert interp(ALLOCA, 2**61)["message"] == TOO_BIG
 
 
+def test_a_frame_larger_than_the_stack_is_an_error_not_a_crash():
+    """A static alloca lives in the frame: the check on entry sees it (the public entry never
+    inlines the body, so the limit is taken above that frame)."""
+    text = """\
+func.func @big(%i: index) -> i64 {
+  %m = memref.alloca() : memref<100000000xi64>
+  %v = arith.constant 5 : i64
+  memref.store %v, %m[%i] : memref<100000000xi64>
+  %c0 = arith.constant 0 : index
+  %r = memref.load %m[%c0] : memref<100000000xi64>
+  func.return %r : i64
+}
+func.func @f(%i: index) -> i64 {
+  %r = func.call @big(%i) : (index) -> i64
+  func.return %r : i64
+}
+"""
+    assert interp(text, 3) == {"kind": "ok", "result": 0}
+    [direct] = jit(text, (3,), name="big")
+    assert _stack_exhausted(direct, (1, 1)), direct
+    [called] = jit(text, (3,))  # at the call, or at @f when LLVM inlined @big's frame into it
+    assert any(_stack_exhausted(called, at) for at in [(10, 8), (9, 1)]), called
+
+
 def test_a_dynamic_alloca_in_a_loop_is_an_error_not_a_crash():
     few, many = jit(ALLOCA_LOOP, (10,), (1_000_000,))
     assert few == interp(ALLOCA_LOOP, 10)

@@ -218,7 +218,8 @@ def _public_entry(tr: Translation, fn, body, func, options: Options) -> None:
         if isinstance(t, MemRefType):  # an argument is no allocation of ours
             call_args.extend([ir.Constant(PTR, None), ir.Constant(I64, 0)])
     call_args.extend(args)  # the result pointers
-    status = b.call(body, [*call_args, ir.Constant(I32, 0), ctx])
+    # Never inlined: the limit must be taken above the body's frame, which may be large.
+    status = b.call(body, [*call_args, ir.Constant(I32, 0), ctx], attrs=("noinline",))
     taken = b.load(records)
     with b.if_then(b.icmp_unsigned("!=", taken, ir.Constant(PTR, None))):
         b.call(_release_function(tr.module), [taken])

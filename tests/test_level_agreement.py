@@ -1,0 +1,146 @@
+"""Every level computes the same thing: the interpreter on the program as written, the
+interpreter after lowering (scf-to-cf), and the JIT at -O0 and -O3 give the same results
+bit for bit, or the same fault (same message, same op) - at the edges of the types too.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import irc.passes
+import numpy as np
+import pytest
+
+import irc
+from irc.diagnostics import ExecutionError, InterpreterError, IRError
+
+
+class Levels:
+    """One program prepared at every level: parsed, lowered by scf-to-cf, compiled at -O0 and -O3."""
+
+    def __init__(self, text: str, **options):
+        self.module = irc.parse(text, filename="prog.ir")
+        self.lowered = irc.parse(text, filename="prog.ir")
+        irc.passes.run(self.lowered, "scf-to-cf")
+        self.exes = [irc.compile(irc.parse(text, filename="prog.ir"), opt_level=level, cache=False, **options)
+                     for level in (0, 3)]
+
+    def outcomes(self, entry: str, args) -> list:
+        """The outcome (results, or ('fault', message, line, column)) at every level."""
+        runs = [lambda m=m: irc.interpret(m, entry, *args, max_steps=10**6) for m in (self.module, self.lowered)]
+        runs += [lambda e=e: e[entry](*args) for e in self.exes]
+        return [_outcome(run) for run in runs]
+
+    def agree(self, entry: str, args):
+        """The common outcome; fails naming every level's when they differ."""
+        outcomes = self.outcomes(entry, args)
+        assert all(o == outcomes[0] for o in outcomes), f"@{entry}{tuple(args)}: {outcomes}"
+        return outcomes[0]
+
+
+def _outcome(run):
+    try:
+        r = run()
+    except (InterpreterError, ExecutionError) as e:
+        return ("fault", e.message, e.location.line, e.location.column)
+    return tuple(np.asarray(x).tolist() for x in (r if isinstance(r, tuple) else (r,)))
+
+
+def assert_levels_agree(text: str, entry: str, args):
+    return Levels(text).agree(entry, args)
+
+
+# -- scf.for at the type's edge (issue 11, item 4) -------------------------------------------------
+
+COUNT_LOOP = """
+func.func @count(%lb: {t}, %ub: {t}, %s: {t}) -> (i64, {t}) {{
+  %z = arith.constant 0 : i64
+  %one = arith.constant 1 : i64
+  %r, %last = scf.for %i = %lb to %ub step %s iter_args(%n = %z, %l = %lb) -> (i64, {t}){suffix} {{
+    %n1 = arith.addi %n, %one : i64
+    scf.yield %n1, %i : i64, {t}
+  }}
+  func.return %r, %last : i64, {t}
+}}
+"""
+
+
+def _count_loop(t: str) -> str:
+    return COUNT_LOOP.format(t=t, suffix="" if t == "index" else f" : {t}")
+
+
+def _exact_trips(lb: int, ub: int, step: int) -> int:
+    return max(0, -(-(ub - lb) // step))
+
+
+@pytest.mark.parametrize("t,bits", [("i8", 8), ("i16", 16)])
+def test_scf_for_stops_where_the_next_value_would_pass_the_maximum(t, bits):
+    top, bottom = (1 << bits - 1) - 1, -(1 << bits - 1)
+    edges = [bottom, bottom + 1, -1, 0, 1, top - 7, top - 2, top - 1, top]
+    steps = [1, 2, 3, 5, top // 2, top]
+    levels = Levels(_count_loop(t))
+    for lb, ub, step in itertools.product(edges, edges, steps):
+        trips = _exact_trips(lb, ub, step)
+        if trips > 2000:
+            continue
+        last = lb + (trips - 1) * step if trips else lb
+        assert levels.agree("count", [lb, ub, step]) == (trips, last), (lb, ub, step)
+
+
+@pytest.mark.parametrize("t,bits", [("index", 64), ("i64", 64), ("i32", 32)])
+def test_scf_for_near_the_maximum_of_wide_types_ends(t, bits):
+    top = (1 << bits - 1) - 1
+    levels = Levels(_count_loop(t))
+    for lb, ub, step in [(top - 5, top, 4), (top - 1, top, 1), (top - 3, top, top), (0, top, top // 2 + 1),
+                         (-top - 1, top, top), (top - 10, top, 3)]:
+        trips = _exact_trips(lb, ub, step)
+        assert levels.agree("count", [lb, ub, step]) == (trips, lb + (trips - 1) * step)
+
+
+def test_scf_for_with_constant_bounds_at_the_edge():
+    """Constant bounds go through canonicalize's trip-count reasoning and scf-to-cf's
+    no-wrap shortcut; both must keep the exact semantics."""
+    for lb, ub, step in [(120, 127, 5), (100, 127, 30), (-128, 127, 127), (126, 127, 1), (0, 127, 64),
+                         (125, 127, 2), (-128, 127, 100)]:
+        text = f"""
+func.func @f() -> (i64, i8) {{
+  %lb = arith.constant {lb} : i8
+  %ub = arith.constant {ub} : i8
+  %s = arith.constant {step} : i8
+  %z = arith.constant 0 : i64
+  %one = arith.constant 1 : i64
+  %r, %last = scf.for %i = %lb to %ub step %s iter_args(%n = %z, %l = %lb) -> (i64, i8) : i8 {{
+    %n1 = arith.addi %n, %one : i64
+    scf.yield %n1, %i : i64, i8
+  }}
+  func.return %r, %last : i64, i8
+}}
+"""
+        trips = _exact_trips(lb, ub, step)
+        assert assert_levels_agree(text, "f", []) == (trips, lb + (trips - 1) * step)
+
+
+def test_scf_for_dynamic_step_not_positive_faults_alike_everywhere():
+    levels = Levels(_count_loop("i8"))
+    for step in (0, -1, -128):
+        got = levels.agree("count", [0, 5, step])
+        assert got == ("fault", "assertion failed: scf.for step must be positive", 5, 15)
+    # i1: the step "true" reads as -1, so no i1 loop has a positive step.
+    got = assert_levels_agree(_count_loop("i1"), "count", [0, 1, 1])
+    assert got[:2] == ("fault", "assertion failed: scf.for step must be positive")
+
+
+@pytest.mark.parametrize("step", ["0", "-2"])
+def test_scf_for_constant_step_not_positive_is_a_verifier_error(step):
+    text = f"""func.func @f() {{
+  %c0 = arith.constant 0 : index
+  %s = arith.constant {step} : index
+  scf.for %i = %c0 to %c0 step %s {{
+  }}
+  func.return
+}}
+"""
+    with pytest.raises(IRError) as info:
+        irc.verify(irc.parse(text, filename="prog.ir"))
+    assert f"constant step must be positive, got {step}" in info.value.message
+    assert (info.value.location.line, info.value.location.column) == (4, 3)

@@ -112,8 +112,10 @@ def _aligned_arena(nbytes: int) -> np.ndarray:
 class Specialization:
     """Machine code for one tuple of argument shapes, and what calling it needs."""
 
-    def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int | None, segments: list):
+    def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int | None, segments: list,
+                 in_place: frozenset = frozenset()):
         self.executable = executable  # keeps the machine code alive
+        self.in_place = in_place  # (output, input) pairs that may share one buffer (out_aliasing.py)
         self.wrapper = executable[name]
         self.out_shapes = out_shapes
         self.arena_bytes = arena_bytes  # None: the function takes no arena
@@ -204,10 +206,12 @@ class TensorFunction:
 
     def _specialize(self, shapes: tuple) -> Specialization:
         from .executable import compile as compile_module
+        from .out_aliasing import in_place_safe
 
         module, func = self.lower(shapes)
         sig = func.attributes["tensor_signature"].type
         outs = [tuple(t.shape) for t in sig.results if isinstance(t, TensorType)]
+        in_place = in_place_safe(func, len(self.signature.inputs), len(outs))
         arena = func.attributes.get("arena_bytes")
         segments = []
         names = func.attributes.get("segments")
@@ -218,7 +222,8 @@ class TensorFunction:
             segments.append((name.value, tuple(e.value for e in rng.elements) if rng is not None else None,
                              work.value if work is not None else 0))
         exe = compile_module(module, **self.compile_options)
-        return Specialization(exe, self.name, outs, arena.value if arena is not None else None, segments)
+        return Specialization(exe, self.name, outs, arena.value if arena is not None else None, segments,
+                              in_place)
 
     # -- the call ----------------------------------------------------------------------------------------
 
@@ -226,6 +231,10 @@ class TensorFunction:
         values, shapes = self._check(args)
         spec = self.specialization(shapes)
         outputs = self._outputs(spec, out)
+        if out is not None:  # an input that shares memory with an output is read from a copy
+            from .out_aliasing import separate
+
+            values = separate(self.name, values, outputs, spec.in_place)
         call = list(values) + outputs
         arena = None
         if spec.arena_bytes is not None:

@@ -521,3 +521,97 @@ func.func @f(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
     x = np.arange(16, dtype=np.float32).reshape(4, 4) / 16
     expected = np.tanh(x) + np.tanh(x).T
     np.testing.assert_allclose(irc.compile(irc.parse(text)).f(x), expected, rtol=1e-6)
+
+
+# -- out= that shares memory with an input (issue 11, item 5) ---------------------------------------
+
+ALIASING = """
+func.func @tr(%x: tensor<?x?xf64>) -> tensor<?x?xf64> {
+  %t = tensor.transpose %x {perm = [1, 0]} : tensor<?x?xf64> to tensor<?x?xf64>
+  func.return %t : tensor<?x?xf64>
+}
+func.func @mm(%a: tensor<?x?xf64>, %b: tensor<?x?xf64>) -> tensor<?x?xf64> {
+  %c = tensor.matmul %a, %b : (tensor<?x?xf64>, tensor<?x?xf64>) -> tensor<?x?xf64>
+  func.return %c : tensor<?x?xf64>
+}
+func.func @ew(%x: tensor<?xf64>, %y: tensor<?xf64>) -> tensor<?xf64> {
+  %e = math.exp %x : tensor<?xf64>
+  %m = arith.mulf %e, %y : tensor<?xf64>
+  %s = arith.addf %m, %x : tensor<?xf64>
+  func.return %s : tensor<?xf64>
+}
+func.func @centre(%x: tensor<1000xf64>) -> tensor<1000xf64> {
+  %m = tensor.reduce_mean %x {axes = [0], keepdims} : tensor<1000xf64> to tensor<1xf64>
+  %b = tensor.broadcast %m : tensor<1xf64> to tensor<1000xf64>
+  %d = arith.subf %x, %b : tensor<1000xf64>
+  func.return %d : tensor<1000xf64>
+}
+func.func @two(%x: tensor<?xf64>) -> (tensor<?xf64>, tensor<?xf64>) {
+  %n = arith.negf %x : tensor<?xf64>
+  func.return %n, %x : tensor<?xf64>, tensor<?xf64>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def aliasing():
+    return irc.compile(irc.parse(ALIASING), cache=False)
+
+
+def test_out_aliasing_an_input_gives_numpys_answer(aliasing):
+    exe = aliasing
+    x = np.arange(12.0).reshape(3, 4)[:, :3].copy()  # square
+    want = x.T.copy()
+    assert exe.tr(x, out=x) is x and np.array_equal(x, want)
+    a, b = np.arange(16.0).reshape(4, 4), np.arange(16.0).reshape(4, 4)[::-1].copy() + 1
+    want = a @ b
+    exe.mm(a, b, out=a)
+    assert np.array_equal(a, want)
+    a = np.arange(16.0).reshape(4, 4) + 1
+    want = b @ a
+    exe.mm(b, a, out=a)  # the second operand
+    assert np.array_equal(a, want)
+    a = np.arange(16.0).reshape(4, 4) + 1
+    want = a @ a
+    exe.mm(a, a, out=a)  # both operands
+    assert np.array_equal(a, want)
+    x = np.linspace(-1, 1, 1000)
+    want = x - x.mean()
+    exe.centre(x, out=x)  # a reduction, then an elementwise pass
+    assert np.allclose(x, want)
+
+
+def test_out_partially_overlapping_an_input(aliasing):
+    base = np.linspace(0, 1, 1010)
+    x, out = base[10:], base[:1000]  # out starts 10 elements before x
+    want = aliasing.ew(x.copy(), x.copy())
+    aliasing.ew(x, x, out=out)
+    assert np.array_equal(out, want)
+    base = np.linspace(0, 1, 1010)
+    x, out = base[:1000], base[10:]  # out starts 10 elements after x
+    want = aliasing.ew(x.copy(), x.copy())
+    aliasing.ew(x, x, out=out)
+    assert np.array_equal(out, want)
+
+
+def test_elementwise_in_place_stays_zero_copy(aliasing):
+    """``f(x, out=x)`` for an elementwise f reads x[i] just before writing out[i]: no copy needed."""
+    from irc.runtime.out_aliasing import separate
+
+    x, y = np.linspace(0, 1, 1000), np.linspace(1, 2, 1000)
+    want = aliasing.ew(x.copy(), y)  # the same machine code without aliasing
+    got = aliasing.ew(x, y, out=x)
+    assert got is x and np.array_equal(x, want)
+    spec = next(iter(aliasing.ew._specializations.values()))
+    assert (0, 0) in spec.in_place and (0, 1) in spec.in_place
+    values = separate("ew", [x, y], [x], spec.in_place)
+    assert values[0] is x and values[1] is y
+    # The transpose and the matmul are not safe in place: they read an input from a copy.
+    for f in (aliasing.tr, aliasing.mm):
+        assert all(not s.in_place for s in f._specializations.values())
+
+
+def test_outputs_sharing_memory_are_refused(aliasing):
+    x = np.ones(8)
+    with pytest.raises(ValueError, match="share memory"):
+        aliasing.two(x, out=(x, x))

@@ -43,7 +43,13 @@ def _outcome(run):
         r = run()
     except (InterpreterError, ExecutionError) as e:
         return ("fault", e.message, e.location.line, e.location.column)
-    return tuple(np.asarray(x).tolist() for x in (r if isinstance(r, tuple) else (r,)))
+    return tuple(_plain(x) for x in (r if isinstance(r, tuple) else (r,)))
+
+
+def _plain(x):
+    """A result as comparable data: floats by their hex spelling (-0.0 is not 0.0, nan is nan)."""
+    x = np.asarray(x).tolist()
+    return x.hex() if isinstance(x, float) else x
 
 
 def assert_levels_agree(text: str, entry: str, args):
@@ -144,3 +150,28 @@ def test_scf_for_constant_step_not_positive_is_a_verifier_error(step):
         irc.verify(irc.parse(text, filename="prog.ir"))
     assert f"constant step must be positive, got {step}" in info.value.message
     assert (info.value.location.line, info.value.location.column) == (4, 3)
+
+
+# -- f16 scalars cross the call boundary (issue 11, item 14a) ----------------------------------------
+
+F16 = """
+func.func @add(%x: f16, %y: f16) -> f16 {
+  %s = arith.addf %x, %y : f16
+  func.return %s : f16
+}
+func.func @wide(%x: f16, %n: i32) -> (f32, i32, f16) {
+  %w = arith.extf %x : f16 to f32
+  %h = func.call @add(%x, %x) : (f16, f16) -> f16
+  func.return %w, %n, %h : f32, i32, f16
+}
+"""
+
+
+def test_f16_scalar_parameters_and_results():
+    levels = Levels(F16)
+    for x, y in [(1.5, 2.25), (np.float16(0.1), 0.2), (1e-8, 65504.0), (70000.0, 1.0), (-0.0, -0.0), (3, 4),
+                 (float("inf"), 1.0), (float("nan"), 0.0)]:
+        levels.agree("add", [x, y])
+        levels.agree("wide", [x, 7])
+    assert levels.agree("add", [0.1, 0.2]) == (float(np.float16(0.1) + np.float16(0.2)).hex(),)
+    assert levels.agree("wide", [70000.0, -3]) == ("inf", -3, "inf")

@@ -9,7 +9,7 @@ of objects written by ``irc compile --emit obj``)::
     int32_t f(ARGS..., RESULT_0 *out0, RESULT_1 *out1, ...)
 
 * a scalar parameter is passed as itself (``index`` as int64_t, ``i1`` as a byte
-  holding 0 or 1);
+  holding 0 or 1, ``f16`` as a uint16_t holding its bits);
 * a ``memref<d0 x ... x T>`` parameter is passed as ``T *data`` followed by one
   ``int64_t`` size per dimension (row-major, contiguous);
 * results are written through the trailing pointers;
@@ -35,6 +35,7 @@ from irc.interpreter import MAX_CALL_DEPTH
 from irc.types import FloatType, IndexType, IntegerType, MemRefType, Type
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+I16 = ir.IntType(16)  # an f16 parameter travels as its bits (ctypes has no half; see param_types)
 PTR = ir.PointerType(I8)
 
 
@@ -84,6 +85,8 @@ def param_types(t: Type) -> list[ir.Type]:
         return [ir.PointerType(llvm_type(t.element_type))] + [I64] * t.rank
     if isinstance(t, IntegerType) and t.width == 1:
         return [I8]
+    if isinstance(t, FloatType) and t.kind == "f16":
+        return [I16]  # in an integer register, where ctypes puts a c_uint16 (a half goes in xmm)
     return [llvm_type(t)]
 
 
@@ -208,6 +211,8 @@ class FunctionTranslator:
                 self.values[arg] = struct
             elif isinstance(t, IntegerType) and t.width == 1:
                 self.values[arg] = b.trunc(next(args), I1)
+            elif isinstance(t, FloatType) and t.kind == "f16":
+                self.values[arg] = b.bitcast(next(args), ir.HalfType())
             else:
                 self.values[arg] = next(args)
         *self.outs, self.depth = args  # the result pointers, then the hidden call depth
@@ -581,6 +586,8 @@ def _call(self, b, op):
             args.extend(b.extract_value(x, [1, d]) for d in range(t.rank))
         elif x.type == I1:
             args.append(b.zext(x, I8))
+        elif isinstance(x.type, ir.HalfType):
+            args.append(b.bitcast(x, I16))
         else:
             args.append(x)
     slots = []

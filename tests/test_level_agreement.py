@@ -175,3 +175,33 @@ def test_f16_scalar_parameters_and_results():
         levels.agree("wide", [x, 7])
     assert levels.agree("add", [0.1, 0.2]) == (float(np.float16(0.1) + np.float16(0.2)).hex(),)
     assert levels.agree("wide", [70000.0, -3]) == ("inf", -3, "inf")
+
+
+# -- the call-depth limit is the same call everywhere (issue 11, item 14e) ---------------------------
+
+RECURSION = """
+func.func @r(%n: i64) -> i64 {
+  %z = arith.constant 0 : i64
+  %done = arith.cmpi sle, %n, %z : i64
+  %v = scf.if %done -> (i64) {
+    scf.yield %z : i64
+  } else {
+    %one = arith.constant 1 : i64
+    %m = arith.subi %n, %one : i64
+    %x = func.call @r(%m) : (i64) -> i64
+    %y = arith.addi %x, %one : i64
+    scf.yield %y : i64
+  }
+  func.return %v : i64
+}
+"""
+
+
+def test_call_depth_limit_is_the_same_call_at_every_level():
+    from irc.interpreter import MAX_CALL_DEPTH
+
+    levels = Levels(RECURSION)
+    # r(n) runs n + 1 frames: MAX_CALL_DEPTH frames are allowed, one more is the fault.
+    assert levels.agree("r", [MAX_CALL_DEPTH - 1]) == (MAX_CALL_DEPTH - 1,)
+    fault = ("fault", f"call depth exceeds {MAX_CALL_DEPTH} (unbounded recursion?)", 10, 10)
+    assert levels.agree("r", [MAX_CALL_DEPTH]) == fault

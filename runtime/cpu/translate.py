@@ -574,7 +574,10 @@ def _call(self, b, op):
     if op.callee in self.bodies:
         # Unbounded recursion is an error at the call, never a stack overflow.
         if self.options.checks:
-            too_deep = b.icmp_unsigned(">=", self.depth, ir.Constant(I32, MAX_CALL_DEPTH))
+            # The interpreter counts frames, the entry's included: the call that would make
+            # frame MAX_CALL_DEPTH + 1 faults.  Here the entry is depth 0, so a caller at
+            # depth d has d + 1 frames and its call would make d + 2.
+            too_deep = b.icmp_unsigned(">=", self.depth, ir.Constant(I32, MAX_CALL_DEPTH - 1))
             self.fault_if(b, too_deep, op, f"call depth exceeds {MAX_CALL_DEPTH} (unbounded recursion?)")
         depth = [b.add(self.depth, ir.Constant(I32, 1))]
     args = []

@@ -205,3 +205,52 @@ def test_call_depth_limit_is_the_same_call_at_every_level():
     assert levels.agree("r", [MAX_CALL_DEPTH - 1]) == (MAX_CALL_DEPTH - 1,)
     fault = ("fault", f"call depth exceeds {MAX_CALL_DEPTH} (unbounded recursion?)", 10, 10)
     assert levels.agree("r", [MAX_CALL_DEPTH]) == fault
+
+
+# -- bool arrays whose bytes are not 0 or 1 read as numpy reads them (issue 11, item 14d) -------------
+
+BOOLS = """
+func.func @flip(%m: memref<4xi1>, %n: memref<4xi1>) -> i8 {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %z = arith.constant 0 : i8
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %z) -> (i8) {
+    %v = memref.load %m[%i] : memref<4xi1>
+    %w = memref.load %n[%i] : memref<4xi1>
+    %e = arith.xori %v, %w : i1
+    memref.store %e, %n[%i] : memref<4xi1>
+    %x = arith.extui %v : i1 to i8
+    %a = arith.addi %acc, %x : i8
+    scf.yield %a : i8
+  }
+  func.return %r : i8
+}
+func.func @mix(%x: tensor<4xi1>, %y: tensor<4xi1>, %a: tensor<4xf32>) -> (tensor<4xi1>, tensor<4xi1>, tensor<4xf32>) {
+  %e = arith.xori %x, %y : tensor<4xi1>
+  %n = arith.andi %x, %y : tensor<4xi1>
+  %z = arith.constant dense<0.0> : tensor<4xf32>
+  %s = arith.select %x, %a, %z : tensor<4xi1>, tensor<4xf32>
+  func.return %e, %n, %s : tensor<4xi1>, tensor<4xi1>, tensor<4xf32>
+}
+"""
+
+
+def _odd_bools(*data):
+    return np.array(data, np.uint8).view(np.bool_)
+
+
+def test_bool_bytes_other_than_0_and_1_are_true_everywhere():
+    module = irc.parse(BOOLS)
+    exe = irc.compile(module, cache=False)
+    x, y = _odd_bools(2, 0, 254, 1), _odd_bools(1, 1, 2, 0)
+    want = np.logical_xor(x, y)
+    for run in (lambda *a: irc.interpret(module, "flip", *a), exe.flip):
+        n = y.copy()
+        assert run(x.copy(), n) == 3
+        assert np.array_equal(n.view(np.uint8), want.view(np.uint8))
+    f = np.arange(1, 5, dtype=np.float32)
+    expected = (want, np.logical_and(x, y), np.where(x, f, 0).astype(np.float32))
+    for got in (irc.interpret(module, "mix", x, y, f), exe.mix(x, y, f)):
+        for g, w in zip(got, expected):
+            assert np.array_equal(g.view(np.uint8), w.view(np.uint8)), (g, w)

@@ -642,7 +642,14 @@ def _element_pointer(self, b, op, mem_value, indices):
 
 @_handler("memref.load")
 def _load(self, b, op):
-    return b.load(_element_pointer(self, b, op, op.operands[0], op.operands[1:]))
+    ptr = _element_pointer(self, b, op, op.operands[0], op.operands[1:])
+    if ptr.type.pointee == I1:
+        # An i1 lives in a byte that numpy (np.bool_) reads as true when nonzero; a byte
+        # other than 0 or 1 (from a view or a cast) must read as numpy and the interpreter
+        # read it, not as LLVM's i1 of whatever bit 0 holds.  One compare per load is
+        # cheaper than normalising (copying) every bool array at the call boundary.
+        return b.icmp_unsigned("!=", b.load(b.bitcast(ptr, ir.PointerType(I8))), ir.Constant(I8, 0))
+    return b.load(ptr)
 
 
 @_handler("memref.store")

@@ -615,3 +615,42 @@ def test_outputs_sharing_memory_are_refused(aliasing):
     x = np.ones(8)
     with pytest.raises(ValueError, match="share memory"):
         aliasing.two(x, out=(x, x))
+
+
+# -- result shapes given by scalar parameters (issue 11, item 14f) ----------------------------------
+
+SIZED_BY_SCALARS = """
+func.func @splat(%x: f32, %n: index) -> tensor<?xf32> {
+  %t = tensor.splat %x, %n : f32 to tensor<?xf32>
+  func.return %t : tensor<?xf32>
+}
+func.func @iota(%n: index) -> tensor<?xi64> {
+  %two = arith.constant 2 : index
+  %m = arith.muli %n, %two : index
+  %t = tensor.iota %m {axis = 0} : tensor<?xi64>
+  func.return %t : tensor<?xi64>
+}
+func.func @reshape(%x: tensor<?xf32>, %r: index, %c: index) -> tensor<?x?xf32> {
+  %t = tensor.reshape %x, %r, %c : tensor<?xf32> to tensor<?x?xf32>
+  %y = math.exp %t : tensor<?x?xf32>
+  func.return %y : tensor<?x?xf32>
+}
+"""
+
+
+def test_result_shapes_from_scalar_parameters():
+    module = irc.parse(SIZED_BY_SCALARS)
+    exe = irc.compile(module, cache=False)
+    x = np.arange(6, dtype=np.float32)
+    for name, args in [("splat", (1.5, 3)), ("splat", (2.0, 0)), ("iota", (4,)), ("iota", (1,)),
+                       ("reshape", (x, 2, 3)), ("reshape", (x, 3, 2)), ("reshape", (x, 6, 1))]:
+        got, want = getattr(exe, name)(*args), interpret(module, name, *args)
+        assert got.shape == want.shape and got.dtype == want.dtype, (name, args)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert exe.splat.size_params == [1] and exe.reshape.size_params == [1, 2]
+    out = np.empty((3, 2), np.float32)
+    assert exe.reshape(x, 3, 2, out=out) is out
+    with pytest.raises(ValueError, match="negative size"):
+        exe.splat(1.0, -1)
+    with pytest.raises(ValueError, match=r"shapes \[\[6\], 4, 3\].*cannot reshape"):
+        exe.reshape(x, 4, 3)

@@ -28,6 +28,26 @@ from irc.types import FunctionType, IndexType, i1, index
 
 from .func import _print_typed_values, _typed_values
 
+#: The fault of an ``scf.for`` whose step is not positive: the interpreter reports it, and
+#: the ``cf.assert`` that scf-to-cf places before a loop with an unknown step says it too.
+STEP_NOT_POSITIVE = "scf.for step must be positive"
+
+
+def signed_value(value: int, type_) -> int:
+    """The signed reading of a canonical scalar of an integer or index type (i1: 1 -> -1)."""
+    from irc.semantics import signed, wrap
+
+    return signed(wrap(value, type_), type_)
+
+
+def constant_step(op) -> int | None:
+    """The signed value of a ``scf.for``'s step when it is a constant, else None."""
+    from irc.attributes import IntegerAttr
+    from irc.patterns import constant_value
+
+    attr = constant_value(op.step)
+    return signed_value(attr.value, op.step.type) if isinstance(attr, IntegerAttr) else None
+
 
 def _ensure_yield(region: Region, loc) -> None:
     """Add the implicit empty ``scf.yield`` to a block that has no terminator."""
@@ -137,8 +157,15 @@ class ForOp(Operation):
     ``index`` unless written after the header), then the initial values of the
     iter_args.  The body is one block whose arguments are the induction variable and
     the iter_args; its ``scf.yield`` gives the next values, and the op's results are
-    the last ones.  The interpreter runs ``%iv`` from lb while it is below ub,
-    comparing as signed integers; a step that is not positive is an error.
+    the last ones.
+
+    Semantics (MLIR's): ``%iv`` takes the values lb, lb + step, lb + 2*step, ... that
+    are below ub, comparing as signed integers and computing each next value exactly,
+    without wrapping: a loop whose next value would pass the type's maximum ends there
+    (``scf.for %i = 120 to 127 step 5 : i8`` runs twice, never with a wrapped -126).
+    The step must be positive: a constant one that is not is a verifier error, a
+    dynamic one a fault (``STEP_NOT_POSITIVE``) before the first iteration, at every
+    level (interpreter, scf-to-cf, JIT).
     """
 
     name = "scf.for"
@@ -174,13 +201,14 @@ class ForOp(Operation):
         return self.result_types
 
     def interpret(self, interp, args):
-        lb, ub, step = args[:3]
+        t = self.lower_bound.type
+        lb, ub, step = (signed_value(v, t) for v in args[:3])  # i1's "true" is -1 here
         values = list(args[3:])
         if step <= 0:
-            raise interp.fault(self, f"step must be positive, got {step}")
+            raise interp.fault(self, f"assertion failed: {STEP_NOT_POSITIVE}")
         region, env = self.regions[0], interp.env
         iv = lb
-        while iv < ub:
+        while iv < ub:  # Python integers: the next value never wraps
             _, values = interp.run_region(region, [iv, *values], env)
             iv += step
         return values
@@ -199,6 +227,9 @@ class ForOp(Operation):
             raise self.error("body arguments must be the induction variable and the iter_args")
         if self.regions[0].first_block is not self.regions[0].last_block:
             raise self.error("body must be a single block")
+        step = constant_step(self)
+        if step is not None and step <= 0:
+            raise self.error(f"constant step must be positive, got {step}")
 
     def print_custom(self, p) -> None:
         iv = self.induction_var

@@ -20,6 +20,7 @@ that are replaced when the definition appears.
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 
@@ -594,7 +595,10 @@ class ParseContext(Transformer):
 
     def float_lit(self, children):
         tok = children[0]
-        return Literal("float", float(tok.value), self.loc(tok))
+        value = float(tok.value)
+        if math.isinf(value):  # past f64, so past every float type (an infinity is spelled in hex)
+            raise self.error(f"float literal {tok.value} is out of range for every float type", tok)
+        return Literal("float", value, self.loc(tok))
 
     def hex_lit(self, children):
         tok = children[0]

@@ -56,11 +56,13 @@ def scalar_attr(lit: Literal, type: Type) -> Attribute:
     kind, value = lit.kind, lit.value
     if isinstance(type, FloatType):
         if kind == "hex":
+            if value >= 1 << type.width:
+                raise IRError(f"hexadecimal literal {value:#x} does not fit in {type} ({type.width} bits)", lit.loc)
             return FloatAttr(float_from_bits(value, type), type)
         if kind == "bool":
             raise IRError(f"expected a floating point literal for {type}", lit.loc)
         attr = FloatAttr(float(value), type)
-        if math.isinf(attr.value) and not math.isinf(float(value)):
+        if math.isinf(attr.value):  # decimal literals spell no infinity (its hex bits do)
             raise IRError(f"float literal {value!r} is out of range for {type}", lit.loc)
         return attr
     if isinstance(type, (IntegerType, IndexType)):
@@ -70,7 +72,11 @@ def scalar_attr(lit: Literal, type: Type) -> Attribute:
             raise IRError(f"'{'true' if value else 'false'}' is an i1 literal, not {type}", lit.loc)
         value = int(value)
         width = 64 if isinstance(type, IndexType) else type.width
-        if kind != "hex" and not -(1 << (width - 1)) - (1 if width == 1 else 0) <= value < (1 << width):
+        if kind == "hex":  # a bit pattern of the width (0xFF : i8 is -1), as MLIR reads it
+            if value >= 1 << width:
+                raise IRError(f"hexadecimal literal {value:#x} does not fit in {type} "
+                              f"({width} bit{'' if width == 1 else 's'})", lit.loc)
+        elif not -(1 << (width - 1)) - (1 if width == 1 else 0) <= value < (1 << width):
             raise IRError(f"integer literal {value} does not fit in {type}", lit.loc)
         return integer_attr(value, type)
     raise IRError(f"a literal of type {type} is not supported here", lit.loc)

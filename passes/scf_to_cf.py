@@ -12,13 +12,31 @@ becomes ``^head: %i = cf.phi [%lb, ^pre], [%i.next, ^latch]`` (and one phi per
 iter_arg), ``%c = arith.cmpi slt, %i, %ub``, ``cf.cond_br %c, ^body, ^exit``;
 the body ends by adding the step and branching back to the head.  Inner ops are
 lowered before outer ones, so a lowered region may already hold many blocks.
+
+The loop must end where the next induction value would pass the type's maximum,
+as the interpreter's exact arithmetic does (``scf.for`` in dialects/scf.py), so
+the wrapping ``%i + %s`` may only decide the exit where it cannot wrap: when the
+step is 1 (``%i < %ub`` leaves room for one more) or constant bounds show it.
+Every other loop counts its trips instead: ``%n = (ub - lb - 1) /u s + 1`` when
+``lb < ub`` (else 0), computed before the loop without overflow, and the head
+compares a counter ``%k = 0, 1, ...`` with ``arith.cmpi ult, %k, %n``; ``%i``
+still steps by ``%s`` (its last, unused, value may wrap).
 """
 
 from __future__ import annotations
 
 from irc.dialects.arith import AddIOp, CmpIOp
 from irc.dialects.cf import BranchOp, CondBranchOp, PhiOp
-from irc.dialects.scf import ConditionOp, ForOp, IfOp, WhileOp, YieldOp
+from irc.dialects.scf import (
+    STEP_NOT_POSITIVE,
+    ConditionOp,
+    ForOp,
+    IfOp,
+    WhileOp,
+    YieldOp,
+    constant_step,
+    signed_value,
+)
 
 from irc.block import Block
 from irc.operation import Operation
@@ -95,25 +113,84 @@ def _terminators(blocks, kind) -> list[Operation]:
 
 
 def _check_step(op: ForOp, step) -> None:
-    """The interpreter rejects a step <= 0 (the loop would never end); so does lowered code."""
-    from irc.dialects.arith import ConstantOp
+    """The interpreter rejects a step <= 0 (the loop would never end); so does lowered code,
+    with the interpreter's message."""
     from irc.dialects.cf import AssertOp
 
-    from irc.attributes import IntegerAttr, StringAttr
+    from irc.attributes import StringAttr
 
-    known = step.defining_op
-    if isinstance(known, ConstantOp) and isinstance(known.value, IntegerAttr) and known.value.value > 0:
+    known = constant_step(op)
+    if known is not None and known > 0:
         return
-    zero = ConstantOp.build(IntegerAttr(0, step.type))
-    positive = CmpIOp.build("sgt", step, zero.results[0])
-    check = AssertOp([positive.results[0]], [], {"msg": StringAttr("scf.for step must be positive")})
-    for new in (zero, positive, check):
+    positive = CmpIOp.build("sgt", step, _insert_constant(op, 0))
+    check = AssertOp([positive.results[0]], [], {"msg": StringAttr(STEP_NOT_POSITIVE)})
+    for new in (positive, check):
         new.loc = op.loc
         op.parent.insert_before(new, op)
 
 
+def _insert_constant(op: ForOp, value: int):
+    """An ``arith.constant`` of the loop's induction type, placed before the loop."""
+    from irc.dialects.arith import ConstantOp
+
+    from irc.attributes import IntegerAttr
+
+    const = ConstantOp.build(IntegerAttr(value, op.lower_bound.type))
+    const.loc = op.loc
+    op.parent.insert_before(const, op)
+    return const.results[0]
+
+
+def _insert(op: ForOp, new: Operation):
+    new.loc = op.loc
+    op.parent.insert_before(new, op)
+    return new.results[0]
+
+
+def _step_cannot_wrap(op: ForOp) -> bool:
+    """Whether ``%i + step`` stays below the type's maximum whenever ``%i < ub`` (so the
+    head's ``%i < ub`` test alone ends the loop as the exact arithmetic does)."""
+    from .algebra import int_const
+
+    step = constant_step(op)
+    if step is None or step <= 0:
+        return False
+    if step == 1:
+        return True
+    ty = op.lower_bound.type
+    top = (1 << (64 if ty.is_index else ty.width) - 1) - 1
+    ub, lb = int_const(op.upper_bound), int_const(op.lower_bound)
+    if ub is None:
+        return False
+    ub = signed_value(ub, ty)
+    if ub - 1 + step <= top:
+        return True
+    if lb is None:
+        return False
+    lb = signed_value(lb, ty)
+    trips = max(0, -(-(ub - lb) // step))
+    return lb + trips * step <= top
+
+
+def _trip_count(op: ForOp):
+    """``lb < ub ? (ub - lb - 1) /u step + 1 : 0``, inserted before the loop.
+
+    ``ub - lb`` wraps to the exact distance read as unsigned (it is below 2**width
+    when lb < ub), and the step is positive, so nothing here overflows."""
+    from irc.dialects.arith import DivUIOp, SelectOp, SubIOp
+
+    lb, ub, step = op.operands[:3]
+    zero, one = _insert_constant(op, 0), _insert_constant(op, 1)
+    span = _insert(op, SubIOp.build(ub, lb))
+    last = _insert(op, DivUIOp.build(_insert(op, SubIOp.build(span, one)), step))
+    trips = _insert(op, AddIOp.build(last, one))
+    nonempty = _insert(op, CmpIOp.build("slt", lb, ub))
+    return zero, one, _insert(op, SelectOp.build(nonempty, trips, zero))
+
+
 def _lower_for(op: ForOp) -> None:
     _check_step(op, op.operands[2])
+    counted = None if _step_cannot_wrap(op) else _trip_count(op)
     pre = op.parent
     cont = split_block_after(op)
     lb, ub, step = op.operands[:3]
@@ -135,7 +212,15 @@ def _lower_for(op: ForOp) -> None:
     for arg, new in zip(body_entry.args, [iv_phi, *carried]):
         new.results[0].name_hint = arg.name_hint
         arg.replace_all_uses_with(new.results[0])
-    cmp = CmpIOp.build("slt", iv_phi.results[0], ub)
+    if counted is None:
+        cmp = CmpIOp.build("slt", iv_phi.results[0], ub)
+    else:
+        zero, one, trips = counted
+        count_phi = PhiOp.build(lb.type, [(zero, pre)])
+        count_phi.loc = op.loc
+        count_phi.results[0].name_hint = "trip"
+        head.append(count_phi)
+        cmp = CmpIOp.build("ult", count_phi.results[0], trips)
     cmp.loc = op.loc
     head.append(cmp)
     blocks = _move_region_blocks(body_region, cont)
@@ -149,6 +234,11 @@ def _lower_for(op: ForOp) -> None:
         nxt.results[0].name_hint = f"{iv_phi.results[0].name_hint or 'iv'}.next"
         latch.insert_before(nxt, y)
         iv_phi.add_incoming(nxt.results[0], latch)
+        if counted is not None:
+            count = AddIOp.build(count_phi.results[0], counted[1])
+            count.loc = y.loc
+            latch.insert_before(count, y)
+            count_phi.add_incoming(count.results[0], latch)
         for phi, v in zip(carried, y.operands):
             phi.add_incoming(v, latch)
         br = BranchOp.build(head)

@@ -96,6 +96,8 @@ def _static_sizes(func) -> bool:
         sizes = [constant_value(v) for v in op.operands[first:]]
         if any(c is None for c in sizes):
             continue
+        if any(c.value < 0 for c in sizes):
+            raise op.error(f"negative size in {[c.value for c in sizes]}")
         it = iter(c.value for c in sizes)
         t = op.results[0].type
         op.results[0].type = t.with_shape([next(it) if d is None else d for d in t.shape])

@@ -109,11 +109,49 @@ def _aligned_arena(nbytes: int) -> np.ndarray:
     return raw[start:start + nbytes]
 
 
+def size_params(func) -> list[int]:
+    """The integer parameters whose values give the size of a tensor (through the size
+    operands of a splat, iota, reshape or broadcast): a result's shape may depend on
+    them, so a call is specialised on their values as on its arrays' shapes."""
+    from irc.passes.specialize_shapes import SIZED_OPS
+
+    params = {a: i for i, a in enumerate(func.args) if a.type.is_int_or_index}
+    stack = [v for op in func.walk() if op.name in SIZED_OPS for v in op.operands[SIZED_OPS[op.name]:]]
+    found, seen = set(), set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if v in params:
+            found.add(params[v])
+        elif v.defining_op is not None:
+            stack.extend(v.defining_op.operands)
+    return sorted(found)
+
+
+def _bind_constants(func, values: dict) -> None:
+    """Replace the uses of parameters (by index) with constants of their values."""
+    from irc.dialects.arith import ConstantOp
+
+    from irc.attributes import IntegerAttr
+
+    entry = func.body.entry
+    for i, value in values.items():
+        arg = func.args[i]
+        const = ConstantOp.build(IntegerAttr(value, arg.type))
+        const.loc = func.loc
+        entry.prepend(const)
+        arg.replace_all_uses_with(const.results[0])
+
+
 class Specialization:
     """Machine code for one tuple of argument shapes, and what calling it needs."""
 
-    def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int | None, segments: list):
+    def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int | None, segments: list,
+                 in_place: frozenset = frozenset()):
         self.executable = executable  # keeps the machine code alive
+        self.in_place = in_place  # (output, input) pairs that may share one buffer (out_aliasing.py)
         self.wrapper = executable[name]
         self.out_shapes = out_shapes
         self.arena_bytes = arena_bytes  # None: the function takes no arena
@@ -132,6 +170,7 @@ class TensorFunction:
         self.signature = func.function_type
         self.param_names = [a.name_hint or f"arg{i}" for i, a in enumerate(func.args)]
         self.compile_options = compile_options
+        self.size_params = size_params(func)  # scalars that size a tensor: specialised on their values
         self._specializations: dict = {}
         self._lock = threading.Lock()
         self.__doc__ = f"@{self.name} : {self.signature} (compiled for the CPU per argument shapes)"
@@ -171,22 +210,28 @@ class TensorFunction:
 
     # -- specialisation -----------------------------------------------------------------------------
 
-    def specialization(self, shapes: tuple) -> Specialization:
-        spec = self._specializations.get(shapes)
+    def specialization(self, shapes: tuple, sizes: tuple = ()) -> Specialization:
+        """The machine code for arguments of ``shapes`` (and, for ``size_params``, of the
+        values ``sizes``)."""
+        key = (shapes, sizes) if sizes else shapes
+        spec = self._specializations.get(key)
         if spec is None:
             with self._lock:
-                spec = self._specializations.get(shapes)
+                spec = self._specializations.get(key)
                 if spec is None:
-                    spec = self._specializations[shapes] = self._specialize(shapes)
+                    spec = self._specializations[key] = self._specialize(shapes, sizes)
         return spec
 
-    def lower(self, shapes: tuple):
-        """The loop-level module this function becomes for arguments of ``shapes``."""
+    def lower(self, shapes: tuple, sizes: tuple = ()):
+        """The loop-level module this function becomes for arguments of ``shapes``, the
+        parameters ``size_params`` being the constants ``sizes``."""
         import irc.passes
         from irc.passes.specialize_shapes import specialize
 
         module = self.module.clone()
         func = next(f for f in module.functions if f.sym_name == self.name)
+        bound = dict(zip(self.size_params, sizes))
+        _bind_constants(func, bound)
         for other in list(module.functions):
             if other is not func and has_tensors(other) and not other.is_declaration:
                 other.erase()
@@ -197,17 +242,23 @@ class TensorFunction:
         try:
             specialize(func, types)
         except IRError as e:
-            shown = [list(s) if s is not None else "scalar" for s in shapes]
+            shown = [list(s) if s is not None else bound.get(i, "scalar") for i, s in enumerate(shapes)]
             raise ValueError(f"@{self.name} cannot run on arguments of shapes {shown}: {e.message}") from None
         irc.passes.run(module, tensor_pipeline(self.tensor_options))
         return module, func
 
-    def _specialize(self, shapes: tuple) -> Specialization:
+    def _specialize(self, shapes: tuple, sizes: tuple = ()) -> Specialization:
         from .executable import compile as compile_module
+        from .out_aliasing import in_place_safe
 
-        module, func = self.lower(shapes)
+        module, func = self.lower(shapes, sizes)
         sig = func.attributes["tensor_signature"].type
         outs = [tuple(t.shape) for t in sig.results if isinstance(t, TensorType)]
+        for k, shape in enumerate(outs):
+            if None in shape:
+                raise ValueError(f"@{self.name}: the shape of tensor result {k} depends on values only known "
+                                 f"while it runs ({list(shape)}); compute it from parameters")
+        in_place = in_place_safe(func, len(self.signature.inputs), len(outs))
         arena = func.attributes.get("arena_bytes")
         segments = []
         names = func.attributes.get("segments")
@@ -218,14 +269,19 @@ class TensorFunction:
             segments.append((name.value, tuple(e.value for e in rng.elements) if rng is not None else None,
                              work.value if work is not None else 0))
         exe = compile_module(module, **self.compile_options)
-        return Specialization(exe, self.name, outs, arena.value if arena is not None else None, segments)
+        return Specialization(exe, self.name, outs, arena.value if arena is not None else None, segments,
+                              in_place)
 
     # -- the call ----------------------------------------------------------------------------------------
 
     def __call__(self, *args, out=None):
         values, shapes = self._check(args)
-        spec = self.specialization(shapes)
+        spec = self.specialization(shapes, tuple(values[i] for i in self.size_params))
         outputs = self._outputs(spec, out)
+        if out is not None:  # an input that shares memory with an output is read from a copy
+            from .out_aliasing import separate
+
+            values = separate(self.name, values, outputs, spec.in_place)
         call = list(values) + outputs
         arena = None
         if spec.arena_bytes is not None:

@@ -521,3 +521,136 @@ func.func @f(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
     x = np.arange(16, dtype=np.float32).reshape(4, 4) / 16
     expected = np.tanh(x) + np.tanh(x).T
     np.testing.assert_allclose(irc.compile(irc.parse(text)).f(x), expected, rtol=1e-6)
+
+
+# -- out= that shares memory with an input (issue 11, item 5) ---------------------------------------
+
+ALIASING = """
+func.func @tr(%x: tensor<?x?xf64>) -> tensor<?x?xf64> {
+  %t = tensor.transpose %x {perm = [1, 0]} : tensor<?x?xf64> to tensor<?x?xf64>
+  func.return %t : tensor<?x?xf64>
+}
+func.func @mm(%a: tensor<?x?xf64>, %b: tensor<?x?xf64>) -> tensor<?x?xf64> {
+  %c = tensor.matmul %a, %b : (tensor<?x?xf64>, tensor<?x?xf64>) -> tensor<?x?xf64>
+  func.return %c : tensor<?x?xf64>
+}
+func.func @ew(%x: tensor<?xf64>, %y: tensor<?xf64>) -> tensor<?xf64> {
+  %e = math.exp %x : tensor<?xf64>
+  %m = arith.mulf %e, %y : tensor<?xf64>
+  %s = arith.addf %m, %x : tensor<?xf64>
+  func.return %s : tensor<?xf64>
+}
+func.func @centre(%x: tensor<1000xf64>) -> tensor<1000xf64> {
+  %m = tensor.reduce_mean %x {axes = [0], keepdims} : tensor<1000xf64> to tensor<1xf64>
+  %b = tensor.broadcast %m : tensor<1xf64> to tensor<1000xf64>
+  %d = arith.subf %x, %b : tensor<1000xf64>
+  func.return %d : tensor<1000xf64>
+}
+func.func @two(%x: tensor<?xf64>) -> (tensor<?xf64>, tensor<?xf64>) {
+  %n = arith.negf %x : tensor<?xf64>
+  func.return %n, %x : tensor<?xf64>, tensor<?xf64>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def aliasing():
+    return irc.compile(irc.parse(ALIASING), cache=False)
+
+
+def test_out_aliasing_an_input_gives_numpys_answer(aliasing):
+    exe = aliasing
+    x = np.arange(12.0).reshape(3, 4)[:, :3].copy()  # square
+    want = x.T.copy()
+    assert exe.tr(x, out=x) is x and np.array_equal(x, want)
+    a, b = np.arange(16.0).reshape(4, 4), np.arange(16.0).reshape(4, 4)[::-1].copy() + 1
+    want = a @ b
+    exe.mm(a, b, out=a)
+    assert np.array_equal(a, want)
+    a = np.arange(16.0).reshape(4, 4) + 1
+    want = b @ a
+    exe.mm(b, a, out=a)  # the second operand
+    assert np.array_equal(a, want)
+    a = np.arange(16.0).reshape(4, 4) + 1
+    want = a @ a
+    exe.mm(a, a, out=a)  # both operands
+    assert np.array_equal(a, want)
+    x = np.linspace(-1, 1, 1000)
+    want = x - x.mean()
+    exe.centre(x, out=x)  # a reduction, then an elementwise pass
+    assert np.allclose(x, want)
+
+
+def test_out_partially_overlapping_an_input(aliasing):
+    base = np.linspace(0, 1, 1010)
+    x, out = base[10:], base[:1000]  # out starts 10 elements before x
+    want = aliasing.ew(x.copy(), x.copy())
+    aliasing.ew(x, x, out=out)
+    assert np.array_equal(out, want)
+    base = np.linspace(0, 1, 1010)
+    x, out = base[:1000], base[10:]  # out starts 10 elements after x
+    want = aliasing.ew(x.copy(), x.copy())
+    aliasing.ew(x, x, out=out)
+    assert np.array_equal(out, want)
+
+
+def test_elementwise_in_place_stays_zero_copy(aliasing):
+    """``f(x, out=x)`` for an elementwise f reads x[i] just before writing out[i]: no copy needed."""
+    from irc.runtime.out_aliasing import separate
+
+    x, y = np.linspace(0, 1, 1000), np.linspace(1, 2, 1000)
+    want = aliasing.ew(x.copy(), y)  # the same machine code without aliasing
+    got = aliasing.ew(x, y, out=x)
+    assert got is x and np.array_equal(x, want)
+    spec = next(iter(aliasing.ew._specializations.values()))
+    assert (0, 0) in spec.in_place and (0, 1) in spec.in_place
+    values = separate("ew", [x, y], [x], spec.in_place)
+    assert values[0] is x and values[1] is y
+    # The transpose and the matmul are not safe in place: they read an input from a copy.
+    for f in (aliasing.tr, aliasing.mm):
+        assert all(not s.in_place for s in f._specializations.values())
+
+
+def test_outputs_sharing_memory_are_refused(aliasing):
+    x = np.ones(8)
+    with pytest.raises(ValueError, match="share memory"):
+        aliasing.two(x, out=(x, x))
+
+
+# -- result shapes given by scalar parameters (issue 11, item 14f) ----------------------------------
+
+SIZED_BY_SCALARS = """
+func.func @splat(%x: f32, %n: index) -> tensor<?xf32> {
+  %t = tensor.splat %x, %n : f32 to tensor<?xf32>
+  func.return %t : tensor<?xf32>
+}
+func.func @iota(%n: index) -> tensor<?xi64> {
+  %two = arith.constant 2 : index
+  %m = arith.muli %n, %two : index
+  %t = tensor.iota %m {axis = 0} : tensor<?xi64>
+  func.return %t : tensor<?xi64>
+}
+func.func @reshape(%x: tensor<?xf32>, %r: index, %c: index) -> tensor<?x?xf32> {
+  %t = tensor.reshape %x, %r, %c : tensor<?xf32> to tensor<?x?xf32>
+  %y = math.exp %t : tensor<?x?xf32>
+  func.return %y : tensor<?x?xf32>
+}
+"""
+
+
+def test_result_shapes_from_scalar_parameters():
+    module = irc.parse(SIZED_BY_SCALARS)
+    exe = irc.compile(module, cache=False)
+    x = np.arange(6, dtype=np.float32)
+    for name, args in [("splat", (1.5, 3)), ("splat", (2.0, 0)), ("iota", (4,)), ("iota", (1,)),
+                       ("reshape", (x, 2, 3)), ("reshape", (x, 3, 2)), ("reshape", (x, 6, 1))]:
+        got, want = getattr(exe, name)(*args), interpret(module, name, *args)
+        assert got.shape == want.shape and got.dtype == want.dtype, (name, args)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert exe.splat.size_params == [1] and exe.reshape.size_params == [1, 2]
+    out = np.empty((3, 2), np.float32)
+    assert exe.reshape(x, 3, 2, out=out) is out
+    with pytest.raises(ValueError, match="negative size"):
+        exe.splat(1.0, -1)
+    with pytest.raises(ValueError, match=r"shapes \[\[6\], 4, 3\].*cannot reshape"):
+        exe.reshape(x, 4, 3)

@@ -85,6 +85,11 @@ def _scalar_checker(name: str, t):
             if isinstance(x, (float, int, np.floating, np.integer)) and not isinstance(x, (bool, np.bool_)):
                 return x
             raise TypeError(f"parameter '{name}' must be a number for {t}, got {type(x).__name__}")
+
+        if t.kind == "f16":  # ctypes has no half: it travels as its bits, rounded as the interpreter rounds
+            def check_f16(x):
+                return _f16_bits(check_float(x))
+            return check_f16
         return check_float
     width = 64 if isinstance(t, IndexType) else t.width
     low, high = -(1 << (width - 1)) - (width == 1), 1 << width
@@ -160,6 +165,8 @@ def make_wrapper(func, address: int, faults, fast_address: int | None = None, ow
 
 def _inline_check(name: str, t, i: int) -> str:
     """A one-line fast path for a scalar argument; the full check runs only when it fails."""
+    if isinstance(t, FloatType) and t.kind == "f16":
+        return f"    {name} = _check{i}({name})"
     if isinstance(t, FloatType):
         return f"    if type({name}) is not float: {name} = _check{i}({name})"
     width = 64 if isinstance(t, IndexType) else t.width
@@ -215,6 +222,15 @@ def _result_expr(k: int, t) -> str:
 
 def _f16_from_bits(bits: int) -> float:
     return float(np.array(bits, dtype=np.uint16).view(np.float16))
+
+
+def _f16_bits(x) -> int:
+    """The bits of the f16 nearest ``x`` (the interpreter's ``to_runtime`` rounding)."""
+    from irc.semantics import round_to
+    from irc.types import f16
+
+    with np.errstate(over="ignore"):
+        return int(np.array(round_to(np.float64(x), f16), dtype=np.float16).view(np.uint16))
 
 
 def _fault_raiser(name: str, faults):

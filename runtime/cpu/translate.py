@@ -9,7 +9,7 @@ of objects written by ``irc compile --emit obj``)::
     int32_t f(ARGS..., RESULT_0 *out0, RESULT_1 *out1, ...)
 
 * a scalar parameter is passed as itself (``index`` as int64_t, ``i1`` as a byte
-  holding 0 or 1);
+  holding 0 or 1, ``f16`` as a uint16_t holding its bits);
 * a ``memref<d0 x ... x T>`` parameter is passed as ``T *data`` followed by one
   ``int64_t`` size per dimension (row-major, contiguous);
 * results are written through the trailing pointers;
@@ -58,6 +58,7 @@ from irc.interpreter import MAX_CALL_DEPTH
 from irc.types import FloatType, IndexType, IntegerType, MemRefType, Type
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+I16 = ir.IntType(16)  # an f16 parameter travels as its bits (ctypes has no half; see param_types)
 PTR = ir.PointerType(I8)
 
 CONTEXT = ir.LiteralStructType([I64, PTR, PTR])
@@ -124,6 +125,8 @@ def param_types(t: Type) -> list[ir.Type]:
         return [ir.PointerType(llvm_type(t.element_type))] + [I64] * t.rank
     if isinstance(t, IntegerType) and t.width == 1:
         return [I8]
+    if isinstance(t, FloatType) and t.kind == "f16":
+        return [I16]  # in an integer register, where ctypes puts a c_uint16 (a half goes in xmm)
     return [llvm_type(t)]
 
 
@@ -338,6 +341,8 @@ class FunctionTranslator:
                 self.values[arg] = struct
             elif isinstance(t, IntegerType) and t.width == 1:
                 self.values[arg] = b.trunc(next(args), I1)
+            elif isinstance(t, FloatType) and t.kind == "f16":
+                self.values[arg] = b.bitcast(next(args), ir.HalfType())
             else:
                 self.values[arg] = next(args)
         *self.outs, self.depth, self.ctx = args  # the result pointers, then the hidden depth and context
@@ -716,7 +721,10 @@ def _call(self, b, op):
     if op.callee in self.bodies:
         # Unbounded recursion is an error at the call, never a stack overflow.
         if self.options.checks:
-            too_deep = b.icmp_unsigned(">=", self.depth, ir.Constant(I32, MAX_CALL_DEPTH))
+            # The interpreter counts frames, the entry's included: the call that would make
+            # frame MAX_CALL_DEPTH + 1 faults.  Here the entry is depth 0, so a caller at
+            # depth d has d + 1 frames and its call would make d + 2.
+            too_deep = b.icmp_unsigned(">=", self.depth, ir.Constant(I32, MAX_CALL_DEPTH - 1))
             self.fault_if(b, too_deep, op, f"call depth exceeds {MAX_CALL_DEPTH} (unbounded recursion?)")
         depth = [b.add(self.depth, ir.Constant(I32, 1))]
     args = []
@@ -730,6 +738,8 @@ def _call(self, b, op):
                 args.extend([b.extract_value(x, 2), b.extract_value(x, 3)])
         elif x.type == I1:
             args.append(b.zext(x, I8))
+        elif isinstance(x.type, ir.HalfType):
+            args.append(b.bitcast(x, I16))
         else:
             args.append(x)
     slots = []
@@ -804,7 +814,14 @@ def _element_pointer(self, b, op, mem_value, indices):
 
 @_handler("memref.load")
 def _load(self, b, op):
-    return b.load(_element_pointer(self, b, op, op.operands[0], op.operands[1:]))
+    ptr = _element_pointer(self, b, op, op.operands[0], op.operands[1:])
+    if ptr.type.pointee == I1:
+        # An i1 lives in a byte that numpy (np.bool_) reads as true when nonzero; a byte
+        # other than 0 or 1 (from a view or a cast) must read as numpy and the interpreter
+        # read it, not as LLVM's i1 of whatever bit 0 holds.  One compare per load is
+        # cheaper than normalising (copying) every bool array at the call boundary.
+        return b.icmp_unsigned("!=", b.load(b.bitcast(ptr, ir.PointerType(I8))), ir.Constant(I8, 0))
+    return b.load(ptr)
 
 
 @_handler("memref.store")

@@ -1,0 +1,104 @@
+"""``out=`` arrays that share memory with an input: computed as numpy would, as if the
+inputs were read before anything is written.
+
+Compiled tensor code reads its inputs while it writes its outputs (a transpose
+writes ``out[j, i]`` long before it reads ``x[j, i]``; a matmul reads a row of ``a``
+many times after writing into it; plan-memory may park an intermediate in an
+output), so an output that overlaps an input would silently give wrong numbers.
+The call therefore copies such an input first - except for the one pattern that
+is provably safe in place, which a user writing ``f(x, out=x)`` for an
+elementwise ``f`` expects to be zero-copy: the loop-level function stores into
+the output exactly once, and every read of the input is in that store's block,
+before it, at the very same indices (so iteration ``I`` reads ``x[I]`` and then
+writes ``out[I]``, and no iteration reads an element another one wrote).
+Outputs that overlap each other are refused, as they have no meaning.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def in_place_safe(func, n_inputs: int, n_outputs: int) -> frozenset:
+    """The pairs ``(k, j)`` for which output ``k`` may be input ``j``'s very buffer.
+
+    ``func`` is the loop-level function (after the tensor pipeline): its parameters
+    are the inputs, then the outputs."""
+    args = func.body.entry.args
+    pairs = set()
+    for k in range(n_outputs):
+        out = args[n_inputs + k]
+        store = _single_store(out)
+        if store is None:
+            continue
+        for j in range(n_inputs):
+            if args[j].type == out.type and _reads_only_before(args[j], store):
+                pairs.add((k, j))
+    return frozenset(pairs)
+
+
+def _single_store(out):
+    """The one ``memref.store`` into ``out`` when that (and ``memref.dim``) is all it is used by."""
+    stores = []
+    for use in out.uses:
+        op = use.owner
+        if op.name == "memref.store" and use.index == 1:
+            stores.append(op)
+        elif op.name != "memref.dim":
+            return None
+    return stores[0] if len(stores) == 1 else None
+
+
+def _reads_only_before(value, store) -> bool:
+    """Whether every use of ``value`` is a ``memref.dim`` or a ``memref.load`` at ``store``'s
+    indices, in ``store``'s block, before it."""
+    indices = list(store.operands[2:])
+    for use in value.uses:
+        op = use.owner
+        if op.name == "memref.dim":
+            continue
+        if op.name != "memref.load" or op.parent is not store.parent or list(op.operands[1:]) != indices:
+            return False
+        if not _before(op, store):
+            return False
+    return True
+
+
+def _before(a, b) -> bool:
+    op = a.next
+    while op is not None:
+        if op is b:
+            return True
+        op = op.next
+    return False
+
+
+def separate(name: str, inputs: list, outputs: list, safe: frozenset) -> list:
+    """``inputs`` with every array that overlaps an output replaced by a copy, unless the
+    overlap is the exact in-place pattern of ``safe``; outputs that overlap each other
+    raise ValueError."""
+    for k, out in enumerate(outputs):
+        for k2 in range(k):
+            if np.may_share_memory(out, outputs[k2]):
+                raise ValueError(f"out[{k2}] and out[{k}] of @{name} share memory")
+    result = list(inputs)
+    for j, a in enumerate(inputs):
+        if not isinstance(a, np.ndarray):
+            continue
+        # Both sides are C-contiguous (the call made them so): overlapping bounds is sharing memory.
+        sharing = [k for k, out in enumerate(outputs) if np.may_share_memory(a, out)]
+        if not sharing:
+            continue
+        exact = len(sharing) == 1 and _same_buffer(a, outputs[sharing[0]])
+        if not (exact and (sharing[0], j) in safe and _only_alias(a, j, inputs)):
+            result[j] = a.copy()
+    return result
+
+
+def _same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.ctypes.data == b.ctypes.data and a.shape == b.shape and a.dtype == b.dtype
+
+
+def _only_alias(a: np.ndarray, j: int, inputs: list) -> bool:
+    """No other input shares ``a``'s memory (it would be read after the in-place writes)."""
+    return not any(isinstance(b, np.ndarray) and i != j and np.may_share_memory(a, b) for i, b in enumerate(inputs))

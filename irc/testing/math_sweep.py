@@ -167,6 +167,9 @@ def inputs(rng: np.random.Generator, op: str, t: str, n: int) -> list[np.ndarray
     if arity == 1:
         return [np.concatenate([special, random_bits(rng, t, n)])]
     sa, sb = np.meshgrid(special, special)
+    if n < sa.size:  # a small sweep takes a sample of the special pairs
+        keep = np.sort(rng.choice(sa.size, n, replace=False))
+        sa, sb = sa.ravel()[keep], sb.ravel()[keep]
     mixed_a = np.concatenate([special, random_bits(rng, t, len(special))])
     mixed_b = np.concatenate([random_bits(rng, t, len(special)), special])
     return [np.concatenate([sa.ravel(), mixed_a, random_bits(rng, t, n)]),

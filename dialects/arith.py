@@ -23,6 +23,7 @@ from irc.semantics import (
     round_to,
     signed,
     unsigned,
+    widen_to_f64,
     width,
     wrap,
 )
@@ -960,8 +961,7 @@ class ExtFOp(CastOp):
     summary = "Widen a float (exact)."
     example = "%r = arith.extf %x : f32 to f64"
     from_kind = to_kind = "float"
-    compute = staticmethod(lambda x, s, d: round_to(np.asarray(x, dtype=np.float64) if is_array(x)
-                                                    else np.float64(x), d))
+    compute = staticmethod(lambda x, s, d: round_to(widen_to_f64(x) if is_array(x) else widen_to_f64(x)[()], d))
 
     def verify_widths(self, src, dst):
         if dst.width <= src.width:

@@ -23,7 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from irc.semantics import is_array, round_to, signed, wrap
+from irc.semantics import is_array, round_to, signed, widen_to_f64, wrap
 
 from .families import ELEMENTWISE, BinaryOp, TernaryOp, UnaryOp
 
@@ -41,7 +41,7 @@ def _libm(scalar_fn, numpy_fn):
                 return float(numpy_fn(*map(np.float64, xs)))
 
     def apply(*xs):
-        wide = [_widen(x) for x in xs]
+        wide = [widen_to_f64(x) for x in xs]
         if not any(is_array(x) for x in xs):
             return np.float64(one(*map(float, wide)))
         arrays = np.broadcast_arrays(*wide)
@@ -53,19 +53,6 @@ def _libm(scalar_fn, numpy_fn):
         return flat.reshape(arrays[0].shape)
 
     return apply
-
-
-def _widen(x) -> np.ndarray:
-    """``x`` as float64, as compiled code's fpext does it: a signalling NaN of a narrower type comes
-    out quiet (numpy's float16 conversion is done in software and would keep it signalling)."""
-    a = np.asarray(x)
-    wide = a.astype(np.float64)
-    if a.dtype != np.float64:
-        nan = np.isnan(wide)
-        if nan.any():
-            quiet = (wide.view(np.uint64) | np.uint64(1 << 51)).view(np.float64)
-            wide = np.where(nan, quiet, wide)
-    return wide
 
 
 def _transcendental(fn):

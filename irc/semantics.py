@@ -90,9 +90,34 @@ def round_to(x, t: FloatType):
         wide = x if isinstance(x, (np.float32, np.float64)) else np.float64(x)
         return bf16_round_array(np.asarray(wide))[()]
     dt = float_dtype(t)
+    if t.kind == "f16" and np.asarray(x).dtype != np.float16:
+        return _narrow_to_f16(x)
     if is_array(x):
         return x.astype(dt, copy=False)
     return dt(x)
+
+
+def _narrow_to_f16(x):
+    """numpy narrows a NaN to f16 in software without setting the quiet bit (0x7FC00001 -> 0x7C01,
+    a signalling NaN; hardware and LLVM give 0x7E00): quiet it, as every other narrowing does."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.asarray(x).astype(np.float16)
+    nan = np.isnan(out)
+    if nan.any():
+        out = np.where(nan, (out.view(np.uint16) | np.uint16(0x200)).view(np.float16), out)
+    return out if is_array(x) else out[()]
+
+
+def widen_to_f64(x) -> np.ndarray:
+    """``x`` as float64, as ``fpext`` does it: a signalling NaN comes out quiet (numpy's float16
+    conversion is done in software and would keep it signalling; float32's goes through hardware)."""
+    a = np.asarray(x)
+    wide = a.astype(np.float64)
+    if a.dtype != np.float64:
+        nan = np.isnan(wide)
+        if nan.any():
+            wide = np.where(nan, (wide.view(np.uint64) | np.uint64(1 << 51)).view(np.float64), wide)
+    return wide
 
 
 def check_nonzero(b, what: str = "integer division by zero") -> None:

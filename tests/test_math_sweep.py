@@ -156,3 +156,13 @@ def test_math_sweep_command_line():
                           "--types", "f32"], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "0 disagreements" in run.stdout
+
+
+def test_truncf_to_f16_quiets_a_nan_as_compiled_code_does():
+    """numpy narrows f32 0x7FC00001 to the f16 0x7C01, a signalling NaN; hardware and LLVM give 0x7E00."""
+    text = ("func.func @f(%x: f32) -> i16 {\n  %h = arith.truncf %x : f32 to f16\n"
+            "  %r = arith.bitcast %h : f16 to i16\n  func.return %r : i16\n}\n")
+    x = float(np.array([0x7FC00001], dtype=np.uint32).view(np.float32)[0])
+    expected = irc.compile(irc.parse(text), opt_level=0, cache=False).f(x) & 0xFFFF
+    assert expected == 0x7E00
+    assert irc.interpret(irc.parse(text), "f", x) & 0xFFFF == expected

@@ -29,10 +29,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 UNARY = ["exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tanh", "erf", "sqrt", "rsqrt",
-         "absf", "floor", "ceil", "negf", "bitcast"]
+         "absf", "floor", "ceil", "negf", "bitcast", "exttrunc"]
 BINARY = ["powf", "addf", "subf", "mulf", "divf", "remf", "maximumf", "minimumf", "maxnumf", "minnumf"]
 OPS = UNARY + BINARY
 BIT_PRESERVING = {"negf", "absf", "bitcast"}
+# extf/truncf are not among them: LLVM may quiet a NaN or not (it folds truncf(extf x) to x,
+# even at -O0, while each alone quiets), as its LangRef allows, so only NaN-ness is compared.
+EXACT_NAN = BIT_PRESERVING
 TYPES = ["f16", "bf16", "f32", "f64"]
 JIT_TYPES = {"f16", "f32", "f64"}
 WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
@@ -41,7 +44,8 @@ CHUNK = 1000  # constant-argument calls per module (parse, fold and LLVM time gr
 
 def op_name(op: str) -> str:
     arith = {"negf", "addf", "subf", "mulf", "divf", "remf", "maximumf", "minimumf", "maxnumf", "minnumf"}
-    return ("arith." if op in arith else "math.") + op
+    special = {"bitcast": "arith.bitcast", "exttrunc": "arith.extf+truncf"}
+    return special.get(op) or ("arith." if op in arith else "math.") + op
 
 
 def _int_type(t: str) -> str:
@@ -54,6 +58,10 @@ def scalar_body(op: str, t: str, args: list[str]) -> list[str]:
         it = _int_type(t)
         return [f"%bits = arith.bitcast {args[0]} : {t} to {it}",
                 f"%r = arith.bitcast %bits : {it} to {t}"]
+    if op == "exttrunc":  # extf then truncf (f64: truncf then extf), NaNs included
+        if t == "f64":
+            return [f"%w = arith.truncf {args[0]} : f64 to f32", "%r = arith.extf %w : f32 to f64"]
+        return [f"%w = arith.extf {args[0]} : {t} to f64", f"%r = arith.truncf %w : f64 to {t}"]
     return [f"%r = {op_name(op)} {', '.join(args)} : {t}"]
 
 
@@ -67,7 +75,16 @@ def loop_module(op: str, t: str, arity: int) -> str:
     tt = f"tensor<?x{t}>"
     tins = ", ".join(f"%a{k}: {tt}" for k in range(arity))
     tensor_fn = ""
-    if op != "bitcast":
+    if op == "exttrunc":
+        wide = "f32" if t == "f64" else "f64"
+        first, second = ("truncf", "extf") if t == "f64" else ("extf", "truncf")
+        tensor_fn = f"""
+func.func @t(%a0: {tt}) -> {tt} {{
+  %w = arith.{first} %a0 : {tt} to tensor<?x{wide}>
+  %r = arith.{second} %w : tensor<?x{wide}> to {tt}
+  func.return %r : {tt}
+}}"""
+    elif op != "bitcast":
         tensor_fn = f"""
 func.func @t({tins}) -> {tt} {{
   %r = {op_name(op)} {', '.join(f'%a{k}' for k in range(arity))} : {tt}
@@ -192,8 +209,10 @@ def _as_bits(values: np.ndarray, t: str) -> np.ndarray:
     return values.view(f"u{WIDTH[t] // 8}")
 
 
-def run_levels(op: str, t: str, columns: list[np.ndarray], jit: bool = True) -> dict[str, np.ndarray]:
-    """The result bits of every level for the input columns."""
+def run_levels(op: str, t: str, columns: list[np.ndarray], jit: bool = True,
+               fold_n: int | None = None) -> dict[str, np.ndarray]:
+    """The result bits of every level for the input columns; the constant-argument levels (fold,
+    interp, llvm-fold: one op per input in the IR) take the first ``fold_n`` inputs only."""
     import irc
     from irc.passes import run as run_passes
 
@@ -209,7 +228,7 @@ def run_levels(op: str, t: str, columns: list[np.ndarray], jit: bool = True) -> 
             irc.compile(loops, opt_level=level, cache=False).f(*values, out, n)
             results[f"jit-O{level}"] = _as_bits(out, t)
     parts: dict[str, list[np.ndarray]] = {"interp": [], "fold": [], "llvm-fold": []}
-    for start in range(0, n, CHUNK):
+    for start in range(0, n if fold_n is None else min(n, fold_n), CHUNK):
         chunk = [c[start:start + CHUNK] for c in columns]
         size = len(chunk[0])
         dtype = values[0].dtype
@@ -253,6 +272,7 @@ class Disagreement:
 @dataclass
 class Report:
     checked: int = 0
+    folded: int = 0  # inputs that also went through the constant-argument levels
     disagreements: list[Disagreement] = field(default_factory=list)
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -264,28 +284,36 @@ def _is_nan(bits: np.ndarray, t: str) -> np.ndarray:
 
 def compare(op: str, t: str, columns: list[np.ndarray], results: dict[str, np.ndarray]) -> list[Disagreement]:
     names = list(results)
+    n = min(len(r) for r in results.values())
+    results = {k: v[:n] for k, v in results.items()}  # the constant levels may cover a prefix only
+    columns = [c[:n] for c in columns]
     reference = results[names[0]].astype(np.uint64)
     bad = np.zeros(len(reference), dtype=bool)
     ref_nan = _is_nan(results[names[0]], t)
     for name in names[1:]:
         other = results[name].astype(np.uint64)
         differ = other != reference
-        if op not in BIT_PRESERVING:
+        if op not in EXACT_NAN:
             differ &= ~(ref_nan & _is_nan(results[name], t))
         bad |= differ
     return [Disagreement(op, t, tuple(int(c[i]) for c in columns), {k: int(v[i]) for k, v in results.items()})
             for i in np.flatnonzero(bad)]
 
 
-def sweep(n: int, seed: int, ops=None, types=None, jit: bool = True, log=None) -> Report:
+def sweep(n: int, seed: int, ops=None, types=None, jit: bool = True, log=None, fold_n: int | None = None) -> Report:
     report = Report()
     for op in ops or OPS:
         for t in types or TYPES:
             rng = np.random.default_rng([seed, OPS.index(op), TYPES.index(t)])
             columns = inputs(rng, op, t, n)
             started = time.perf_counter()
-            found = compare(op, t, columns, run_levels(op, t, columns, jit=jit))
+            results = run_levels(op, t, columns, jit=jit, fold_n=fold_n)
             report.checked += len(columns[0])
+            report.folded += min(len(columns[0]), fold_n if fold_n is not None else len(columns[0]))
+            # The array levels cover every input; the constant levels a prefix (compared twice).
+            found = compare(op, t, columns, {k: v for k, v in results.items() if len(v) == len(columns[0])})
+            if fold_n is not None and fold_n < len(columns[0]):
+                found += compare(op, t, columns, results)
             report.counts[(op, t)] = len(found)
             report.disagreements += found
             if log:
@@ -301,12 +329,15 @@ def main(argv=None) -> int:
     parser.add_argument("--ops", nargs="*", choices=OPS, default=None)
     parser.add_argument("--types", nargs="*", choices=TYPES, default=None)
     parser.add_argument("--no-jit", action="store_true", help="fold and interpreter only")
+    parser.add_argument("--fold-n", type=int, default=None,
+                        help="inputs per op and type that also go through the constant-argument levels "
+                             "(fold, interp, llvm-fold), which cost one op per input; default: all")
     parser.add_argument("--show", type=int, default=20, help="disagreements to print")
     args = parser.parse_args(argv)
-    report = sweep(args.n, args.seed, args.ops, args.types, jit=not args.no_jit, log=print)
+    report = sweep(args.n, args.seed, args.ops, args.types, jit=not args.no_jit, log=print, fold_n=args.fold_n)
     for d in report.disagreements[:args.show]:
         print(d)
-    print(f"{report.checked} inputs, {len(report.disagreements)} disagreements")
+    print(f"{report.checked} inputs ({report.folded} also folded), {len(report.disagreements)} disagreements")
     return 1 if report.disagreements else 0
 
 

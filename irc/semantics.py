@@ -98,8 +98,8 @@ def round_to(x, t: FloatType):
 
 
 def _narrow_to_f16(x):
-    """numpy narrows a NaN to f16 in software without setting the quiet bit (0x7FC00001 -> 0x7C01,
-    a signalling NaN; hardware and LLVM give 0x7E00): quiet it, as every other narrowing does."""
+    """numpy's software conversion (where it does not use F16C) narrows a NaN without setting the
+    quiet bit (0x7FC00001 -> 0x7C01, a signalling NaN; hardware and LLVM give 0x7E00): quiet it."""
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.asarray(x).astype(np.float16)
     nan = np.isnan(out)

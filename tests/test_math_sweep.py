@@ -158,11 +158,16 @@ def test_math_sweep_command_line():
     assert "0 disagreements" in run.stdout
 
 
-def test_truncf_to_f16_quiets_a_nan_as_compiled_code_does():
-    """numpy narrows f32 0x7FC00001 to the f16 0x7C01, a signalling NaN; hardware and LLVM give 0x7E00."""
-    text = ("func.func @f(%x: f32) -> i16 {\n  %h = arith.truncf %x : f32 to f16\n"
+def test_truncf_f64_to_f16_links_rounds_once_and_quiets_a_nan():
+    """f64 -> f16 made LLVM call __truncdfhf2, which the JIT cannot link.  Rounded once (no f32 step),
+    and a NaN comes out quiet at every level (numpy's software conversion would give 0x7C01)."""
+    text = ("func.func @f(%x: f64) -> i16 {\n  %h = arith.truncf %x : f64 to f16\n"
             "  %r = arith.bitcast %h : f16 to i16\n  func.return %r : i16\n}\n")
-    x = float(np.array([0x7FC00001], dtype=np.uint32).view(np.float32)[0])
-    expected = irc.compile(irc.parse(text), opt_level=0, cache=False).f(x) & 0xFFFF
-    assert expected == 0x7E00
-    assert irc.interpret(irc.parse(text), "f", x) & 0xFFFF == expected
+    nan = float(np.array([0x7FF8000000000001], dtype=np.uint64).view(np.float64)[0])
+    tie = 1 + 2 ** -11 + 2 ** -40  # just above a tie of f16: rounding through f32 first would give 1.0
+    for x in (nan, tie, 65520.0, -1e-8, 3.0):
+        expected = irc.interpret(irc.parse(text), "f", x) & 0xFFFF
+        for level in (0, 2):
+            assert irc.compile(irc.parse(text), opt_level=level, cache=False).f(x) & 0xFFFF == expected, (x, level)
+    assert irc.interpret(irc.parse(text), "f", nan) & 0xFFFF == 0x7E00
+    assert irc.interpret(irc.parse(text), "f", tie) & 0xFFFF == 0x3C01

@@ -487,7 +487,11 @@ def _float_to_int(self, b, op):
 def _float_cast(self, b, op):
     x = self.value(op.operands[0])
     to = llvm_type(op.results[0].type)
-    return b.fpext(x, to) if op.name == "arith.extf" else b.fptrunc(x, to)
+    if op.name == "arith.extf":
+        return b.fpext(x, to)
+    if isinstance(x.type, ir.DoubleType) and isinstance(to, ir.HalfType):
+        return _f64_to_f16(self, b, x, to)  # LLVM would call __truncdfhf2, which the JIT cannot link
+    return b.fptrunc(x, to)
 
 
 @_handler("arith.bitcast")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from irc import registry
-from irc.attributes import DenseAttr, FloatAttr, IntegerAttr, float_bits, float_from_bits
+from irc.attributes import DenseAttr, FloatAttr, IntegerAttr, float_bits
 from irc.diagnostics import IRError
 from irc.operation import Commutative, ConstantLike, Elementwise, Operation, Pure
 from irc.semantics import (
@@ -23,6 +23,7 @@ from irc.semantics import (
     round_to,
     signed,
     unsigned,
+    widen_to_f64,
     width,
     wrap,
 )
@@ -960,8 +961,7 @@ class ExtFOp(CastOp):
     summary = "Widen a float (exact)."
     example = "%r = arith.extf %x : f32 to f64"
     from_kind = to_kind = "float"
-    compute = staticmethod(lambda x, s, d: round_to(np.asarray(x, dtype=np.float64) if is_array(x)
-                                                    else np.float64(x), d))
+    compute = staticmethod(lambda x, s, d: round_to(widen_to_f64(x) if is_array(x) else widen_to_f64(x)[()], d))
 
     def verify_widths(self, src, dst):
         if dst.width <= src.width:
@@ -995,33 +995,25 @@ class BitcastOp(CastOp):
             raise self.error(f"operand and result must have the same bit width, got {src} and {dst}")
 
     def interpret(self, interp, args):
+        """Through numpy views of the bits, never through a Python float or a float operation:
+        converting a signalling NaN quiets it (x86 does so even in a float32 -> float64 move),
+        and a bitcast must keep every bit.  bf16 values are float32 with a zero low half."""
         x = args[0]
         src, dst = self.operands[0].type.element_type, self.results[0].type.element_type
-        if is_array(x):
-            src_arr = x if not isinstance(src, FloatType) or src.kind != "bf16" else \
-                (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-            if isinstance(dst, FloatType) and dst.kind == "bf16":
-                bits = src_arr.view(np.uint16).astype(np.uint32) << 16
-                return [bits.view(np.float32)]
-            return [np.ascontiguousarray(src_arr).view(np.float32 if dst.kind == "bf16" else numpy_dtype(dst))
-                    if isinstance(dst, FloatType) else wrap(np.ascontiguousarray(src_arr).view(f"i{width(dst) // 8}"), dst)]
-        # Through numpy views, not Python floats: converting a signaling NaN to a Python float
-        # quiets it, and a bitcast must keep every bit.
-        if isinstance(src, FloatType):
-            bits = float_bits(float(x), src) if src.kind == "bf16" else \
-                int(np.asarray(x, dtype=float_dtype(src)).view(f"u{src.width // 8}"))
+        w = width(src)
+        if isinstance(src, FloatType) and src.kind == "bf16":
+            bits = (np.asarray(x, dtype=np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        elif isinstance(src, FloatType):
+            bits = np.asarray(x, dtype=float_dtype(src)).view(f"u{w // 8}")
         else:
-            bits = unsigned(x, src)
-        if isinstance(dst, FloatType):
-            if dst.kind == "bf16":
-                return [float_dtype(dst)(float_from_bits(bits, dst))]
-            return [np.asarray(bits, dtype=f"u{dst.width // 8}").view(float_dtype(dst))[()]]
-        return [wrap(bits, dst)]
-
-    def fold(self, constants):
-        folded = super().fold(constants)
-        if folded and isinstance(folded[0], FloatAttr) and isinstance(constants[0], IntegerAttr) \
-                and float_bits(folded[0].value, folded[0].type) != unsigned(constants[0].value, constants[0].type):
-            return None  # a signaling NaN, which a FloatAttr (a Python float) cannot hold
-        return folded
+            bits = np.asarray(unsigned(x, src), dtype=np.uint8 if w == 1 else f"u{w // 8}")
+        if isinstance(dst, FloatType) and dst.kind == "bf16":
+            out = (bits.astype(np.uint32) << 16).view(np.float32)
+        elif isinstance(dst, FloatType):
+            out = bits.view(float_dtype(dst))
+        elif is_array(x):
+            return [wrap(bits.view(np.bool_ if w == 1 else f"i{w // 8}"), dst)]
+        else:
+            return [wrap(int(bits), dst)]
+        return [out if is_array(x) else out[()]]
 

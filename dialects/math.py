@@ -1,37 +1,106 @@
 """The ``math`` dialect: elementary functions on floats (and ``absi`` on integers).
 
-``math.exp %x : f32``.  The interpreter computes with numpy at the type's
-precision (bf16 through float32, then rounded); backends may differ from it by
-the last few ulp for transcendental functions, never for exact ones (sqrt,
-abs, floor, ceil, fma).
+``math.exp %x : f32``.  Every level computes the same bits (constant folding,
+the interpreter, compiled code at every -O level): a transcendental function
+(exp, exp2, expm1, log, log2, log1p, sin, cos, tanh, erf, powf) is the C
+library's f64 function (glibc's, the one compiled code calls and LLVM's
+constant folder calls) applied to the argument widened to f64, rounded once
+to the type.  numpy's own vectorised exp/log/sin... differ from glibc by an
+ulp on a few percent of inputs, so the interpreter uses Python's ``math``
+module (a direct call into the same libm) element by element: about 20 times
+slower than numpy on a large tensor, the price of one answer.  Exact
+functions (sqrt, abs, floor, ceil, fma) stay vectorised: every correct
+implementation agrees on them; rsqrt is sqrt then a division, each rounded
+to the type, as compiled code does it.  ``irc.testing.math_sweep`` checks it.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math as pymath
 from fractions import Fraction
 
 import numpy as np
 
-from irc.semantics import is_array, round_to, signed, wrap
+from irc.semantics import is_array, round_to, signed, widen_to_f64, wrap
 
 from .families import ELEMENTWISE, BinaryOp, TernaryOp, UnaryOp
 
-_erf = np.vectorize(pymath.erf, otypes=[np.float64])
+
+def _libm(scalar_fn, numpy_fn):
+    """``scalar_fn`` (a ``math`` function, i.e. glibc's f64 function) over float64 scalars and
+    arrays.  Python's ``math`` raises where C returns an infinity or a NaN (overflow, a pole, a
+    domain error); those few inputs take numpy's answer, which is the C special value."""
+
+    def one(*xs: float) -> float:
+        try:
+            return scalar_fn(*xs)
+        except (OverflowError, ValueError):
+            with np.errstate(all="ignore"):
+                return float(numpy_fn(*map(np.float64, xs)))
+
+    def apply(*xs):
+        wide = [widen_to_f64(x) for x in xs]
+        if not any(is_array(x) for x in xs):
+            return np.float64(one(*map(float, wide)))
+        arrays = np.broadcast_arrays(*wide)
+        columns = [a.ravel().tolist() for a in arrays]
+        try:  # the fast path: no element raises
+            flat = np.fromiter(map(scalar_fn, *columns), np.float64, arrays[0].size)
+        except (OverflowError, ValueError):
+            flat = np.fromiter(map(one, *columns), np.float64, arrays[0].size)
+        return flat.reshape(arrays[0].shape)
+
+    return apply
 
 
-def _unary(fn):
-    """A float unary op's compute: apply ``fn`` at the type's precision, then round."""
+def _transcendental(fn):
+    """A unary op's compute through glibc's f64 function, rounded once to the type."""
 
     def compute(a, t):
-        if t.kind in ("bf16", "f16"):
-            return round_to(fn(np.asarray(a, dtype=np.float32)), t)[()] if not is_array(a) else \
-                round_to(fn(a.astype(np.float32)), t)
-        result = round_to(fn(a), t)
-        # A scalar stays a numpy scalar: np.vectorize'd functions (erf) return 0-d arrays.
-        return result[()] if is_array(result) and not is_array(a) else result
+        return round_to(fn(a), t)
 
     return staticmethod(compute)
+
+
+def _exact(fn):
+    """A unary op whose result is exact in any precision (or, for sqrt, correctly rounded by
+    every implementation): numpy at the type's precision (bf16 through float32, then rounded)."""
+
+    def compute(a, t):
+        if t.kind == "bf16":
+            return round_to(fn(np.asarray(a, dtype=np.float32)), t)[()] if not is_array(a) else \
+                round_to(fn(a.astype(np.float32)), t)
+        return round_to(fn(a), t)
+
+    return staticmethod(compute)
+
+
+_exp = _libm(pymath.exp, np.exp)
+_exp2 = _libm(pymath.exp2, np.exp2)
+_expm1 = _libm(pymath.expm1, np.expm1)
+_log = _libm(pymath.log, np.log)
+_log2 = _libm(pymath.log2, np.log2)
+_log1p = _libm(pymath.log1p, np.log1p)
+_sin = _libm(pymath.sin, np.sin)
+_cos = _libm(pymath.cos, np.cos)
+_tanh = _libm(pymath.tanh, np.tanh)
+_erf = _libm(pymath.erf, np.vectorize(pymath.erf, otypes=[np.float64]))
+_c_library = ctypes.CDLL(ctypes.util.find_library("m"))
+_c_library.pow.restype = ctypes.c_double
+_c_library.pow.argtypes = [ctypes.c_double, ctypes.c_double]
+
+
+def _c_pow(x: float, y: float) -> float:
+    """C's pow: Python's ``math.pow`` answers 1 for pow(NaN, 0) and pow(1, NaN) itself, where glibc
+    returns a NaN for a signalling NaN; NaN arguments go to libm (a ctypes double keeps the bits)."""
+    if x != x or y != y:
+        return _c_library.pow(x, y)
+    return pymath.pow(x, y)
+
+
+_pow = _libm(_c_pow, np.power)
 
 
 class FloatUnaryOp(UnaryOp):
@@ -43,105 +112,112 @@ class ExpOp(FloatUnaryOp):
     name = "math.exp"
     summary = "e raised to x."
     example = "%r = math.exp %x : f32"
-    compute = _unary(np.exp)
+    compute = _transcendental(_exp)
 
 
 class Exp2Op(FloatUnaryOp):
     name = "math.exp2"
     summary = "2 raised to x."
     example = "%r = math.exp2 %x : f32"
-    compute = _unary(np.exp2)
+    compute = _transcendental(_exp2)
 
 
 class ExpM1Op(FloatUnaryOp):
     name = "math.expm1"
     summary = "exp(x) - 1, accurate near zero."
     example = "%r = math.expm1 %x : f32"
-    compute = _unary(np.expm1)
+    compute = _transcendental(_expm1)
 
 
 class LogOp(FloatUnaryOp):
     name = "math.log"
     summary = "Natural logarithm (NaN below zero, -inf at zero)."
     example = "%r = math.log %x : f32"
-    compute = _unary(np.log)
+    compute = _transcendental(_log)
 
 
 class Log1pOp(FloatUnaryOp):
     name = "math.log1p"
     summary = "log(1 + x), accurate near zero."
     example = "%r = math.log1p %x : f32"
-    compute = _unary(np.log1p)
+    compute = _transcendental(_log1p)
 
 
 class Log2Op(FloatUnaryOp):
     name = "math.log2"
     summary = "Base-2 logarithm."
     example = "%r = math.log2 %x : f32"
-    compute = _unary(np.log2)
+    compute = _transcendental(_log2)
 
 
 class TanhOp(FloatUnaryOp):
     name = "math.tanh"
     summary = "Hyperbolic tangent."
     example = "%r = math.tanh %t : tensor<4xf32>"
-    compute = _unary(np.tanh)
+    compute = _transcendental(_tanh)
 
 
 class SqrtOp(FloatUnaryOp):
     name = "math.sqrt"
     summary = "Square root, correctly rounded (NaN below zero)."
     example = "%r = math.sqrt %x : f32"
-    compute = _unary(np.sqrt)
+    compute = _exact(np.sqrt)
 
 
 class RsqrtOp(FloatUnaryOp):
     name = "math.rsqrt"
     summary = "1 / sqrt(x)."
     example = "%r = math.rsqrt %x : f32"
-    compute = _unary(lambda a: np.true_divide(1, np.sqrt(a)).astype(np.result_type(a)))
+
+    @staticmethod
+    def compute(a, t):
+        """sqrt, rounded to the type, then 1 / it, rounded to the type: what compiled code does."""
+        root = _exact(np.sqrt).__func__(a, t)
+        with np.errstate(divide="ignore"):
+            return _exact(lambda r: np.true_divide(np.float32(1) if t.kind == "bf16" else r.dtype.type(1), r)
+                          ).__func__(root, t)
 
 
 class SinOp(FloatUnaryOp):
     name = "math.sin"
     summary = "Sine (radians)."
     example = "%r = math.sin %x : f32"
-    compute = _unary(np.sin)
+    compute = _transcendental(_sin)
 
 
 class CosOp(FloatUnaryOp):
     name = "math.cos"
     summary = "Cosine (radians)."
     example = "%r = math.cos %x : f32"
-    compute = _unary(np.cos)
+    compute = _transcendental(_cos)
 
 
 class ErfOp(FloatUnaryOp):
     name = "math.erf"
     summary = "The error function."
     example = "%r = math.erf %x : f32"
-    compute = _unary(_erf)
+    compute = _transcendental(_erf)
 
 
 class AbsFOp(FloatUnaryOp):
     name = "math.absf"
     summary = "Absolute value of a float (clears the sign bit)."
     example = "%r = math.absf %x : f32"
-    compute = _unary(np.abs)
+    compute = _exact(np.abs)
 
 
 class FloorOp(FloatUnaryOp):
     name = "math.floor"
     summary = "Round toward negative infinity."
     example = "%r = math.floor %x : f32"
-    compute = _unary(np.floor)
+    compute = _exact(np.floor)
 
 
 class CeilOp(FloatUnaryOp):
     name = "math.ceil"
     summary = "Round toward positive infinity."
     example = "%r = math.ceil %x : f32"
-    compute = _unary(np.ceil)
+    compute = _exact(np.ceil)
 
 
 class AbsIOp(UnaryOp):
@@ -163,18 +239,10 @@ class PowFOp(BinaryOp):
 
     @staticmethod
     def compute(a, b, t):
-        if t.kind in ("bf16", "f16"):
-            return round_to(_c_pow(np.float32(a), np.float32(b)), t)
-        return round_to(_c_pow(a, b), t)
-
-
-def _c_pow(a, b):
-    """C's pow with numpy: numpy computes ``x ** 0.5`` as ``sqrt(x)``, which differs from pow for
-    x = -0.0 and -inf (sqrt gives -0.0 and NaN, pow +0.0 and +inf: |x| for both).  Found by the
-    fuzz harness (program 213969: the JIT at -O0 called libm, -O3 folded with numpy)."""
-    r = np.power(a, b)
-    shortcut = (b == 0.5) & ((a == 0) | np.isneginf(a))
-    return np.where(shortcut, np.abs(a), r)[()] if np.any(shortcut) else r
+        """C's pow in f64 (glibc's, as compiled code calls it), rounded once to the type.  (numpy
+        computes ``x ** 0.5`` as ``sqrt(x)``, which differs from pow for x = -0.0 and -inf: found by
+        the fuzz harness, program 213969.)"""
+        return round_to(_pow(a, b), t)
 
 
 # (mantissa bits including the implicit one, lowest normal exponent, highest exponent) per float kind.

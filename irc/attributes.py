@@ -52,20 +52,57 @@ class IntegerAttr(Attribute):
 
 
 class FloatAttr(Attribute):
-    """A float of a given float type, stored as a Python float rounded to that type."""
+    """A float of a given float type, stored as a Python float rounded to that type.
 
-    __slots__ = ("value", "type")
+    ``bits`` is the exact IEEE bit pattern: a Python float (a C double) cannot hold an f32,
+    f16 or bf16 signalling NaN (converting quiets it) nor an f16 NaN's payload, and a constant
+    must keep every bit through folding, printing and parsing.  ``value`` is then a quiet NaN.
+    ``value`` may be a numpy scalar of the type's dtype (bf16: float32), whose bits are kept.
+    """
 
-    def __init__(self, value: float, type: FloatType):
-        self.value = round_float(float(value), type)
+    __slots__ = ("value", "type", "bits")
+
+    def __init__(self, value, type: FloatType):
+        if isinstance(value, np.floating) and np.isnan(value):
+            self.bits = numpy_float_bits(value, type)
+            self.value = float_from_bits(self.bits, type)
+        else:
+            self.value = round_float(float(value), type)
+            self.bits = float_bits(self.value, type)
         self.type = type
+
+    @classmethod
+    def from_bits(cls, bits: int, type: FloatType) -> FloatAttr:
+        """The constant whose bit pattern is ``bits`` (``0x7FA00000 : f32``), signalling NaNs kept."""
+        attr = cls(float_from_bits(bits, type), type)
+        attr.bits = bits & ((1 << type.width) - 1)
+        return attr
 
     def _key(self):
         # Distinguish -0.0 from 0.0 and make NaN equal to itself.
-        return (float_bits(self.value, self.type), self.type)
+        return (self.bits, self.type)
 
     def __str__(self) -> str:
+        if math.isnan(self.value):
+            return f"0x{self.bits:0{self.type.width // 4}X} : {self.type}"
         return f"{format_float(self.value, self.type)} : {self.type}"
+
+
+def numpy_float_bits(value, type: FloatType) -> int:
+    """The bit pattern of a numpy float scalar of ``type`` (read from memory: no conversion, so
+    a signalling NaN stays one).  bf16 lives in a float32 whose low half is zero."""
+    if type.kind == "bf16":
+        return int(np.asarray(value, dtype=np.float32).view(np.uint32)) >> 16
+    dtype = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[type.kind]
+    return int(np.asarray(value, dtype=dtype).view(f"u{type.width // 8}"))
+
+
+def numpy_float_from_bits(bits: int, type: FloatType):
+    """The numpy scalar with bit pattern ``bits`` (bf16: a float32), signalling NaNs kept."""
+    if type.kind == "bf16":
+        return np.asarray((bits & 0xFFFF) << 16, dtype=np.uint32).view(np.float32)[()]
+    dtype = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[type.kind]
+    return np.asarray(bits & ((1 << type.width) - 1), dtype=f"u{type.width // 8}").view(dtype)[()]
 
 
 class StringAttr(Attribute):
@@ -186,15 +223,17 @@ def _is_splat(a: np.ndarray) -> bool:
 
 def _format_nested(a: np.ndarray, elem: Type) -> str:
     if a.ndim == 0:
-        return format_scalar(a.item(), elem)
-    if a.ndim == 1:
-        return "[" + ", ".join(format_scalar(x, elem) for x in a.tolist()) + "]"
+        return format_scalar(a[()], elem)
+    if a.ndim == 1:  # floats as numpy scalars: a NaN's bits are printed as they are
+        return "[" + ", ".join(format_scalar(x, elem) for x in (a if a.dtype.kind == "f" else a.tolist())) + "]"
     return "[" + ", ".join(_format_nested(x, elem) for x in a) + "]"
 
 
 def format_scalar(x, elem: Type) -> str:
     """The literal for one element of ``elem`` type, as in a dense attribute."""
     if isinstance(elem, FloatType):
+        if isinstance(x, np.floating) and np.isnan(x):
+            return f"0x{numpy_float_bits(x, elem):0{elem.width // 4}X}"
         return format_float(float(x), elem)
     if elem is i1:
         return "true" if x else "false"
@@ -233,11 +272,34 @@ def round_float(value: float, type: FloatType) -> float:
 
 
 def bf16_round(value: float) -> float:
-    bits = struct.unpack("<I", struct.pack("<f", np.float32(value)))[0]
-    if (bits & 0x7F800000) == 0x7F800000:  # inf or nan: keep as is
-        return float(np.float32(value))
-    bits += 0x7FFF + ((bits >> 16) & 1)
-    return struct.unpack("<f", struct.pack("<I", (bits >> 16 << 16) & 0xFFFFFFFF))[0]
+    """``value`` rounded once, to nearest even, to bf16 (a NaN keeps its quiet payload)."""
+    return float(bf16_round_array(np.asarray(value, dtype=np.float64)))
+
+
+def bf16_round_array(a: np.ndarray) -> np.ndarray:
+    """Round float32 or float64 values once to bf16, held as float32 with a zero low half.
+
+    From float64, a direct float32 conversion then a bf16 rounding would round twice (wrong on
+    ties of the second step); converting to float32 *rounding to odd* first makes the second
+    rounding exact (float32 carries 16 more bits than bf16).  A NaN whose low half is set is
+    narrowed as hardware and LLVM narrow it: quieted, payload truncated.
+    """
+    a = np.asarray(a)
+    if a.dtype == np.float64:
+        with np.errstate(over="ignore", invalid="ignore"):
+            f = a.astype(np.float32)
+            back = f.astype(np.float64)
+            inexact = (back != a) & ~np.isnan(a)
+            toward_zero = np.where(inexact & (np.abs(back) > np.abs(a)), np.nextafter(f, np.float32(0)), f)
+        bits32 = toward_zero.view(np.uint32) | inexact.astype(np.uint32)
+    else:
+        bits32 = a.astype(np.float32).view(np.uint32)
+    bits = bits32.astype(np.uint64)
+    special = (bits & 0x7F800000) == 0x7F800000
+    nan_to_narrow = special & ((bits & 0x7FFFFF) != 0) & ((bits & 0xFFFF) != 0)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16) & 0xFFFFFFFF
+    out = np.where(special, np.where(nan_to_narrow, (bits | 0x400000) & 0xFFFF0000, bits), rounded)
+    return out.astype(np.uint32).view(np.float32)
 
 
 def format_float(value: float, type: FloatType) -> str:
@@ -323,4 +385,5 @@ __all__ = [
     "Attribute", "IntegerAttr", "FloatAttr", "StringAttr", "UnitAttr", "TypeAttr",
     "SymbolRefAttr", "ArrayAttr", "DenseAttr", "integer_attr", "format_float",
     "float_bits", "float_from_bits", "round_float", "quote_string", "unquote_string",
+    "numpy_float_bits", "numpy_float_from_bits", "bf16_round_array",
 ]

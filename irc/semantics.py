@@ -18,7 +18,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attributes import Attribute, DenseAttr, FloatAttr, IntegerAttr, bf16_round, integer_attr
+from .attributes import (
+    Attribute,
+    DenseAttr,
+    FloatAttr,
+    IntegerAttr,
+    bf16_round_array,
+    integer_attr,
+    numpy_float_from_bits,
+)
 from .types import FloatType, IndexType, IntegerType, ShapedType, Type, i1, numpy_dtype
 
 
@@ -71,23 +79,45 @@ def float_dtype(t: FloatType):
 
 
 def round_to(x, t: FloatType):
-    """Round a float result to type ``t`` (numpy already did, except for bf16)."""
+    """Round a float result to type ``t``, once (numpy already did, except for bf16).
+
+    bf16 is rounded from the value as given (float32 or float64), never through a second
+    rounding, so a transcendental computed in f64 is rounded once like every other type.
+    """
     if t.kind == "bf16":
         if is_array(x):
-            return _bf16_round_array(x.astype(np.float32))
-        return np.float32(bf16_round(float(x)))
+            return bf16_round_array(x if x.dtype in (np.float32, np.float64) else x.astype(np.float64))
+        wide = x if isinstance(x, (np.float32, np.float64)) else np.float64(x)
+        return bf16_round_array(np.asarray(wide))[()]
     dt = float_dtype(t)
+    if t.kind == "f16" and np.asarray(x).dtype != np.float16:
+        return _narrow_to_f16(x)
     if is_array(x):
         return x.astype(dt, copy=False)
     return dt(x)
 
 
-def _bf16_round_array(a: np.ndarray) -> np.ndarray:
-    bits = a.view(np.uint32).astype(np.uint64)
-    special = (bits & 0x7F800000) == 0x7F800000
-    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16) & 0xFFFFFFFF
-    out = np.where(special, bits, rounded).astype(np.uint32).view(np.float32)
-    return out
+def _narrow_to_f16(x):
+    """numpy's software conversion (where it does not use F16C) narrows a NaN without setting the
+    quiet bit (0x7FC00001 -> 0x7C01, a signalling NaN; hardware and LLVM give 0x7E00): quiet it."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.asarray(x).astype(np.float16)
+    nan = np.isnan(out)
+    if nan.any():
+        out = np.where(nan, (out.view(np.uint16) | np.uint16(0x200)).view(np.float16), out)
+    return out if is_array(x) else out[()]
+
+
+def widen_to_f64(x) -> np.ndarray:
+    """``x`` as float64, as ``fpext`` does it: a signalling NaN comes out quiet (numpy's float16
+    conversion is done in software and would keep it signalling; float32's goes through hardware)."""
+    a = np.asarray(x)
+    wide = a.astype(np.float64)
+    if a.dtype != np.float64:
+        nan = np.isnan(wide)
+        if nan.any():
+            wide = np.where(nan, (wide.view(np.uint64) | np.uint64(1 << 51)).view(np.float64), wide)
+    return wide
 
 
 def check_nonzero(b, what: str = "integer division by zero") -> None:
@@ -106,7 +136,7 @@ def attr_to_value(attr: Attribute):
     if isinstance(attr, IntegerAttr):
         return attr.value & 1 if attr.type is i1 else attr.value
     if isinstance(attr, FloatAttr):
-        return float_dtype(attr.type)(attr.value)
+        return numpy_float_from_bits(attr.bits, attr.type)  # bit-exact: signalling NaNs stay
     if isinstance(attr, DenseAttr):
         return attr.array
     return None
@@ -116,7 +146,7 @@ def value_to_attr(value, t: Type) -> Attribute:
     if isinstance(t, ShapedType):
         return DenseAttr(np.asarray(value), t)
     if isinstance(t, FloatType):
-        return FloatAttr(float(value), t)
+        return FloatAttr(value if isinstance(value, np.floating) else float(value), t)
     if isinstance(t, (IntegerType, IndexType)):
         return integer_attr(int(value), t)
     raise TypeError(f"no constant attribute for type {t}")

@@ -19,8 +19,8 @@ from .attributes import (
     FloatAttr,
     IntegerAttr,
     StringAttr,
-    float_from_bits,
     integer_attr,
+    numpy_float_from_bits,
 )
 from .diagnostics import IRError, Location
 from .types import FloatType, IndexType, IntegerType, ShapedType, Type, i1
@@ -58,7 +58,7 @@ def scalar_attr(lit: Literal, type: Type) -> Attribute:
         if kind == "hex":
             if value >= 1 << type.width:
                 raise IRError(f"hexadecimal literal {value:#x} does not fit in {type} ({type.width} bits)", lit.loc)
-            return FloatAttr(float_from_bits(value, type), type)
+            return FloatAttr.from_bits(value, type)
         if kind == "bool":
             raise IRError(f"expected a floating point literal for {type}", lit.loc)
         attr = FloatAttr(float(value), type)
@@ -90,7 +90,9 @@ def dense_attr(value, type: ShapedType, loc: Location) -> DenseAttr:
         if isinstance(x, list):
             return [convert(e) for e in x]
         attr = scalar_attr(x, elem)
-        return attr.value if isinstance(attr, FloatAttr) else (attr.value & 1 if elem is i1 else attr.value)
+        if isinstance(attr, FloatAttr):  # a numpy scalar made from the bits: a signalling NaN stays one
+            return numpy_float_from_bits(attr.bits, elem)
+        return attr.value & 1 if elem is i1 else attr.value
 
     data = convert(value)
     if isinstance(value, list):

@@ -164,6 +164,15 @@ _MATH_INTRINSICS = {
     "arith.maximumf": "llvm.maximum", "arith.minimumf": "llvm.minimum",
 }
 _LIBM = {"math.expm1": "expm1", "math.log1p": "log1p", "math.erf": "erf"}
+# Transcendental functions are computed by libm's f64 function and rounded once to the type (f32
+# and f16 widened first), which is what the interpreter and constant folding compute: one answer
+# whatever the -O level and whether the argument is a constant.  (expf and friends differ from
+# the f64 function rounded, and LLVM folds f32 calls in double anyway.)
+_IN_F64 = {"math.exp", "math.exp2", "math.log", "math.log2", "math.sin", "math.cos", "math.tanh", "math.powf",
+           *_LIBM}
+# LLVM folds exp2(c) as pow(2, c) and rewrites pow(2, x) as exp2(x), and glibc's exp2 and pow differ
+# in the last bit on about 0.1% of arguments: their arguments are hidden from the optimiser.
+_OPAQUE_ARGUMENTS = {"math.exp2", "math.powf"}
 _INT_BINARY = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul", "arith.andi": "and_",
                "arith.ori": "or_", "arith.xori": "xor"}
 _FLOAT_BINARY = {"arith.addf": "fadd", "arith.subf": "fsub", "arith.mulf": "fmul", "arith.divf": "fdiv",
@@ -441,6 +450,8 @@ def _constant(self, b, op):
     if isinstance(attr, IntegerAttr):
         return ir.Constant(t, attr.value & ((1 << t.width) - 1))
     if isinstance(attr, FloatAttr):
+        if attr.value != attr.value:  # a NaN by its bits: through a double, a payload or sNaN is lost
+            return ir.Constant(ir.IntType(op.results[0].type.width), attr.bits).bitcast(t)
         return ir.Constant(t, attr.value)
     raise TypeError("tensor constants must be bufferized before the CPU backend")
 
@@ -628,7 +639,11 @@ def _float_to_int(self, b, op):
 def _float_cast(self, b, op):
     x = self.value(op.operands[0])
     to = llvm_type(op.results[0].type)
-    return b.fpext(x, to) if op.name == "arith.extf" else b.fptrunc(x, to)
+    if op.name == "arith.extf":
+        return b.fpext(x, to)
+    if isinstance(x.type, ir.DoubleType) and isinstance(to, ir.HalfType):
+        return _f64_to_f16(self, b, x, to)  # LLVM would call __truncdfhf2, which the JIT cannot link
+    return b.fptrunc(x, to)
 
 
 @_handler("arith.bitcast")
@@ -639,8 +654,45 @@ def _bitcast(self, b, op):
 @_handler(*_MATH_INTRINSICS)
 def _math_intrinsic(self, b, op):
     args = [self.value(v) for v in op.operands]
+    if op.name in _IN_F64:
+        return _in_f64(self, b, op, args, lambda wide: self.intrinsic(_MATH_INTRINSICS[op.name], wide[0].type,
+                                                                     len(wide)))
     fn = self.intrinsic(_MATH_INTRINSICS[op.name], args[0].type, len(args))
     return b.call(fn, args, fastmath=self.fmf)
+
+
+def _in_f64(self, b, op, args, callee):
+    """``callee`` (a function of the f64 arguments) called on the arguments widened to f64, the
+    result rounded once to their type."""
+    ty = args[0].type
+    f64 = ir.DoubleType()
+    wide = [a if isinstance(ty, ir.DoubleType) else b.fpext(a, f64) for a in args]
+    if op.name in _OPAQUE_ARGUMENTS and not self.options.fast_math:
+        wide = [_opaque(b, a) for a in wide]
+    result = b.call(callee(wide), wide, fastmath=self.fmf)
+    if isinstance(ty, ir.DoubleType):
+        return result
+    return b.fptrunc(result, ty) if isinstance(ty, ir.FloatType) else _f64_to_f16(self, b, result, ty)
+
+
+def _f64_to_f16(self, b, x, ty):
+    """f64 -> f16 rounded once, without __truncdfhf2 (not in the process): to f32 rounding to odd,
+    then to f16 (f32 keeps 13 more bits than f16, so the second rounding is the only one)."""
+    f = b.fptrunc(x, ir.FloatType())
+    back = b.fpext(f, x.type)
+    inexact = b.fcmp_ordered("!=", back, x)  # false for a NaN
+    fabs = self.intrinsic("llvm.fabs", x.type, 1)
+    overshoot = b.and_(inexact, b.fcmp_ordered(">", b.call(fabs, [back]), b.call(fabs, [x])))
+    bits = b.sub(b.bitcast(f, I32), b.zext(overshoot, I32))  # one step toward zero: truncated
+    bits = b.or_(bits, b.zext(inexact, I32))                  # the sticky bit: rounded to odd
+    return b.fptrunc(b.bitcast(bits, ir.FloatType()), ty)
+
+
+def _opaque(b, x):
+    """``x`` unchanged, through an empty inline asm the optimiser cannot see into."""
+    bits = b.bitcast(x, I64)
+    bits = b.asm(ir.FunctionType(I64, [I64]), "", "=r,0", [bits], side_effect=False)
+    return b.bitcast(bits, x.type)
 
 
 @_handler("arith.maxnumf", "arith.minnumf")
@@ -657,7 +709,7 @@ def _maxnum_minnum(self, b, op):
 @_handler(*_LIBM)
 def _libm_call(self, b, op):
     x = self.value(op.operands[0])
-    return b.call(self.libm(_LIBM[op.name], x.type), [x])
+    return _in_f64(self, b, op, [x], lambda wide: self.libm(_LIBM[op.name], wide[0].type))
 
 
 @_handler("math.rsqrt")

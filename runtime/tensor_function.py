@@ -203,7 +203,7 @@ class TensorFunction:
         return module, func
 
     def _specialize(self, shapes: tuple) -> Specialization:
-        from .executable import compile as compile_module
+        from .executable import _compile as compile_module
 
         module, func = self.lower(shapes)
         sig = func.attributes["tensor_signature"].type

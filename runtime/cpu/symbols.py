@@ -177,11 +177,10 @@ def undefined_symbols(object_code: bytes) -> set[str]:
         return data[offset:offset + size]
 
     names = set()
-    for _name, sh_type, _flags, _addr, _offset, _size, link, _info, _align, entsize in sections:
+    for index, (_, sh_type, _, _, _, _, link, _, _, entsize) in enumerate(sections):
         if sh_type not in (2, 11):  # SHT_SYMTAB, SHT_DYNSYM
             continue
-        table, strings = section_bytes(sections.index((_name, sh_type, _flags, _addr, _offset, _size, link, _info,
-                                                      _align, entsize))), section_bytes(link)
+        table, strings = section_bytes(index), section_bytes(link)
         if entsize != 24 or len(table) % 24:
             raise ValueError("bad symbol table")
         for k in range(1, len(table) // 24):

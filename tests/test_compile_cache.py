@@ -166,8 +166,9 @@ def test_entry_with_a_recomputed_checksum_is_not_trusted(tmp_path):
     """Whoever can write the directory can recompute a checksum; only this user's key makes a MAC."""
     import hashlib
 
-    from irc import diskcache
     from irc.runtime import cache as cache_mod
+
+    from irc import diskcache
 
     child(str(tmp_path))
     (entry,) = entries(tmp_path)

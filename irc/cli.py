@@ -242,7 +242,7 @@ def cmd_run(args) -> int:
             # Bounds checks too: 'irc run' is where a user meets a wrong index first.
             exe = irc.compile(module, opt_level=args.opt_level, cache=not args.no_cache,
                               checks=not args.no_checks, bounds_checks=not args.no_checks,
-                              fast_math=args.fast_math)
+                              fast_math=args.fast_math, extern=_extern_names(args))
             result = exe[entry](*values)
     except (TypeError, ValueError) as e:
         raise UsageError(str(e)) from None
@@ -252,6 +252,16 @@ def cmd_run(args) -> int:
     return EXIT_OK
 
 
+def _extern_names(args) -> list[str]:
+    """The --extern options: repeated, or comma-separated."""
+    return [name for value in args.extern or () for name in value.split(",") if name]
+
+
+_EXTERN_HELP = ("allow the program to declare and call the C function NAME of this process (repeat, or "
+                "separate names by commas); without it a declared function is an error, so that a program "
+                "reaches nothing outside itself but libm and irc's runtime")
+
+
 # -- irc compile ------------------------------------------------------------------------------
 
 
@@ -259,8 +269,11 @@ def cmd_compile(args) -> int:
     from irc.runtime.aot import emit
 
     module = _read_module(args.file)
-    out = emit(module, args.emit, args.opt_level, checks=not args.no_checks,
-               bounds_checks=args.bounds_checks, fast_math=args.fast_math)
+    try:
+        out = emit(module, args.emit, args.opt_level, checks=not args.no_checks,
+                   bounds_checks=args.bounds_checks, fast_math=args.fast_math, extern=_extern_names(args))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if isinstance(out, bytes):
         if args.output == "-":
             sys.stdout.buffer.write(out)
@@ -350,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="JIT without runtime checks (division by zero, overflow, bounds, asserts) "
                           "for speed")
     run.add_argument("--fast-math", action="store_true", help="let LLVM reassociate floating point")
+    run.add_argument("--extern", action="append", metavar="NAME", help=_EXTERN_HELP)
     run.add_argument("args", nargs="*", metavar="ARG",
                      help="arguments: literals (negative numbers too), or @file.npy for arrays")
     run.set_defaults(func=cmd_run)
@@ -364,6 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="omit the runtime checks (division by zero, overflow, asserts) for speed")
     comp.add_argument("--bounds-checks", action="store_true", help="check every memref access")
     comp.add_argument("--fast-math", action="store_true", help="let LLVM reassociate floating point")
+    comp.add_argument("--extern", action="append", metavar="NAME", help=_EXTERN_HELP)
     comp.add_argument("-o", "--output", required=True, help="the output file (- for standard output)")
     comp.set_defaults(func=cmd_compile)
 

@@ -694,19 +694,108 @@ def _speed_up_rule_lookups(lark: Lark) -> None:
         pass
 
 
-def _grammar_cache_path(grammar: str) -> str:
-    """Where lark keeps the analysed grammar: beside irc's compile cache, per grammar and
-    lark version (lark checks both again when loading it)."""
+_GRAMMAR_CACHE_MAGIC = b"IRCGRAMMAR1\n"
+
+
+def _grammar_cache_name(grammar: str) -> str:
+    """The cache file of the analysed grammar: one per grammar, lark version and lexer plugin."""
     import hashlib
-    import os
 
     import lark
 
-    base = os.environ.get("IRC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "irc")
-    os.makedirs(base, exist_ok=True)
-    digest = hashlib.sha256(f"{grammar}{lark.__version__}{_PLUGINS is not None}".encode()).hexdigest()[:16]
-    return os.path.join(base, f"grammar-{digest}.lark-cache")
+    digest = hashlib.sha256(f"{grammar}\0{lark.__version__}\0{_PLUGINS is not None}".encode()).hexdigest()[:16]
+    return f"grammar-{digest}.json"
+
+
+def _to_json(x):
+    """lark's serialised parser (dicts with int keys, tuples) as JSON, tagging what JSON lacks."""
+    if isinstance(x, dict):
+        if all(isinstance(k, str) and not k.startswith("$") for k in x):
+            return {k: _to_json(v) for k, v in x.items()}
+        return {"$dict": [[_to_json(k), _to_json(v)] for k, v in x.items()]}
+    if isinstance(x, tuple):
+        return {"$tuple": [_to_json(v) for v in x]}
+    if isinstance(x, list):
+        return [_to_json(v) for v in x]
+    if x is None or isinstance(x, (str, int, float, bool)):
+        return x
+    raise TypeError(f"cannot cache a {type(x).__name__} of lark's parser")
+
+
+def _from_json(obj: dict):
+    if len(obj) == 1 and "$tuple" in obj:
+        return tuple(obj["$tuple"])
+    if len(obj) == 1 and "$dict" in obj:
+        return {k: v for k, v in obj["$dict"]}
+    return obj
+
+
+def _grammar_cache_identity(grammar: str) -> dict:
+    import hashlib
+
+    import lark
+
+    return {"format": 1, "grammar": hashlib.sha256(grammar.encode()).hexdigest(), "lark": lark.__version__,
+            "cython": _PLUGINS is not None}
+
+
+def _load_cached_parser(grammar: str, options: dict) -> Lark | None:
+    """The parser from irc's grammar cache, if this user's irc wrote it for this grammar and lark.
+
+    No pickle: the tables are JSON, authenticated with this user's cache key
+    (irc/diskcache.py) and checked against the grammar and lark version before
+    lark rebuilds its objects from them.  Anything wrong removes the file.
+    """
+    import hmac
+    import json
+
+    from . import diskcache
+
+    secret = diskcache.key()
+    if secret is None:
+        return None
+    root, name = diskcache.cache_directory(), _grammar_cache_name(grammar)
+    data = diskcache.read(root, name)
+    if data is None:
+        return None
+    head = len(_GRAMMAR_CACHE_MAGIC)
+    payload = data[head + 32:]
+    try:
+        if not data.startswith(_GRAMMAR_CACHE_MAGIC) or not hmac.compare_digest(
+                data[head:head + 32], diskcache.mac(secret, _GRAMMAR_CACHE_MAGIC, name.encode(), payload)):
+            raise ValueError("not written by this user's irc")
+        stored = json.loads(payload, object_hook=_from_json)
+        if stored["identity"] != _grammar_cache_identity(grammar):
+            raise ValueError("another grammar or lark")
+        kwargs = {k: options[k] for k in ("transformer", "propagate_positions", "_plugins") if k in options}
+        return Lark._load_from_dict(stored["data"], stored["memo"], **kwargs)
+    except Exception:  # noqa: BLE001 - whatever is wrong with it, the parser is rebuilt
+        diskcache.discard(root, name)
+        return None
+
+
+def _store_parser(lark: Lark, grammar: str) -> None:
+    import json
+
+    from lark.grammar import Rule
+    from lark.lark import _LOAD_ALLOWED_OPTIONS
+    from lark.lexer import TerminalDef
+
+    from . import diskcache
+
+    secret = diskcache.key()
+    if secret is None:
+        return
+    try:
+        data, memo = lark.memo_serialize([TerminalDef, Rule])
+        data["options"] = {k: v for k, v in data["options"].items() if k not in _LOAD_ALLOWED_OPTIONS}
+        payload = json.dumps(_to_json({"identity": _grammar_cache_identity(grammar), "data": data, "memo": memo}),
+                             separators=(",", ":")).encode()
+    except (TypeError, ValueError, AttributeError, KeyError):  # pragma: no cover - a future lark
+        return
+    name = _grammar_cache_name(grammar)
+    diskcache.write(diskcache.cache_directory(), name, data=_GRAMMAR_CACHE_MAGIC
+                    + diskcache.mac(secret, _GRAMMAR_CACHE_MAGIC, name.encode(), payload) + payload)
 
 
 def _get_parser() -> tuple[Lark, ParseContext]:
@@ -717,11 +806,11 @@ def _get_parser() -> tuple[Lark, ParseContext]:
         grammar = _GRAMMAR.read_text()
         options = dict(parser="lalr", lexer="contextual", transformer=ctx, maybe_placeholders=False,
                        propagate_positions=False, **kwargs)
-        try:
-            # Building the LALR tables takes ~80 ms; lark can keep them on disk.
-            lark = Lark(grammar, cache=_grammar_cache_path(grammar), **options)
-        except (OSError, EOFError, ValueError, TypeError, AttributeError):
+        # Building the LALR tables takes ~110 ms; loading them from the cache ~12 ms.
+        lark = _load_cached_parser(grammar, options)
+        if lark is None:
             lark = Lark(grammar, **options)
+            _store_parser(lark, grammar)
         _speed_up_rule_lookups(lark)
         _parser = (lark, ctx)
     return _parser

@@ -2,18 +2,23 @@
 
 Directory: ``$IRC_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/irc`` or
 ``~/.cache/irc``; an explicit ``cache_dir`` argument wins over both.  Each entry
-is one file written atomically (a temporary file, then ``os.replace``), with a
-magic header and a SHA-256 of its payload, so a truncated or corrupt entry is
-detected, deleted and rebuilt instead of being loaded.  Two processes compiling
-the same module race harmlessly: both write the same bytes, the last rename wins.
+is one file, written atomically by ``irc.diskcache`` (never through a symlink,
+never leaving a temporary file): a magic header, then an HMAC-SHA256 of the
+entry's key and payload under this user's secret cache key (see
+``irc/diskcache.py``), then the payload.  Machine code is run, so a checksum
+would not do: whoever can write the directory could write a valid one.  An
+entry that fails any check (missing MAC or a wrong one, a bad header, something
+other than a regular file in its place, object code LLVM will not link, a
+missing symbol) is removed and rebuilt; nothing about it is fatal or sticky.
+Without a usable key nothing is read or written.  Two processes compiling the
+same module race harmlessly: both write the same bytes, the last rename wins.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -21,8 +26,9 @@ from pathlib import Path
 import llvmlite
 
 import irc
+from irc import diskcache
 
-_MAGIC = b"IRCCACHE1\n"
+_MAGIC = b"IRCCACHE2\n"
 
 
 @dataclass
@@ -51,64 +57,59 @@ def key(ir_text: str, source_identity: str, options: dict, cpu: str, features: s
 
 
 def directory(cache_dir: str | None = None) -> Path:
-    if cache_dir:
-        return Path(cache_dir)
-    env = os.environ.get("IRC_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "irc"
+    return diskcache.cache_directory(cache_dir)
 
 
-def _path(k: str, cache_dir: str | None) -> Path:
-    return directory(cache_dir) / k[:2] / f"{k}.o"
+def _parts(k: str) -> tuple[str, str]:
+    return k[:2], f"{k}.o"
 
 
 def load(k: str, cache_dir: str | None = None) -> Entry | None:
-    path = _path(k, cache_dir)
-    try:
-        data = path.read_bytes()
-    except OSError:
+    """The entry for key ``k`` if this user's irc wrote it; None otherwise (and a bad one is removed)."""
+    secret = diskcache.key()
+    if secret is None:
         return None
+    root = directory(cache_dir)
+    data = diskcache.read(root, *_parts(k))
+    if data is None:
+        return None
+    entry = _decode(data, k, secret)
+    if entry is None:  # corrupt or not ours: drop it so that the next compile rewrites it
+        diskcache.discard(root, *_parts(k))
+    return entry
+
+
+def _decode(data: bytes, k: str, secret: bytes) -> Entry | None:
+    head = len(_MAGIC)
+    if len(data) < head + 40 or not data.startswith(_MAGIC):
+        return None
+    digest, payload = data[head:head + 32], data[head + 40:]
+    if not hmac.compare_digest(digest, diskcache.mac(secret, _MAGIC, k.encode(), payload)):
+        return None
+    header_len = int.from_bytes(data[head + 32:head + 40], "little")
     try:
-        if not data.startswith(_MAGIC):
-            raise ValueError("bad magic")
-        rest = data[len(_MAGIC):]
-        digest, header_len = rest[:32], int.from_bytes(rest[32:40], "little")
-        payload = rest[40:]
-        if hashlib.sha256(payload).digest() != digest:
-            raise ValueError("checksum mismatch")
         meta = json.loads(payload[:header_len])
-        return Entry(payload[header_len:], [(m, tuple(loc)) for m, loc in meta["faults"]])
-    except (ValueError, KeyError, json.JSONDecodeError, UnicodeDecodeError):
-        try:  # corrupt: drop it so that the next compile rewrites it
-            path.unlink()
-        except OSError:
-            pass
+        faults = [(m, (line, column)) for m, (line, column) in meta["faults"]]
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
+    if not all(isinstance(m, str) and type(line) is int and type(column) is int for m, (line, column) in faults):
+        return None
+    return Entry(payload[header_len:], faults)
 
 
 def store(k: str, entry: Entry, cache_dir: str | None = None) -> None:
-    """Write an entry atomically; a cache that cannot be written is silently skipped."""
-    path = _path(k, cache_dir)
+    """Write an entry; a cache that cannot be written (or no key) is silently skipped."""
+    secret = diskcache.key()
+    if secret is None:
+        return
     header = json.dumps({"faults": entry.faults}).encode()
     payload = header + entry.object_code
-    data = _MAGIC + hashlib.sha256(payload).digest() + len(header).to_bytes(8, "little") + payload
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    data = _MAGIC + diskcache.mac(secret, _MAGIC, k.encode(), payload) + len(header).to_bytes(8, "little") + payload
+    diskcache.write(directory(cache_dir), *_parts(k), data=data)
 
 
 def discard(k: str, cache_dir: str | None = None) -> None:
-    try:
-        _path(k, cache_dir).unlink()
-    except OSError:
-        pass
+    diskcache.discard(directory(cache_dir), *_parts(k))
 
 
 def clear(cache_dir: str | None = None) -> int:
@@ -116,9 +117,6 @@ def clear(cache_dir: str | None = None) -> int:
     root = directory(cache_dir)
     count = 0
     for p in root.glob("*/*.o"):
-        try:
-            p.unlink()
-            count += 1
-        except OSError:
-            pass
+        diskcache.discard(root, p.parent.name, p.name)
+        count += 1
     return count

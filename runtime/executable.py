@@ -25,7 +25,7 @@ from irc.diagnostics import IRError, Location, SourceFile
 from . import cache as _cache
 from . import tensor_function
 from .cpu import blas as blas_runtime
-from .cpu import callconv, engine, fastcall, stack
+from .cpu import callconv, engine, fastcall, stack, symbols
 from .cpu.translate import Options, translate
 
 CPU_STAGES = [
@@ -107,7 +107,7 @@ def prepare(module, opt_level: int):
 def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True,  # noqa: A001
             bounds_checks: bool = False, fast_math: bool = False, cache: bool = True,
             cache_dir: str | None = None, blas: bool | None = None, math_approx: bool = True,
-            threads: int | None = None) -> Executable:
+            threads: int | None = None, extern=None) -> Executable:
     """Compile every function of ``module`` for ``target``; see the module docstring.
 
     Functions over tensors compile per argument shapes when first called (see
@@ -115,9 +115,25 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     BLAS gemm (None: when scipy is installed), ``math_approx`` replaces libm
     calls by vectorisable polynomial approximations, and ``threads`` (None: the
     cores this process may use) runs parallel loops on that many threads.
+
+    ``extern`` allows the program to call functions outside itself: a list of
+    the C symbols it may declare (looked up in the libraries this process has
+    loaded globally), or a dict of names to addresses (ints or ctypes functions).
+    A program that declares any other function is refused at the declaration:
+    compiled code reaches nothing but its own functions, these, and the libm,
+    libc and compiler-runtime symbols irc's generated code needs (cpu/symbols.py).
     """
     options = CompileOptions(target, opt_level, checks, bounds_checks, fast_math)
     options.validate()
+    extern = symbols.normalize_extern(extern)
+    symbols.check_declarations(module, extern)
+    return _compile(module, options, cache, cache_dir, blas, math_approx, threads, extern)
+
+
+def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math_approx, threads,
+             extern: dict) -> Executable:
+    """``compile`` after its checks; irc's tensor pipeline calls it on the modules it lowers
+    (which may declare irc's own runtime functions, see cpu/blas.py)."""
     tensor_funcs = [f for f in module.functions if not f.is_declaration and tensor_function.has_tensors(f)]
     if tensor_funcs:
         if blas is None:
@@ -131,29 +147,32 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
         tensor_options = tensor_function.TensorOptions(blas=bool(blas), math_approx=bool(math_approx),
                                                        threads=threads)
         return _compile_with_tensor_functions(module, tensor_funcs, tensor_options, dict(
-            target=target, opt_level=opt_level, checks=checks, bounds_checks=bounds_checks,
-            fast_math=fast_math, cache=cache, cache_dir=cache_dir))
+            options=options, cache=cache, cache_dir=cache_dir, blas=None, math_approx=True, threads=None,
+            extern=extern))
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    lowered = prepare(module, opt_level)
+    lowered = prepare(module, options.opt_level)
     timings["irc passes"] = time.perf_counter() - start
     funcs = [f for f in lowered.functions if not f.is_declaration]
-    names = [f.sym_name for f in funcs]
-    symbols = names + [fastcall.fast_name(f.sym_name) for f in funcs if fastcall.has_fast_entry(f.function_type)]
+    names = [symbols.jit_symbol(f.sym_name) for f in funcs]
+    exports = names + [fastcall.fast_name(f.sym_name) for f in funcs if fastcall.has_fast_entry(f.function_type)]
+    link_extras = _link_extras(lowered, extern)
     cpu, features = engine.host_cpu()
     budget = stack.stack_budget()
     key = _cache.key(lowered.print(), _source_identity(module), {**asdict(options), "stack_budget": budget},
                      cpu, features)
-    hit = _memory_cache.get(key) if cache else None
+    # Machine code in memory is linked to its externs' addresses; the disk holds it unlinked.
+    memory_key = key + repr(sorted(link_extras["imports"].items()))
+    hit = _memory_cache.get(memory_key) if cache else None
     if hit is not None:
-        _memory_cache.move_to_end(key)
+        _memory_cache.move_to_end(memory_key)
     if hit is None and cache:
         entry = _cache.load(key, cache_dir)
         if entry is not None:
             t = time.perf_counter()
             try:
-                library, addresses = engine.load(symbols, object_code=entry.object_code, **_link_extras(lowered))
-            except RuntimeError:  # an entry that lacks a symbol: rebuild it below
+                library, addresses = engine.load(exports, object_code=entry.object_code, **link_extras)
+            except (RuntimeError, IRError):  # LLVM rejects it, it lacks a symbol, it calls one not allowed
                 _cache.discard(key, cache_dir)
             else:
                 timings["load cached machine code"] = time.perf_counter() - t
@@ -162,13 +181,14 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     elif hit is not None:
         timings["cache"] = "memory"
     if hit is None:
-        hit = _build(lowered, names, options, budget, timings, key if cache else None, cache_dir, module)
+        hit = _build(lowered, names, options, budget, timings, key if cache else None, cache_dir, module,
+                     link_extras)
     library, addresses, faults, llvm_ir = hit
     if cache:
-        _memory_cache[key] = hit
+        _memory_cache[memory_key] = hit
         while len(_memory_cache) > MEMORY_CACHE_SIZE:
             _memory_cache.popitem(last=False)
-    functions = {f.sym_name: callconv.make_wrapper(f, addresses[f.sym_name], faults,
+    functions = {f.sym_name: callconv.make_wrapper(f, addresses[symbols.jit_symbol(f.sym_name)], faults,
                                                    addresses.get(fastcall.fast_name(f.sym_name)), library)
                  for f in funcs}
     timings["total"] = time.perf_counter() - start
@@ -186,7 +206,7 @@ def _compile_with_tensor_functions(module, tensor_funcs, tensor_options, options
         if f.sym_name in tensor_names:
             f.erase()
     if any(not f.is_declaration for f in scalar_module.functions):
-        exe = compile(scalar_module, **options)
+        exe = _compile(scalar_module, **options)
     else:
         exe = Executable({}, None, None, {})
     for f in tensor_funcs:
@@ -194,10 +214,12 @@ def _compile_with_tensor_functions(module, tensor_funcs, tensor_options, options
     return exe
 
 
-def _build(lowered, names, options: CompileOptions, stack_budget: int, timings, key, cache_dir, module):
+def _build(lowered, names, options: CompileOptions, stack_budget: int, timings, key, cache_dir, module,
+           link_extras):
     t = time.perf_counter()
-    tr = translate(lowered, Options(options.checks, options.bounds_checks, options.fast_math, stack_budget))
-    names = names + fastcall.add_fast_entries(tr.module, tr.signatures)
+    tr = translate(lowered, Options(options.checks, options.bounds_checks, options.fast_math, stack_budget),
+                   mangle=True)
+    names = names + fastcall.add_fast_entries(tr.module, tr.signatures, tr.symbols)
     text = str(tr.module)
     timings["translate"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -208,17 +230,26 @@ def _build(lowered, names, options: CompileOptions, stack_budget: int, timings, 
         raise IRError(f"internal error: LLVM rejected the translated module: {e}") from None
     timings["LLVM optimise"] = time.perf_counter() - t
     t = time.perf_counter()
-    object_code = tm.emit_object(llmod) if key is not None else None
-    library, addresses = engine.load(names, module=llmod, **_link_extras(lowered))
+    object_code = tm.emit_object(llmod)
+    library, addresses = engine.load(names, object_code=object_code, **link_extras)
     timings["JIT-link"] = time.perf_counter() - t
     if key is not None:
         _cache.store(key, _cache.Entry(object_code, [(m, _loc_tuple(loc)) for m, loc in tr.faults]), cache_dir)
     return library, addresses, tr.faults, text
 
 
-def _link_extras(lowered) -> dict:
-    """Runtime shims the module's declarations ask for (BLAS gemm: see cpu/blas.py)."""
-    extra_ir, imports = blas_runtime.link_extras({f.sym_name for f in lowered.functions if f.is_declaration})
+def _link_extras(lowered, extern: dict) -> dict:
+    """What the module's declarations link to: runtime shims (BLAS gemm: see cpu/blas.py) and the
+    addresses of the ``extern`` functions it declares (an IRError at a declaration not found)."""
+    declared = {f.sym_name: f for f in lowered.functions if f.is_declaration}
+    extra_ir, imports = blas_runtime.link_extras(declared.keys() - extern.keys())
+    for name in sorted(declared.keys() & extern.keys()):
+        address = extern[name] or symbols.process_address(name)
+        if address is None:
+            raise IRError(f"extern function '@{name}' is not in this process: load its library first "
+                          "(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)) or pass its address "
+                          f"(extern={{'{name}': address}})", declared[name].loc)
+        imports[name] = address
     return {"extra_ir": extra_ir, "imports": imports}
 
 

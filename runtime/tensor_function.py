@@ -248,7 +248,7 @@ class TensorFunction:
         return module, func
 
     def _specialize(self, shapes: tuple, sizes: tuple = ()) -> Specialization:
-        from .executable import compile as compile_module
+        from .executable import _compile as compile_module
         from .out_aliasing import in_place_safe
 
         module, func = self.lower(shapes, sizes)

@@ -157,3 +157,128 @@ def test_memory_cache_is_bounded(tmp_path):
                            f"  %r = arith.addi %a, %c : i64\n  func.return %r : i64\n}}\n")
         assert irc.compile(module, cache_dir=str(tmp_path)).f(1) == k + 1
     assert len(executable._memory_cache) <= executable.MEMORY_CACHE_SIZE
+
+
+# -- trust: the cache directory may come from someone else (issue 11, item 8) ----------------------
+
+
+def test_entry_with_a_recomputed_checksum_is_not_trusted(tmp_path):
+    """Whoever can write the directory can recompute a checksum; only this user's key makes a MAC."""
+    import hashlib
+
+    from irc.runtime import cache as cache_mod
+
+    from irc import diskcache
+
+    child(str(tmp_path))
+    (entry,) = entries(tmp_path)
+    data = entry.read_bytes()
+    head = len(cache_mod._MAGIC)
+    payload = bytearray(data[head + 40:])
+    payload[-20] ^= 0xFF
+    for mac in (hashlib.sha256(payload).digest(), diskcache.mac(b"k" * 32, cache_mod._MAGIC,
+                                                                  entry.stem.encode(), bytes(payload))):
+        entry.write_bytes(data[:head] + mac + data[head + 32:head + 40] + bytes(payload))
+        assert child(str(tmp_path)) == {"cache": None, "result": 82}
+        assert child(str(tmp_path)) == {"cache": "disk", "result": 82}
+        data = entry.read_bytes()
+
+
+def test_special_files_in_place_of_an_entry_are_replaced(tmp_path):
+    """A FIFO (that would block a plain open), a directory, a symlink out of the cache: removed, rebuilt."""
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep")
+    cache = tmp_path / "cache"
+    child(str(cache))
+    (entry,) = entries(cache)
+    for make in (os.mkfifo, os.mkdir, lambda p: (os.mkdir(p), (Path(p) / "x").write_text("x")),
+                 lambda p: os.symlink(outside, p)):
+        entry.unlink() if not entry.is_dir() or entry.is_symlink() else __import__("shutil").rmtree(entry)
+        make(str(entry))
+        assert child(str(cache)) == {"cache": None, "result": 82}
+        assert entry.is_file() and not entry.is_symlink()
+        assert child(str(cache)) == {"cache": "disk", "result": 82}
+    assert outside.read_bytes() == b"keep"
+
+
+def test_a_symlinked_subdirectory_is_not_written_through(tmp_path):
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    outside.mkdir()
+    child(str(cache))
+    (entry,) = entries(cache)
+    __import__("shutil").rmtree(entry.parent)
+    entry.parent.symlink_to(outside, target_is_directory=True)
+    assert child(str(cache)) == {"cache": None, "result": 82}
+    assert list(outside.iterdir()) == []
+    assert child(str(cache)) == {"cache": "disk", "result": 82}
+
+
+def test_an_entry_that_does_not_link_is_rebuilt_not_fatal(tmp_path):
+    """A MAC-valid entry (this user's key) whose object lacks the function: rebuilt, not an IRError."""
+    from irc.runtime import cache as cache_mod
+
+    child(str(tmp_path))
+    (entry,) = entries(tmp_path)
+    other = irc.compile(irc.parse("func.func @other() {\n  func.return\n}\n"), cache_dir=str(tmp_path / "o"))
+    assert other.functions == ["other"]
+    (other_entry,) = entries(tmp_path / "o")
+    cache_mod.store(entry.stem, cache_mod.load(other_entry.stem, str(tmp_path / "o")), str(tmp_path))
+    assert child(str(tmp_path)) == {"cache": None, "result": 82}
+    assert child(str(tmp_path)) == {"cache": "disk", "result": 82}
+
+
+def test_no_usable_key_means_no_disk_cache(tmp_path):
+    key = tmp_path / "key"
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o644)  # others could read it, so others could sign entries
+    env = {"IRC_CACHE_KEY_FILE": str(key)}
+    assert child(str(tmp_path / "c"), env=env) == {"cache": None, "result": 82}
+    assert child(str(tmp_path / "c"), env=env) == {"cache": None, "result": 82}
+    assert not entries(tmp_path / "c")
+    made = tmp_path / "fresh" / "key"
+    assert child(str(tmp_path / "d"), env={"IRC_CACHE_KEY_FILE": str(made)})["result"] == 82
+    assert made.stat().st_mode & 0o777 == 0o600 and len(made.read_bytes()) == 32
+    assert child(str(tmp_path / "d"), env={"IRC_CACHE_KEY_FILE": str(made)})["cache"] == "disk"
+
+
+def test_failed_writes_leave_no_temporary_file(tmp_path):
+    from irc import diskcache
+
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ab" / "entry.o").mkdir()
+    (tmp_path / "ab" / "entry.o" / "inner").write_text("a directory where the entry goes")
+    assert diskcache.write(tmp_path, "ab", "entry.o", data=b"x") is False
+    assert [p.name for p in (tmp_path / "ab").iterdir()] == ["entry.o"]
+
+
+# -- the parser's tables -------------------------------------------------------------------------------
+
+PARSE_CHILD = "import irc, sys; print(irc.parse(sys.argv[1]).functions[0].sym_name)"
+
+
+def _parse_in_child(cache: Path, timeout: float = 120):
+    proc = subprocess.run([sys.executable, "-c", PARSE_CHILD, "func.func @f() {\n  func.return\n}\n"],
+                          capture_output=True, text=True, env={**os.environ, "IRC_CACHE_DIR": str(cache)},
+                          timeout=timeout)
+    assert proc.returncode == 0 and proc.stdout == "f\n" and "Traceback" not in proc.stderr, proc.stderr
+    return sorted(cache.glob("grammar-*"))
+
+
+def test_grammar_cache_is_json_and_authenticated(tmp_path):
+    """A pickle planted where lark kept its cache runs nothing; a tampered table is rebuilt."""
+    marker = tmp_path / "pwned"
+    (grammar,) = _parse_in_child(tmp_path)
+    assert grammar.suffix == ".json"
+    payload = f"cos\nsystem\n(S'touch {marker}'\ntR.".encode()
+    for name in (grammar.name, grammar.name.replace(".json", ".lark-cache")):
+        (tmp_path / name).write_bytes(payload)
+        _parse_in_child(tmp_path)
+    assert not marker.exists()
+    data = grammar.read_bytes()
+    grammar.write_bytes(data.replace(b'"format":1', b'"format":2'))  # the MAC no longer matches
+    _parse_in_child(tmp_path)
+    assert grammar.read_bytes() == data or grammar.read_bytes().startswith(b"IRCGRAMMAR1\n")
+    grammar.unlink()
+    os.mkfifo(grammar)
+    _parse_in_child(tmp_path, timeout=60)  # a FIFO does not block the parser
+    assert grammar.is_file()

@@ -2,7 +2,10 @@
 
 Everything that touches llvmlite.binding lives here.  One ORC LLJIT instance
 serves the process; each compiled module becomes a JIT library of its own that
-lives as long as the ``Executable`` holding it.
+lives as long as the ``Executable`` holding it.  A library does not see the
+process's symbols: it gets exactly the runtime symbols of ``symbols.py`` and the
+addresses its caller imports, so machine code cannot reach ``system`` or
+``dlopen`` even if it names them (it fails to link).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from functools import cache
 import llvmlite.binding as llvm
 
 from irc.diagnostics import IRError
+
+from . import symbols as _symbols
 
 _lock = threading.Lock()
 _initialized = False
@@ -77,41 +82,46 @@ def _get_jit():
     return _jit
 
 
-def load(symbols, *, module: llvm.ModuleRef | None = None, object_code: bytes | None = None,
-         extra_ir: list[str] = (), imports: dict[str, int] | None = None):
-    """JIT-link a module (or object code); return (library, {symbol: address}).
+def load(symbols, *, object_code: bytes, extra_ir: list[str] = (), imports: dict[str, int] | None = None):
+    """JIT-link object code; return (library, {symbol: address}).
 
     ``extra_ir`` are LLVM IR modules linked in with it (runtime shims, see blas.py);
-    ``imports`` binds symbols they call to addresses in this process.
+    ``imports`` binds the symbols they and the module call (the allowed ``extern``
+    functions) to addresses in this process.  The object may need nothing else
+    but ``symbols.runtime_imports()``: LLJIT would look anything else up in the
+    process, so an object naming another symbol is refused before linking.
     """
     global _library_count
+    imports = {**_symbols.runtime_imports(), **(imports or {})}
+    try:
+        needed = _symbols.undefined_symbols(object_code)
+    except ValueError as e:
+        raise IRError(f"the JIT cannot link the module: {e}") from None
+    provided = set(imports) | {name for text in extra_ir for name in _defined_in(text)}
+    refused = sorted(needed - provided)
+    if refused:
+        raise IRError(f"the JIT cannot link the module: it needs {', '.join(refused)}, which irc does not "
+                      "allow compiled code to call (allow a function with extern=[...] / --extern)")
     with _lock:
         jit = _get_jit()
         _library_count += 1
-        builder = llvm.JITLibraryBuilder().add_current_process()
-        if module is not None:
-            builder.add_ir(module)
-        else:
-            builder.add_object_img(object_code)
+        builder = llvm.JITLibraryBuilder()
+        builder.add_object_img(object_code)
         for text in extra_ir:
             builder.add_ir(text)
-        for name, address in (imports or {}).items():
+        for name, address in imports.items():
             builder.import_symbol(name, address)
         for name in symbols:
             builder.export_symbol(name)
         try:
             library = builder.link(jit, f"irc{_library_count}")
-        except RuntimeError as e:  # e.g. a call to a function that is only declared
-            raise IRError(f"the JIT cannot link the module: {_describe_link_error(str(e), module)}") from None
+        except RuntimeError as e:  # e.g. an entry that lacks a symbol
+            raise IRError(f"the JIT cannot link the module: {str(e).strip()}") from None
         return library, {name: library[name] for name in symbols}
 
 
-def _describe_link_error(message: str, module) -> str:
-    undefined = []
-    if module is not None:
-        undefined = [f.name for f in module.functions if f.is_declaration and not f.name.startswith("llvm.")
-                     and not llvm.address_of_symbol(f.name)]  # libm and libc resolve in the process
-    if undefined:
-        return (f"{message.strip()}; functions only declared in the module: {', '.join(undefined)} "
-                "(define them, or compile ahead of time with 'irc compile --emit obj' and link them in)")
-    return message.strip()
+def _defined_in(ir_text: str) -> list[str]:
+    """The functions an IR shim defines (``define ... @name(``)."""
+    import re
+
+    return re.findall(r'^define [^@]*@"?([^"(\s]+)"?\(', ir_text, re.MULTILINE)

@@ -36,14 +36,16 @@ def sentinel(t):
 
 
 def fast_name(name: str) -> str:
-    return f"{name}.fast"
+    """The fast entry's symbol for the user's ``@name`` (a prefix of its own: no user symbol has it)."""
+    return f"irc.fast.{name}"
 
 
-def add_fast_entries(llvm_module: ir.Module, signatures: dict) -> list[str]:
-    """Add ``f.fast`` for every eligible function; return their names."""
+def add_fast_entries(llvm_module: ir.Module, signatures: dict, symbols: dict | None = None) -> list[str]:
+    """Add ``fast_name(f)`` for every eligible function ``f`` (its entry's symbol: ``symbols[f]``);
+    return their names."""
     added = []
     for name, ft in signatures.items():
-        fn = llvm_module.globals.get(name)
+        fn = llvm_module.globals.get((symbols or {}).get(name, name))
         if fn is None or fn.is_declaration or not has_fast_entry(ft):
             continue
         result_t = ft.results[0]

@@ -57,6 +57,8 @@ from irc.dominance import reverse_postorder
 from irc.interpreter import MAX_CALL_DEPTH
 from irc.types import FloatType, IndexType, IntegerType, MemRefType, Type
 
+from .symbols import jit_symbol
+
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 I16 = ir.IntType(16)  # an f16 parameter travels as its bits (ctypes has no half; see param_types)
 PTR = ir.PointerType(I8)
@@ -89,6 +91,7 @@ class Translation:
     module: ir.Module
     faults: list[tuple[str, Location]] = field(default_factory=list)
     signatures: dict[str, object] = field(default_factory=dict)  # name -> irc FunctionType
+    symbols: dict[str, str] = field(default_factory=dict)  # name -> its LLVM symbol (see translate)
 
 
 def llvm_type(t: Type) -> ir.Type:
@@ -183,12 +186,20 @@ _ICMP = {"eq": ("==", True), "ne": ("!=", True), "slt": ("<", True), "sle": ("<=
 _FCMP = {"eq": "==", "gt": ">", "ge": ">=", "lt": "<", "le": "<=", "ne": "!="}
 
 
-def translate(module, options: Options | None = None) -> Translation:
-    """Translate every function of a CFG-level module (run scf-to-cf first)."""
+def translate(module, options: Options | None = None, *, mangle: bool = False) -> Translation:
+    """Translate every function of a CFG-level module (run scf-to-cf first).
+
+    With ``mangle`` (the JIT) a defined ``@f`` becomes the LLVM symbol
+    ``symbols.jit_symbol("f")``, so that no user function can shadow a libm, libc
+    or runtime symbol the generated code calls; without it (object files, whose
+    C ABI names are documented) the name stays ``f`` and ``symbols.check_declarations``
+    refuses a collision first.  ``Translation.symbols`` maps each name to its symbol.
+    """
     options = options or Options()
     mod = ir.Module(name="irc")
     tr = Translation(mod)
     funcs, bodies = {}, {}
+    defined = []
     for op in module.body.ops:
         if op.name != "func.func":
             raise IRError(f"the CPU backend cannot translate top-level '{op.name}'", op.loc)
@@ -196,15 +207,20 @@ def translate(module, options: Options | None = None) -> Translation:
             fnty = function_type(op.function_type)
         except TypeError as e:
             raise IRError(str(e), op.loc) from None
-        fn = ir.Function(mod, fnty, name=op.sym_name)
+        symbol = jit_symbol(op.sym_name) if mangle and not op.is_declaration else op.sym_name
+        fn = ir.Function(mod, fnty, name=symbol)
         funcs[op.sym_name] = fn
+        tr.symbols[op.sym_name] = symbol
         tr.signatures[op.sym_name] = op.function_type
         if not op.is_declaration:
-            # The body takes a hidden call depth and context; the public entry starts them.
-            body = ir.Function(mod, body_function_type(op.function_type), name=f"{op.sym_name}.body")
-            body.linkage = "internal"
-            bodies[op.sym_name] = body
-            _public_entry(tr, fn, body, op, options)
+            defined.append((op, fn))
+    # Bodies are named after every public symbol exists, so that '@f.body' cannot clash with f's body.
+    for op, fn in defined:
+        # The body takes a hidden call depth and context; the public entry starts them.
+        body = ir.Function(mod, body_function_type(op.function_type), name=mod.get_unique_name(f"{fn.name}.body"))
+        body.linkage = "internal"
+        bodies[op.sym_name] = body
+        _public_entry(tr, fn, body, op, options)
     for op in module.body.ops:
         if not op.is_declaration:
             FunctionTranslator(tr, funcs, op, options, bodies).run()
@@ -317,6 +333,9 @@ class FunctionTranslator:
         fn = mod.globals.get(full)
         if fn is None:
             fn = ir.Function(mod, ir.FunctionType(ty, [ty]), name=full)
+        elif fn.function_type != ir.FunctionType(ty, [ty]):  # symbols.check_declarations prevents this
+            raise IRError(f"the program's '@{full}' clashes with the C library's {full}, which "
+                          f"'{name}' calls: rename the function", self.func.loc)
         return fn
 
     def fault_if(self, b: ir.IRBuilder, cond, op, message: str) -> None:

@@ -32,7 +32,8 @@ class Mismatch(AssertionError):
 
 # What a fault's message says happened: the first (words, kind) whose words the message contains,
 # in order (so "freed twice" is a double free, not a use after free).  A message that names none of
-# these is its own kind: the message, with its numbers and types left out.
+# these is its own kind: the message, with its numbers and types left out.  "assertion failed: X"
+# is X's kind: a lowering turns a check into a ``cf.assert`` that says what it checks.
 FAULT_KINDS = (
     ("freed twice", "double free"),
     ("double free", "double free"),
@@ -60,7 +61,6 @@ FAULT_KINDS = (
     ("overflow in division", "division overflow"),
     ("shift amount", "shift amount"),
     ("cannot hold", "cast out of range"),
-    ("assertion failed", "assertion"),
     ("call depth", "call depth"),
     ("dimension", "dimension out of range"),
     ("shapes differ", "shape mismatch"),
@@ -81,6 +81,8 @@ def fault_kind(message: str) -> str:
     import re
 
     text = message.lower()
+    if text.startswith("assertion failed: "):
+        text = text[len("assertion failed: "):]
     for words, kind in FAULT_KINDS:
         if words in text:
             return kind
@@ -118,7 +120,8 @@ class Outcome:
 
 
 class StepLimit(Exception):
-    """The interpreter gave up: out of steps (the program may not terminate on these arguments)."""
+    """The interpreter gave up: out of steps (the program may not terminate on these arguments),
+    or (unless asked to compare it) out of call depth."""
 
 
 def _copy_args(args) -> list:
@@ -143,8 +146,13 @@ def _plain(value):
     return value
 
 
-def interpreter_outcome(module, entry: str, args, max_steps: int | None = DEFAULT_MAX_STEPS) -> Outcome:
-    """The reference outcome; raises ``StepLimit`` when the interpreter runs out of steps."""
+def interpreter_outcome(module, entry: str, args, max_steps: int | None = DEFAULT_MAX_STEPS,
+                        depth_is_fault: bool = False) -> Outcome:
+    """The reference outcome; raises ``StepLimit`` when the interpreter runs out of steps.
+
+    Exceeding the call-depth limit raises ``StepLimit`` too, unless ``depth_is_fault``: then it is a
+    fault to compare like any other (compiled code has the same limit; the fuzz harness compares it).
+    """
     from irc.diagnostics import InterpreterError
     from irc.interpreter import interpret
 
@@ -152,9 +160,8 @@ def interpreter_outcome(module, entry: str, args, max_steps: int | None = DEFAUL
     try:
         results = interpret(module, entry, *args, max_steps=max_steps)
     except InterpreterError as e:
-        if "step limit" in e.message:
-            # Compiled code has no step limit.  (It has the call-depth limit: exceeding it is a
-            # fault like any other, at the call.)
+        if "step limit" in e.message or ("call depth" in e.message and not depth_is_fault):
+            # Compiled code has no step limit.
             raise StepLimit(e.message) from None
         return Outcome("error", location=(e.location.line, e.location.column), message=e.message)
     return _ok(results, args)

@@ -153,7 +153,8 @@ def oracle_cases(module, arguments, entry: str = "main", max_steps: int = MAX_ST
     cases = []
     for args in arguments:
         try:
-            cases.append(Case(list(args), interpreter_outcome(module, entry, args, max_steps)))
+            expected = interpreter_outcome(module, entry, args, max_steps, depth_is_fault=True)
+            cases.append(Case(list(args), expected))
         except StepLimit:
             continue
     return cases
@@ -246,7 +247,7 @@ def _check_pipeline(module, config, cases, entry, max_steps, memo=None) -> Findi
             got = known[i]
         else:
             try:
-                got = interpreter_outcome(transformed, entry, case.args, max_steps)
+                got = interpreter_outcome(transformed, entry, case.args, max_steps, depth_is_fault=True)
             except StepLimit as e:
                 got = Outcome("error", location=("step limit",), message=str(e))
             except Exception as e:  # noqa: BLE001 - the pass left IR the interpreter cannot run
@@ -465,9 +466,9 @@ def dies_of_signal(text: str, finding: Finding, entry: str = "main", config_time
     if pid == 0:  # the child: never returns
         code = 0
         try:
-            import irc
-
             import faulthandler
+
+            import irc
 
             faulthandler.disable()  # no traceback dump (pytest's, or -X faulthandler) per candidate
             quiet = os.open(os.devnull, os.O_WRONLY)  # nor glibc's "double free detected"

@@ -695,6 +695,7 @@ class _Worker:
         self.deadline: float | None = None
         self.programs = 0
         self.case = None  # the argument list compiled code is running now
+        self.tainted = False  # compiled code disagreed here: it may have damaged the heap
 
     def assign(self, report: ProgramReport, first_config: int, counts: dict, settings: Settings,
                pending: Finding | None = None) -> None:
@@ -811,6 +812,8 @@ def _run_workers(seeds, jobs: int, settings: Settings, add, out_of_time) -> None
             report.findings[-1].detail += f"\n(not reduced: {detail} while reducing)"
         else:
             text, arguments, _, source = program_source(report.seed, settings.size, settings.trials, settings.classes)
+            if stage == "start":
+                detail += " before the program started (damage left by the worker's previous program?)"
             finding = Finding(stage, kind, f"{stage}: {detail}", w.case, signature=signature or kind,
                               cases=arguments)
             report.findings.append(finding)
@@ -837,7 +840,10 @@ def _run_workers(seeds, jobs: int, settings: Settings, add, out_of_time) -> None
             for w in workers:
                 if w.report is not None:
                     continue
-                if w.programs >= settings.recycle:
+                # In the fault campaign, compiled code that disagreed may have damaged the heap
+                # silently (a double free that did not abort): the next program gets a fresh worker,
+                # so that a later crash is not blamed on it.
+                if w.programs >= settings.recycle or (settings.classes and w.tainted):
                     w.stop()
                     w = replace(w)
                 if resumed:
@@ -911,6 +917,7 @@ def _drain(w: _Worker, now: float, budget, counts: dict, add) -> None:
             report.findings.append(finding)
             if finding.kind not in ALLOWED:
                 counts[finding.key] = counts.get(finding.key, 0) + 1
+                w.tainted = True
         elif kind == "reproducer":
             report.reproducers.append(message[2])
         elif kind == "done":

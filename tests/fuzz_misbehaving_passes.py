@@ -29,3 +29,14 @@ class AllocateTooMuch(Pass):
 
     def run(self, module, stats):
         np.ones(2**33, dtype=np.uint8)
+
+
+class Segfault(Pass):
+    """Test only: read address 0, which kills the process with SIGSEGV (as broken compiled code would)."""
+
+    name = "test-segfault"
+
+    def run(self, module, stats):
+        import ctypes
+
+        ctypes.string_at(0)

@@ -13,12 +13,19 @@ import time
 import weakref
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import irc
 from irc.passmanager import PASSES, Pass
 from irc.testing import fuzz, random_arguments, random_program
-from irc.testing.differential import Outcome, agrees_within_math_tolerance
+from irc.testing.differential import (
+    RESOURCE_LIMIT_KINDS,
+    Outcome,
+    agrees_within_math_tolerance,
+    fault_kind,
+)
+from irc.testing.generate_faults import FAULT_CLASSES, random_fault_program
 from irc.testing.reduce import size
 from irc.types import f32, i64
 
@@ -235,3 +242,101 @@ def test_powf_of_one_half_is_c_pow_not_sqrt():
             irc.passes.run(constant, "canonicalize")
             assert "math.powf" not in str(constant)
             assert str(float(irc.interpret(constant, "g"))) == expected
+
+
+# -- the fault campaign: programs that fault must fault alike, and never kill the process ---------
+
+FAULT_SAMPLE_SEED = 500  # a fixed sample: python -m irc.testing.fuzz --n 24 --seed 500 --classes all
+
+
+# The defects this sample finds (issue 11: unchecked size arithmetic, the stack, dealloc, scf.for at
+# the type's edge, out= aliasing, the call-depth off-by-one) are fixed on other branches; the xfail
+# goes once they are merged.
+@pytest.mark.xfail(strict=False, reason="defects fixed on other branches")
+def test_faulting_programs_fault_alike_and_never_kill_the_process(tmp_path):
+    summary = fuzz.run_campaign(24, FAULT_SAMPLE_SEED, jobs=1, out=str(tmp_path), classes=FAULT_CLASSES,
+                                config_timeout=5, grace=2, reduce_seconds=0)
+    assert summary["programs"] == 24
+    assert set(summary["by_class"]) == set(FAULT_CLASSES)
+    assert fuzz.failures(summary) == 0, (summary["findings"], summary["reproducers"])
+
+
+def test_fault_programs_cover_every_class_and_about_half_fault():
+    programs = [random_fault_program(seed) for seed in range(120)]
+    assert {p.fault_class for p in programs} == set(FAULT_CLASSES)
+    assert 0.35 < sum(p.faulty for p in programs) / len(programs) < 0.65
+    for p in programs:
+        module = irc.parse(p.text, f"<fault program {p.seed}>")
+        irc.verify(module)
+        assert p.text.count("\n") < 60  # small: a finding needs little reducing
+        assert p.arguments
+    only = random_fault_program(7, ("loop",))
+    assert only.fault_class == "loop" and "scf.for" in only.text
+
+
+def test_faults_compare_by_kind_and_location():
+    """Each engine words its faults; the kind their message names, and the op, must agree."""
+    interp = Outcome("error", location=(3, 8), message="index [5] is out of bounds for a buffer of shape [4]")
+    jit = Outcome("error", location=(3, 8), message="index out of bounds for memref<4xi64>")
+    assert fault_kind(interp.message) == fault_kind(jit.message) == "out of bounds"
+    assert interp.same_as(jit)
+    assert not interp.same_as(Outcome("error", location=(3, 8), message="buffer freed twice"))
+    assert not interp.same_as(Outcome("error", location=(4, 8), message="index out of bounds for memref<4xi64>"))
+    assert fault_kind("cannot allocate a buffer of shape [2305843009213693952]: array is too big") == "size overflow"
+    assert fault_kind("something new at [3] for memref<4xi8>") == fault_kind("something new at [7] for memref<?xi8>")
+
+
+def test_a_resource_limit_of_one_side_is_allowed_and_counted_apart():
+    case = fuzz.Case([1], Outcome("ok", (1,)))
+    stack = Outcome("error", location=(2, 3), message="stack exhausted in memref.alloca")
+    assert "stack exhausted" in RESOURCE_LIMIT_KINDS
+    limit = fuzz._limit("jit:O0", case, stack, "@main")
+    assert limit is not None and limit.kind == "limit" and limit.kind in fuzz.ALLOWED
+    assert fuzz._limit("jit:O0", case, Outcome("error", location=(2, 3), message="buffer freed twice"), "") is None
+    summary = {name: 0 for name in fuzz.COUNTERS.values()} | {"limits": 5}
+    assert fuzz.failures(summary) == 0
+    assert fuzz.failures(summary | {"signals": 1}) == 1
+
+
+def test_a_worker_killed_by_a_signal_is_a_signal_finding_and_the_campaign_goes_on(tmp_path):
+    summary = fuzz.run_campaign(2, 0, jobs=1, out=str(tmp_path), configs=["pass:test-segfault", "pass:cse"],
+                                imports=MISBEHAVING)
+    assert summary["programs"] == 2 and summary["signals"] == 2, summary
+    assert not summary["crashes"] and not summary["memory"] and not summary["disagreements"]
+    assert {(config, kind) for _, config, kind, _ in summary["findings"]} == {("pass:test-segfault", "signal")}
+    alone = fuzz.run_campaign(2, 0, jobs=0, configs=["pass:cse"])
+    assert summary["runs"] == 2 * alone["runs"]  # each program went on, in a fresh worker
+    text = (tmp_path / "0-pass-test-segfault.ir").read_text()
+    assert "// kind: signal" in text and "// signature: SIGSEGV" in text and "func.func @main" in text
+
+
+def test_a_signal_finding_is_reduced_in_forked_children(tmp_path, monkeypatch):
+    class SegfaultOnMuli(Pass):
+        def run(self, module, stats):
+            import ctypes
+
+            if any(op.name == "arith.muli" for op in module.walk()):
+                ctypes.string_at(0)
+
+    monkeypatch.setattr(SegfaultOnMuli, "name", "test-segv-muli", raising=False)
+    monkeypatch.setitem(PASSES, "test-segv-muli", SegfaultOnMuli)
+    seed = next(s for s in range(40) if "arith.muli" in random_program(s, 12))
+    text = random_program(seed, 12)
+    finding = fuzz.Finding("pass:test-segv-muli", "signal", "test", random_arguments(seed, 0), "SIGSEGV")
+    assert fuzz.dies_of_signal(text, finding)
+    assert not fuzz.dies_of_signal(text.replace("arith.muli", "arith.addi"), finding)
+    path = fuzz.write_reproducer(seed, text, finding, str(tmp_path), reduce_seconds=30)
+    reduced = path.read_text()
+    assert "arith.muli" in reduced and size(reduced) * 3 <= size(text), reduced
+
+
+def test_out_arrays_that_alias_an_input(tmp_path):
+    """``tensor:out=x0+0`` writes the result over the first input; ``new`` into a fresh array."""
+    text = ("func.func @main(%x: tensor<3x3xf64>, %y: tensor<3x3xf64>) -> tensor<3x3xf64> {\n"
+            "  %r = arith.addf %x, %y : tensor<3x3xf64>\n  func.return %r : tensor<3x3xf64>\n}\n")
+    module = irc.parse(text)
+    args = [np.arange(9.0).reshape(3, 3), np.ones((3, 3))]
+    cases = fuzz.oracle_cases(module, [args])
+    for config in ("tensor:out=new", "tensor:out=x0+0", "tensor:out=x1+0"):
+        assert fuzz.check(module, config, cases) is None, config
+    assert args[0][0, 1] == 1.0  # the oracle and every check ran on copies

@@ -4,8 +4,10 @@ The interpreter defines what a program means, so a backend is correct on a call
 if it has the same *outcome*: the same results bit for bit (as
 ``oracle.canonical`` compares them: -0.0 is not 0.0, every NaN equals every
 NaN), the same final contents of every array argument (a function may store
-into them), or a runtime fault at the same op.  Fault messages are worded by
-each engine, so faults compare by their source line and column.
+into them), or a runtime fault of the same kind at the same op.  Fault messages
+are worded by each engine ("index [5] is out of bounds for a buffer of shape
+[4]", "index out of bounds for memref<4xi64>"), so faults compare by their
+source line and column and by the kind their message names (``fault_kind``).
 
     from irc.testing.differential import run_both
     run_both(module, "main", [3, np.arange(4)])           # -O0 and -O3, checks on
@@ -28,6 +30,65 @@ class Mismatch(AssertionError):
     """The backend's outcome differs from the interpreter's."""
 
 
+# What a fault's message says happened: the first (words, kind) whose words the message contains,
+# in order (so "freed twice" is a double free, not a use after free).  A message that names none of
+# these is its own kind: the message, with its numbers and types left out.  "assertion failed: X"
+# is X's kind: a lowering turns a check into a ``cf.assert`` that says what it checks.
+FAULT_KINDS = (
+    ("freed twice", "double free"),
+    ("double free", "double free"),
+    ("freed buffer", "use after free"),
+    ("after free", "use after free"),
+    ("was freed", "use after free"),
+    ("stack exhausted", "stack exhausted"),
+    ("stack overflow", "stack exhausted"),
+    ("out of memory", "out of memory"),
+    ("unable to allocate", "out of memory"),
+    ("dealloc", "invalid dealloc"),
+    ("not allocated", "invalid dealloc"),
+    ("cannot be freed", "invalid dealloc"),
+    ("too big", "size overflow"),
+    ("too large", "size overflow"),
+    ("maximum allowed dimension", "size overflow"),
+    ("cannot allocate", "size overflow"),
+    ("negative buffer size", "negative size"),
+    ("not a multiple", "misaligned"),
+    ("misaligned", "misaligned"),
+    ("aligned", "misaligned"),
+    ("does not fit", "view out of bounds"),
+    ("out of bounds", "out of bounds"),
+    ("division by zero", "division by zero"),
+    ("overflow in division", "division overflow"),
+    ("shift amount", "shift amount"),
+    ("cannot hold", "cast out of range"),
+    ("call depth", "call depth"),
+    ("dimension", "dimension out of range"),
+    ("shapes differ", "shape mismatch"),
+    ("different shapes", "shape mismatch"),
+    ("step limit", "step limit"),
+    ("step", "loop step"),
+)
+
+# Faults that are limits of a machine rather than of the program: compiled code runs out of native
+# stack long before the interpreter runs out of anything, and either may run out of memory where
+# the other does not (or LLVM removes an allocation nobody reads).  Where exactly one side reports
+# one of these, the difference is allowed: counted as a *limit*, not a disagreement.
+RESOURCE_LIMIT_KINDS = ("stack exhausted", "out of memory")
+
+
+def fault_kind(message: str) -> str:
+    """The kind of fault ``message`` reports (see ``FAULT_KINDS``)."""
+    import re
+
+    text = message.lower()
+    if text.startswith("assertion failed: "):
+        text = text[len("assertion failed: "):]
+    for words, kind in FAULT_KINDS:
+        if words in text:
+            return kind
+    return re.sub(r"\[[^\]]*\]|<[^>]*>|-?\d+", "_", text).strip()
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one call did: ``kind`` is 'ok' or 'error'."""
@@ -42,18 +103,25 @@ class Outcome:
         if self.kind != other.kind:
             return False
         if self.kind == "error":
-            return self.location == other.location
+            return self.location == other.location and self.fault_kind == other.fault_kind
         return self.results == other.results and self.arrays == other.arrays
+
+    @property
+    def fault_kind(self) -> str:
+        return fault_kind(self.message) if self.kind == "error" else ""
+
+    def is_resource_limit(self) -> bool:
+        return self.fault_kind in RESOURCE_LIMIT_KINDS
 
     def describe(self) -> str:
         if self.kind == "error":
-            return f"error at {self.location}: {self.message}"
+            return f"error at {self.location}: {self.message} ({self.fault_kind})"
         return f"results {self.results!r}, arrays {self.arrays!r}"
 
 
 class StepLimit(Exception):
-    """The interpreter gave up: out of steps (the program may not terminate on these
-    arguments) or out of call depth (unbounded recursion)."""
+    """The interpreter gave up: out of steps (the program may not terminate on these arguments),
+    or (unless asked to compare it) out of call depth."""
 
 
 def _copy_args(args) -> list:
@@ -78,8 +146,13 @@ def _plain(value):
     return value
 
 
-def interpreter_outcome(module, entry: str, args, max_steps: int | None = DEFAULT_MAX_STEPS) -> Outcome:
-    """The reference outcome; raises ``StepLimit`` when the interpreter runs out of steps."""
+def interpreter_outcome(module, entry: str, args, max_steps: int | None = DEFAULT_MAX_STEPS,
+                        depth_is_fault: bool = False) -> Outcome:
+    """The reference outcome; raises ``StepLimit`` when the interpreter runs out of steps.
+
+    Exceeding the call-depth limit raises ``StepLimit`` too, unless ``depth_is_fault``: then it is a
+    fault to compare like any other (compiled code has the same limit; the fuzz harness compares it).
+    """
     from irc.diagnostics import InterpreterError
     from irc.interpreter import interpret
 
@@ -87,9 +160,8 @@ def interpreter_outcome(module, entry: str, args, max_steps: int | None = DEFAUL
     try:
         results = interpret(module, entry, *args, max_steps=max_steps)
     except InterpreterError as e:
-        if "step limit" in e.message or "call depth" in e.message:
-            # Compiled code has no call-depth limit yet: unbounded recursion would
-            # overflow the native stack (a crash, not a comparable outcome).
+        if "step limit" in e.message or ("call depth" in e.message and not depth_is_fault):
+            # Compiled code has no step limit.
             raise StepLimit(e.message) from None
         return Outcome("error", location=(e.location.line, e.location.column), message=e.message)
     return _ok(results, args)

@@ -38,6 +38,7 @@ class TensorProgram:
     text: str
     params: list[tuple[tuple[int, ...], str]]  # (shape, element type) per parameter
     seed: int
+    results: list[tuple[int, ...]] = field(default_factory=list)  # the shape of each result
 
     def arguments(self, seed: int | None = None) -> list[np.ndarray]:
         rng = np.random.default_rng(self.seed if seed is None else seed)
@@ -150,7 +151,11 @@ def random_tensor_program(seed: int, size: int = 10) -> TensorProgram:
     types = ", ".join(_t(s, elem) for _, s in results)
     text = (f"func.func @f({header}) -> ({types}) {{\n  " + "\n  ".join(b.lines) +
             f"\n  func.return {', '.join(n for n, _ in results)} : {types}\n}}\n")
-    return TensorProgram(text, [(s, elem) for _, s in params], seed)
+    return TensorProgram(text, [(s, elem) for _, s in params], seed, [s for _, s in results])
+
+
+def result_shapes(program: TensorProgram) -> list[tuple[int, ...]]:
+    return list(program.results)
 
 
 STAGES = ["canonicalize,cse", "fuse-elementwise", "tensor-to-loops", "plan-memory", "canonicalize,cse,licm",
@@ -209,6 +214,58 @@ def check_tensor_program(program: TensorProgram, configs=None) -> list[str]:
             if not _agree(e, g, elem):
                 problems.append(f"{name}: result {k} differs")
     return problems
+
+
+# -- out= arrays that overlap the inputs ---------------------------------------------------------------
+#
+# A compiled tensor function writes its results into the arrays given as ``out=``.  When one of them
+# shares memory with an input (``f(x, y, out=x)``, a transpose into its own input, a matmul into an
+# operand), the results must still be what the interpreter computes from the inputs as they were -
+# or the call must refuse the arrays, with a message that says why (one of ``OVERLAP_REFUSALS``).
+
+OVERLAP_REFUSALS = ("overlap", "alias", "share")
+
+
+def out_arrays(args: list, spec: str, result_types) -> list:
+    """The ``out=`` arrays named by ``spec``: one comma-separated item per tensor result, ``new`` (a
+    fresh array) or ``xI+B`` (the bytes of argument I from byte B on, seen with the result's shape)."""
+    from irc.types import numpy_dtype
+
+    outs = []
+    for item, t in zip(spec.split(","), [t for t in result_types if hasattr(t, "shape")], strict=True):
+        dtype, shape = np.dtype(numpy_dtype(t.element_type)), tuple(t.shape)
+        if item == "new":
+            outs.append(np.full(shape, np.nan, dtype))
+            continue
+        index, _, offset = item[1:].partition("+")
+        raw = args[int(index)].reshape(-1).view(np.uint8)
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        start = int(offset or 0)
+        if start + size > raw.size:
+            raise ValueError(f"out= item {item!r} needs {size} bytes, argument {index} has {raw.size - start}")
+        outs.append(raw[start:start + size].view(dtype).reshape(shape))
+    return outs
+
+
+def refuses_overlap(e: BaseException) -> bool:
+    """Whether ``e`` is a compiled function refusing ``out=`` arrays that overlap its inputs."""
+    from irc.diagnostics import IRError
+
+    return isinstance(e, (ValueError, TypeError, IRError)) and any(w in str(e).lower() for w in OVERLAP_REFUSALS)
+
+
+def array_of(canon) -> np.ndarray:
+    """The array an ``oracle.canonical`` form stands for (a scalar result: a 0-d array)."""
+    if canon[0] == "array":
+        _, dtype, shape, bits = canon
+        return np.frombuffer(bits, dtype=np.dtype(dtype)).reshape(shape)
+    from .differential import _float_of
+
+    return np.asarray(_float_of(canon) if canon[0] in ("float", "nan") else canon)
+
+
+def agree(expected: np.ndarray, got, elem: str) -> bool:
+    return _agree(expected, got, elem)
 
 
 def main(argv=None) -> int:

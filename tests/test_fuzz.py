@@ -249,10 +249,6 @@ def test_powf_of_one_half_is_c_pow_not_sqrt():
 FAULT_SAMPLE_SEED = 500  # a fixed sample: python -m irc.testing.fuzz --n 24 --seed 500 --classes all
 
 
-# The defects this sample finds (issue 11: unchecked size arithmetic, the stack, dealloc, scf.for at
-# the type's edge, out= aliasing, the call-depth off-by-one) are fixed on other branches; the xfail
-# goes once they are merged.
-@pytest.mark.xfail(strict=False, reason="defects fixed on other branches")
 def test_faulting_programs_fault_alike_and_never_kill_the_process(tmp_path):
     summary = fuzz.run_campaign(24, FAULT_SAMPLE_SEED, jobs=1, out=str(tmp_path), classes=FAULT_CLASSES,
                                 config_timeout=5, grace=2, reduce_seconds=0)

@@ -248,9 +248,12 @@ def _view_program(w: _Writer, faulty: bool, element: str, e: int):
 
 
 def _static_size_program(w: _Writer, faulty: bool, element: str):
-    """A static shape whose byte size cannot exist, allocated on one branch."""
+    """A static shape at the edge of the largest byte size a type may have (2^63 - 1: one past it is a
+    verifier error, tests/filecheck/parse-invalid.ir), allocated on one branch: no machine has it."""
     rng = w.rng
-    shape = rng.choice([(2**32, 2**32), (2**62,), (2**40, 2**40), (2**31, 2**31, 4)])
+    elem_bytes = ELEMENTS[element]
+    largest = ((1 << 63) - 1) // elem_bytes
+    shape = rng.choice([(largest,), (largest // 2**31, 2**31), (2**20, largest // 2**40, 2**20)])
     t = _memref(shape, element)
     w.raw("func.func @main(%f: i1) -> i64 {")
     zero = w.const(0, "i64")

@@ -376,8 +376,10 @@ class FunctionTranslator:
         *self.outs, self.depth, self.ctx = args  # the result pointers, then the hidden depth and context
         region = func.body
         order = reverse_postorder(region.entry)
+        self.large_allocas = _large_static_allocas(order)
         if any(op.name in ("func.call", "memref.alloca") for block in order for op in block.ops):
-            self.check_stack(b)
+            self.check_stack(b, sum(_aligned16(_static_bytes(op.results[0].type)) for op in self.large_allocas))
+        self.frame_block = b.block  # after the check: large static allocas live here, not in the frame
         for block in order:
             self.blocks[block] = fn.append_basic_block(block.label or "bb")
         b.branch(self.blocks[region.entry])
@@ -403,13 +405,19 @@ class FunctionTranslator:
     def value(self, v):
         return self.values[v]
 
-    def check_stack(self, b: ir.IRBuilder) -> None:
-        """On entry, with the frame in place: return STACK_EXHAUSTED if it reaches below the limit.
+    def check_stack(self, b: ir.IRBuilder, large_bytes: int = 0) -> None:
+        """On entry, with the frame in place: return STACK_EXHAUSTED if it, and the large static
+        allocas to come (``large_bytes``), would reach below the limit.
 
         Only functions that call or alloca check: a leaf's frame is small and lies within
         the reserve the budget leaves below the limit (cpu/stack.py)."""
         sp = b.ptrtoint(b.call(_stacksave(self.tr.module), []), I64)
-        below = b.icmp_unsigned("<", sp, b.load(_field(b, self.ctx, 0)))
+        limit = b.load(_field(b, self.ctx, 0))
+        if large_bytes:
+            # sp - large_bytes < limit, without wrapping below address 0
+            below = b.icmp_unsigned("<", sp, b.add(limit, ir.Constant(I64, large_bytes)))
+        else:
+            below = b.icmp_unsigned("<", sp, limit)
         with b.if_then(below, likely=False):
             b.ret(ir.Constant(I32, STACK_EXHAUSTED))
 
@@ -977,8 +985,9 @@ def _alloc(self, b, op):
         self.fault_if(b, too_big, op, memref_dialect.too_big(t))
     if op.name == "memref.alloca":
         if t.has_static_shape:
-            # In the frame, which the entry check holds to the stack budget.
-            with b.goto_entry_block():
+            # In the frame, which the entry check holds to the stack budget; a large one just after
+            # that check (a frame past the guard page would fault in the prologue, before any check).
+            with b.goto_block(self.frame_block) if op in self.large_allocas else b.goto_entry_block():
                 raw = b.alloca(I8, size=ir.Constant(I64, max(1, _static_bytes(t))))
         else:
             self.fault_if(b, b.icmp_unsigned(">", nbytes, self.stack_left(b)), op,
@@ -1033,6 +1042,30 @@ def _take_record(self, b, op):
     record.add_incoming(reused, reuse_block)
     record.add_incoming(fresh, fresh_end)
     return record
+
+
+SMALL_ALLOCA_BYTES = 4096
+SMALL_FRAME_BYTES = 64 * 1024
+"""Static allocas up to SMALL_ALLOCA_BYTES each, SMALL_FRAME_BYTES in all, live in a function's
+frame (where LLVM can promote them to registers); larger ones are allocated after the entry's stack
+check, which counts them, so that no frame reaches past the reserve below the stack limit."""
+
+
+def _large_static_allocas(blocks) -> set:
+    large, total = set(), 0
+    for block in blocks:
+        for op in block.ops:
+            if op.name == "memref.alloca" and op.results[0].type.has_static_shape:
+                size = _aligned16(_static_bytes(op.results[0].type))
+                if size > SMALL_ALLOCA_BYTES or total + size > SMALL_FRAME_BYTES:
+                    large.add(op)
+                else:
+                    total += size
+    return large
+
+
+def _aligned16(n: int) -> int:
+    return max(16, (n + 15) // 16 * 16)
 
 
 def _static_bytes(t: MemRefType) -> int:

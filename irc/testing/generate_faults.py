@@ -476,8 +476,8 @@ def _loop_program(w: _Writer, faulty: bool):
     lb0, ub0, st0 = _loop_bounds(rng, top, faulty and rng.random() < 0.8)
     operands = ["%lb", "%ub", "%step"]
     if mode == "constants":
-        operands = [w.const(v, t) for v in (lb0, ub0, st0)]
-    elif mode == "step":
+        operands[:2] = [w.const(v, t) for v in (lb0, ub0)]
+    if mode != "arguments" and st0 > 0:  # a constant step <= 0 is a verifier error: pass it instead
         operands[2] = w.const(st0, t)
     r = w.fresh("r")
     ty = "" if t == "index" else f" : {t}"

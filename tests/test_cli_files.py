@@ -22,11 +22,19 @@ PROGRAM = "func.func @f(%a: i64) -> i64 {\n  func.return %a : i64\n}\n"
 IRC = [sys.executable, "-m", "irc.cli"]
 
 
+def limit_memory() -> None:
+    """In the child: at most 4 GiB of address space, so a reader without a cap (a
+    regression) fails fast instead of exhausting the machine's memory."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
 def irc(*args, cwd, stdin=subprocess.DEVNULL, timeout=60, **kwargs):
     if "input" in kwargs:
         stdin = None
     p = subprocess.run(IRC + [str(a) for a in args], cwd=cwd, stdin=stdin, capture_output=True,
-                       timeout=timeout, **kwargs)
+                       timeout=timeout, preexec_fn=limit_memory, **kwargs)
     assert "Traceback" not in p.stderr.decode(errors="replace")
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 

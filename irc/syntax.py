@@ -59,7 +59,10 @@ def scalar_attr(lit: Literal, type: Type) -> Attribute:
             return FloatAttr(float_from_bits(value, type), type)
         if kind == "bool":
             raise IRError(f"expected a floating point literal for {type}", lit.loc)
-        attr = FloatAttr(float(value), type)
+        try:
+            attr = FloatAttr(float(value), type)
+        except OverflowError:  # an integer literal beyond every float
+            raise IRError(f"integer literal does not fit in {type}", lit.loc) from None
         if math.isinf(attr.value) and not math.isinf(float(value)):
             raise IRError(f"float literal {value!r} is out of range for {type}", lit.loc)
         return attr

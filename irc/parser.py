@@ -163,6 +163,7 @@ class ParseContext(Transformer):
         self.regions = [state]
         self.explicit_modules: list[ModuleOp] = []
         self.op_loc = Location(source, 1, 1)
+        self.too_deep: Location | None = None  # the first '{' one level past the limit
 
     # -- helpers ops use ------------------------------------------------------------
 
@@ -248,6 +249,8 @@ class ParseContext(Transformer):
         if only is not None and only is body.last_op and isinstance(only, ModuleOp):
             only.detach()  # a file holding one generic-form module is that module
             return only
+        if self.too_deep is not None:
+            raise IRError(too_deep_message(), self.too_deep)
         return ModuleOp.new(self.module_region)
 
     def module_op(self, children):
@@ -493,8 +496,14 @@ class ParseContext(Transformer):
     # -- regions and blocks -----------------------------------------------------------------
 
     def region_open(self, children):
-        if len(self.regions) >= MAX_REGION_DEPTH:  # before anything deeper can recurse
+        # ``self.regions`` counts the implicit module's region, which a file holding one
+        # explicit module does not have: a region one level deeper than the limit is an
+        # error only if the file turns out to be an implicit module (see ``start``).
+        depth = len(self.regions)
+        if depth > MAX_REGION_DEPTH:  # too deep either way: stop before anything recurses
             raise self.error(too_deep_message(), children[0])
+        if depth == MAX_REGION_DEPTH and self.too_deep is None:
+            self.too_deep = self.loc(children[0])
         pending = self.pending.pop() if self.pending else None
         region = Region()
         entry = Block()
@@ -611,13 +620,15 @@ class ParseContext(Transformer):
     def int_lit(self, children):
         tok = children[0]
         text = tok.value
-        digits = len(text.lstrip("+-").lstrip("0"))
+        sign = text[0] if text[0] in "+-" else ""
+        significant = text[len(sign):].lstrip("0") or "0"
+        digits = len(significant)
         if digits > MAX_INT_LITERAL_DIGITS:
             # No irc type holds such a number (f64's largest has 309 digits), and Python
             # refuses to convert decimal strings of more than 4,300 digits anyway.
             raise self.error(f"integer literal of {digits} digits is too large for any type "
                              f"(the largest, f64, holds numbers of up to 309 digits)", tok)
-        return Literal("int", int(text), self.loc(tok))
+        return Literal("int", int(sign + significant), self.loc(tok))
 
     def float_lit(self, children):
         tok = children[0]

@@ -1,9 +1,13 @@
 """The ``irc`` command line.
 
-    irc opt FILE|- [-p PIPELINE] [-o OUT] [--generic] [--print-after-all]
+    irc opt FILE|- [-p PIPELINE] [-o OUT | --in-place] [--generic] [--print-after-all]
                    [--print-after-change] [--timing] [--stats] [--no-verify]
     irc run FILE|- [--entry NAME] [--interp] [--] ARGS...
+    irc compile FILE|- --emit llvm|asm|obj -o OUT
     irc passes
+
+Inputs are capped (--max-input-size, default 256 MiB); -o writes special files
+through and never overwrites the input (see irc/fileio.py).
 
 Exit status: 0 on success, 1 when the input program is bad (a diagnostic is
 printed as ``file:line:col: error: ...``), 2 on bad usage, 3 on an internal

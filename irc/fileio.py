@@ -161,12 +161,13 @@ def read_source(path: str, limit: int = DEFAULT_MAX_INPUT) -> tuple[str, str]:
 
 
 def same_file(a: str, b: str) -> bool:
-    """Whether two paths name the same existing file (hard links and symlinks included)."""
+    """Whether two paths name the same existing file (hard links and symlinks included; a FIFO
+    too: writing the output into the FIFO the input came from would wait for a reader forever)."""
     try:
         sa, sb = os.stat(a), os.stat(b)
     except OSError:
         return False
-    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino) and stat.S_ISREG(sa.st_mode)
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
 
 
 def write_output(data: str | bytes, out: str | None, *, inputs: tuple[str, ...] = (),

@@ -241,3 +241,19 @@ def test_npy_arguments_are_bounded_and_safe(d):
     (d / "trunc.npy").write_bytes((d / "a.npy").read_bytes()[:200])
     code, _, err = irc("run", "sum.ir", "--interp", "@trunc.npy", cwd=d)
     assert code == 2 and "cannot load trunc.npy" in err
+
+
+def test_output_into_the_fifo_the_input_came_from_is_refused(d):
+    """Found by the CLI fuzzer (seed 1225): it used to wait forever for a reader."""
+    fifo = d / "io.fifo"
+    os.mkfifo(fifo)
+
+    def writer():
+        with open(fifo, "w") as f:
+            f.write(PROGRAM)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    code, _, err = irc("opt", fifo, "-o", fifo, cwd=d, timeout=60)
+    t.join(30)
+    assert code == 2 and "is the input file" in err

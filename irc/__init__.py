@@ -24,6 +24,9 @@ def compile(module, target: str = "cpu", **options):  # noqa: A001 - the natural
 
     The device code lives in ``irc.runtime`` and is imported only when asked for.
     """
+    from .checks import check_module
+
+    check_module("irc.compile", "module", module)  # before importing the runtime
     from irc.runtime import compile as compile_for_target
 
     return compile_for_target(module, target=target, **options)

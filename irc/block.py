@@ -257,7 +257,7 @@ class Region:
     def walk(self) -> Iterator[Operation]:
         for block in self.blocks:
             for op in block.ops:
-                yield from op.walk()
+                yield from op.walk()  # iterative below this level: see Operation.walk
 
     def clone_into(self, dest: Region, value_map: dict, block_map: dict) -> None:
         """Append copies of this region's blocks to ``dest``, remapping values and blocks."""

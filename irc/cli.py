@@ -1,9 +1,13 @@
 """The ``irc`` command line.
 
-    irc opt FILE|- [-p PIPELINE] [-o OUT] [--generic] [--print-after-all]
+    irc opt FILE|- [-p PIPELINE] [-o OUT | --in-place] [--generic] [--print-after-all]
                    [--print-after-change] [--timing] [--stats] [--no-verify]
     irc run FILE|- [--entry NAME] [--interp] [--] ARGS...
+    irc compile FILE|- --emit llvm|asm|obj -o OUT
     irc passes
+
+Inputs are capped (--max-input-size, default 256 MiB); -o writes special files
+through and never overwrites the input (see irc/fileio.py).
 
 Exit status: 0 on success, 1 when the input program is bad (a diagnostic is
 printed as ``file:line:col: error: ...``), 2 on bad usage, 3 on an internal
@@ -16,7 +20,6 @@ import argparse
 import math
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -27,51 +30,49 @@ class UsageError(Exception):
     """A mistake on the command line (not in the program)."""
 
 
-def _read_source(path: str) -> tuple[str, str]:
-    """The text of an input file (or of standard input for '-') and its name for diagnostics."""
-    from .diagnostics import IRError
+def _read_source(path: str, limit: int | None = None) -> tuple[str, str]:
+    """The text of an input file (or of standard input for '-') and its name for diagnostics.
 
-    if path == "-":
-        name = "<stdin>"
-        stream = getattr(sys.stdin, "buffer", None)
-        if stream is None:  # a text stream put in place of stdin (tests, embedding)
-            return sys.stdin.read(), name
-        data = stream.read()
-    else:
-        p = Path(path)
-        if not p.exists():
-            raise UsageError(f"no such file: {path}")
-        if p.is_dir():
-            raise UsageError(f"{path} is a directory, not an .ir file")
-        try:
-            data = p.read_bytes()
-        except OSError as e:
-            raise UsageError(f"cannot read {path}: {e.strerror}") from None
-        name = path
+    All reading goes through fileio.py: a size cap, no directories or devices, binary
+    input reported at its line and column.
+    """
+    from .fileio import DEFAULT_MAX_INPUT, InputError, read_source
+
     try:
-        return data.decode("utf-8"), name
-    except UnicodeDecodeError as e:
-        raise IRError(f"{name}: not UTF-8 text (invalid byte at offset {e.start})") from None
+        return read_source(path, DEFAULT_MAX_INPUT if limit is None else limit)
+    except InputError as e:
+        raise UsageError(str(e)) from None
 
 
-def _read_module(path: str, allow_unregistered: bool = False):
+def _read_module(path: str, allow_unregistered: bool = False, limit: int | None = None):
     from .parser import parse
 
-    text, name = _read_source(path)
+    text, name = _read_source(path, limit)
     return parse(text, name, allow_unregistered=allow_unregistered)
 
 
-def _write_output(text: str, out: str | None) -> None:
-    if out is None or out == "-":
-        sys.stdout.write(text)
-        return
-    tmp = f"{out}.tmp{os.getpid()}"
+def _write_output(data: str | bytes, out: str | None, args=None) -> None:
+    """Every command writes its result through here (see fileio.write_output: special files
+    are written through, regular files replaced atomically, the input never overwritten
+    unless --in-place asks for it)."""
+    from .fileio import InputError, write_output
+
+    inputs = (args.file,) if args is not None and getattr(args, "file", None) else ()
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, out)  # atomic: a failed write never clobbers the old file
-    except OSError as e:
-        raise UsageError(f"cannot write {out}: {e.strerror}") from None
+        write_output(data, out, inputs=inputs, allow_overwriting_input=bool(getattr(args, "in_place", False)))
+    except InputError as e:
+        raise UsageError(str(e)) from None
+
+
+def _output_of(args) -> str | None:
+    """Where 'irc opt' writes: -o, or the input itself with --in-place."""
+    if not getattr(args, "in_place", False):
+        return args.output
+    if args.output is not None:
+        raise UsageError("--in-place writes the result back to the input file; it takes no -o")
+    if args.file == "-":
+        raise UsageError("--in-place needs an input file, not standard input")
+    return args.file
 
 
 # -- irc opt -----------------------------------------------------------------------------
@@ -94,12 +95,13 @@ def cmd_opt(args) -> int:
                                timing=args.timing, stats=args.stats)
     except PipelineError as e:
         raise UsageError(str(e)) from None
+    output = _output_of(args)
     if args.split_input_file:
-        return _opt_split(args)
+        return _opt_split(args, output)
     import time
 
     start = time.perf_counter()
-    module = _read_module(args.file, args.allow_unregistered)
+    module = _read_module(args.file, args.allow_unregistered, args.max_input_size)
     parsed = time.perf_counter()
     if not args.no_verify:
         verify(module)
@@ -109,7 +111,7 @@ def cmd_opt(args) -> int:
     printed_start = time.perf_counter()
     text = module.print(generic=args.generic)
     done = time.perf_counter()
-    _write_output(text if text.endswith("\n") or not text else text + "\n", args.output)
+    _write_output(text if text.endswith("\n") or not text else text + "\n", output, args)
     if args.timing:
         pm.times[:0] = [("(parse)", parsed - start), ("(verify)", verified - parsed)]
         pm.times.append(("(print)", done - printed_start))
@@ -120,7 +122,7 @@ def cmd_opt(args) -> int:
 _SPLIT_MARKER = "// -----"
 
 
-def _opt_split(args) -> int:
+def _opt_split(args, output: str | None) -> int:
     """Process each '// -----'-separated chunk on its own, as mlir-opt does.
 
     Diagnostics keep the line numbers of the whole file; every chunk's error is
@@ -131,7 +133,7 @@ def _opt_split(args) -> int:
     from .passmanager import PassManager
     from .verifier import verify
 
-    text, name = _read_source(args.file)
+    text, name = _read_source(args.file, args.max_input_size)
     outputs, failed = [], False
     offset = 0
     for chunk in text.split(_SPLIT_MARKER + "\n"):
@@ -147,29 +149,41 @@ def _opt_split(args) -> int:
             sys.stderr.write(f"{e}\n")
             failed = True
     _write_output((_SPLIT_MARKER + "\n").join(o if o.endswith("\n") or not o else o + "\n" for o in outputs),
-                  args.output)
+                  output, args)
     return EXIT_BAD_INPUT if failed else EXIT_OK
 
 
 # -- irc run ------------------------------------------------------------------------------
 
 
-def parse_argument(text: str, t, index: int):
-    """A command-line argument for a parameter of type ``t``: a literal or @file.npy."""
+def parse_argument(text: str, t, index: int, limit: int | None = None):
+    """A command-line argument for a parameter of type ``t``: a literal or @file.npy.
+
+    A .npy file is read like a program (fileio.read_bytes: size cap, no directories or
+    devices) and loaded from memory without pickle, so it can hold numbers only.
+    """
+    import io
+
+    from .fileio import DEFAULT_MAX_INPUT, InputError, read_bytes
     from .types import FloatType, IndexType, IntegerType, ShapedType
 
     what = f"argument {index} ('{text}')"
     if text.startswith("@"):
         path = text[1:]
         try:
-            return np.load(path, allow_pickle=False)
-        except FileNotFoundError:
-            raise UsageError(f"{what}: no such file {path}") from None
-        except IsADirectoryError:
-            raise UsageError(f"{what}: {path} is a directory, not a .npy file") from None
-        except (OSError, ValueError, EOFError) as e:
+            data = read_bytes(path, DEFAULT_MAX_INPUT if limit is None else limit, "a .npy file")
+        except InputError as e:
+            raise UsageError(f"{what}: {e}") from None
+        try:
+            array = np.load(io.BytesIO(data), allow_pickle=False)
+        except Exception as e:  # noqa: BLE001 - numpy raises many kinds for a malformed file
             reason = "it is not a .npy file, or it holds Python objects" if "pickle" in str(e) else str(e)
             raise UsageError(f"{what}: cannot load {path} as a .npy array: {reason}") from None
+        if not isinstance(array, np.ndarray):
+            if hasattr(array, "close"):
+                array.close()
+            raise UsageError(f"{what}: {path} is not a .npy file (an .npz archive?): pass one array per file")
+        return array
     if isinstance(t, ShapedType):
         raise UsageError(f"{what}: parameter {index} has type {t}; pass an array as @file.npy")
     if isinstance(t, (IntegerType, IndexType)):
@@ -211,7 +225,7 @@ def format_result(value, t) -> str:
 def cmd_run(args) -> int:
     from .interpreter import Interpreter
 
-    module = _read_module(args.file)
+    module = _read_module(args.file, limit=args.max_input_size)
     from .verifier import verify
 
     verify(module)
@@ -232,7 +246,7 @@ def cmd_run(args) -> int:
     if len(raw) != len(ft.inputs):
         raise UsageError(f"@{entry} takes {len(ft.inputs)} argument(s) ({', '.join(map(str, ft.inputs))}), "
                          f"got {len(raw)}")
-    values = [parse_argument(text, t, i) for i, (text, t) in enumerate(zip(raw, ft.inputs))]
+    values = [parse_argument(text, t, i, args.max_input_size) for i, (text, t) in enumerate(zip(raw, ft.inputs))]
     try:
         if args.interp:
             result = Interpreter(module).run(entry, *values)
@@ -268,25 +282,13 @@ _EXTERN_HELP = ("allow the program to declare and call the C function NAME of th
 def cmd_compile(args) -> int:
     from irc.runtime.aot import emit
 
-    module = _read_module(args.file)
+    module = _read_module(args.file, limit=args.max_input_size)
     try:
         out = emit(module, args.emit, args.opt_level, checks=not args.no_checks,
                    bounds_checks=args.bounds_checks, fast_math=args.fast_math, extern=_extern_names(args))
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if isinstance(out, bytes):
-        if args.output == "-":
-            sys.stdout.buffer.write(out)
-            return EXIT_OK
-        tmp = f"{args.output}.tmp{os.getpid()}"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(out)
-            os.replace(tmp, args.output)
-        except OSError as e:
-            raise UsageError(f"cannot write {args.output}: {e.strerror}") from None
-    else:
-        _write_output(out, args.output)
+    _write_output(out, args.output, args)
     return EXIT_OK
 
 
@@ -328,6 +330,23 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def _size(text: str) -> int:
+    from .fileio import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _add_input_options(cmd) -> None:
+    from .fileio import DEFAULT_MAX_INPUT, format_size
+
+    cmd.add_argument("--max-input-size", type=_size, default=None, metavar="SIZE",
+                     help=f"refuse inputs (programs, .npy files) larger than this, e.g. 1G "
+                          f"(default {format_size(DEFAULT_MAX_INPUT)})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="irc", description="irc: a multi-level compiler for tensor programs")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -335,7 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt = sub.add_parser("opt", help="parse, verify, transform and print a program")
     opt.add_argument("file", help="an .ir file, or - for standard input")
     opt.add_argument("-p", "--pipeline", default="", help="passes to run, e.g. canonicalize,dce")
-    opt.add_argument("-o", "--output", help="write the result here instead of standard output")
+    opt.add_argument("-o", "--output", help="write the result here instead of standard output "
+                                            "(never the input file: see --in-place)")
+    opt.add_argument("--in-place", action="store_true", help="write the result back to the input file")
     opt.add_argument("-O", dest="preset", type=int, choices=range(3), metavar="N",
                      help="run the default pipeline -O0, -O1 or -O2 (before any -p passes); "
                           "'irc passes' prints them")
@@ -349,6 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--allow-unregistered", action="store_true", help="accept ops of unknown dialects")
     opt.add_argument("--split-input-file", action="store_true",
                      help="treat each '// -----'-separated chunk as its own module (errors keep their lines)")
+    _add_input_options(opt)
     opt.set_defaults(func=cmd_opt)
 
     run = sub.add_parser("run", help="run a function and print its results")
@@ -366,6 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--extern", action="append", metavar="NAME", help=_EXTERN_HELP)
     run.add_argument("args", nargs="*", metavar="ARG",
                      help="arguments: literals (negative numbers too), or @file.npy for arrays")
+    _add_input_options(run)
     run.set_defaults(func=cmd_run)
 
     comp = sub.add_parser("compile", help="compile ahead of time to LLVM IR, assembly or an object file")
@@ -380,6 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--fast-math", action="store_true", help="let LLVM reassociate floating point")
     comp.add_argument("--extern", action="append", metavar="NAME", help=_EXTERN_HELP)
     comp.add_argument("-o", "--output", required=True, help="the output file (- for standard output)")
+    _add_input_options(comp)
     comp.set_defaults(func=cmd_compile)
 
     passes = sub.add_parser("passes", help="list every pass with its one-line description")
@@ -420,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as e:  # the system refused a read or write (disk full, I/O error): not a bug
+        sys.stderr.write(f"irc: error: {e.strerror or e}\n")
+        return EXIT_USAGE
     except RecursionError:
         sys.stderr.write("irc: error: the program is nested too deeply for irc to process\n")
         return EXIT_BAD_INPUT

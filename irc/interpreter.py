@@ -45,6 +45,12 @@ class Interpreter:
     """Runs functions of one module.  ``max_steps`` bounds the ops executed (None: no bound)."""
 
     def __init__(self, module, max_steps: int | None = None, max_depth: int = MAX_CALL_DEPTH):
+        from .checks import check_module, check_type
+
+        check_module("Interpreter", "module", module)
+        if max_steps is not None:
+            check_type("Interpreter", "max_steps", max_steps, int)
+        check_type("Interpreter", "max_depth", max_depth, int)
         self.module = module
         self.symbols = module.symbol_table()
         self.max_steps = max_steps
@@ -57,6 +63,9 @@ class Interpreter:
 
     def run(self, name: str, *args):
         """Call function ``name`` with Python/numpy arguments; return Python/numpy results."""
+        from .checks import check_type
+
+        check_type("Interpreter.run", "name", name, str)
         func = self.module.function(name)
         ft = func.function_type
         if len(args) != len(ft.inputs):
@@ -165,6 +174,12 @@ class Interpreter:
 
 def interpret(module, name: str, *args, max_steps: int | None = None):
     """Run ``@name`` of ``module`` on the reference interpreter."""
+    from .checks import check_module, check_type
+
+    check_module("irc.interpret", "module", module)
+    check_type("irc.interpret", "name", name, str)
+    if max_steps is not None:
+        check_type("irc.interpret", "max_steps", max_steps, int)
     return Interpreter(module, max_steps=max_steps).run(name, *args)
 
 

@@ -46,6 +46,9 @@ class ModuleOp(Operation):
         return table
 
     def lookup(self, name: str) -> Operation | None:
+        from .checks import check_type
+
+        check_type("irc.Module.lookup", "name", name, str)
         for op in self.body.ops:
             sym = op.attributes.get("sym_name")
             if isinstance(sym, StringAttr) and sym.value == name:
@@ -57,6 +60,9 @@ class ModuleOp(Operation):
         return [op for op in self.body.ops if op.name == "func.func"]
 
     def function(self, name: str) -> Operation:
+        from .checks import check_type
+
+        check_type("irc.Module.function", "name", name, str)
         op = self.lookup(name)
         if op is None or op.name != "func.func":
             names = ", ".join(f"@{f.sym_name}" for f in self.functions) or "none"

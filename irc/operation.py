@@ -223,12 +223,21 @@ class Operation:
         return any(a is self for a in other.ancestors())
 
     def walk(self) -> Iterator[Operation]:
-        """This op and every op nested in it, pre-order; safe against erasing the current op."""
+        """This op and every op nested in it, pre-order; safe against erasing the current op.
+
+        An explicit stack of iterators rather than nested generators: any depth of
+        nesting walks without growing Python's stack (everything builds on walk).
+        """
         yield self
-        for region in self.regions:
-            for block in region.blocks:
-                for op in block.ops:
-                    yield from op.walk()
+        stack = [_nested_ops(self)]
+        while stack:
+            op = next(stack[-1], None)
+            if op is None:
+                stack.pop()
+                continue
+            yield op
+            if op.regions:  # looked at after the caller has seen (and maybe erased) op
+                stack.append(_nested_ops(op))
 
     def erase(self) -> None:
         """Remove from the block and drop all references.  Results must be unused."""
@@ -272,11 +281,16 @@ class Operation:
         """A deep copy; operands and successors are remapped through the maps (and extend them)."""
         value_map = {} if value_map is None else value_map
         block_map = {} if block_map is None else block_map
-        new = self._clone_unpatched(value_map, block_map)
-        if new.regions:
-            from .block import remap_forward_references
+        if not self.regions:
+            return self._clone_unpatched(value_map, block_map)
+        from .nesting import deep_stack
 
-            remap_forward_references(new.walk(), value_map, block_map)
+        with deep_stack():  # the copy recurses once per nested region
+            new = self._clone_unpatched(value_map, block_map)
+            if new.regions:
+                from .block import remap_forward_references
+
+                remap_forward_references(new.walk(), value_map, block_map)
         return new
 
     def _clone_unpatched(self, value_map: dict, block_map: dict) -> Operation:
@@ -329,3 +343,10 @@ class UnregisteredOp(Operation):
 # A successor slot is a use of a block, linked into the block's use list exactly
 # as an operand is linked into its value's.
 _block_use = Use
+
+
+def _nested_ops(op: Operation) -> Iterator[Operation]:
+    """The ops directly inside ``op``'s regions, lazily (so edits during a walk are seen)."""
+    for region in op.regions:
+        for block in region.blocks:
+            yield from block.ops

@@ -43,6 +43,7 @@ from .block import Block, Region
 from .diagnostics import IRError, Location, SourceFile
 from .gcpause import paused_gc
 from .module import ModuleOp
+from .nesting import MAX_REGION_DEPTH, too_deep_message
 from .operation import UnregisteredOp
 from .syntax import Literal, UniformSyntax
 from .types import FunctionType, Type, f64, i1, i64, parse_type
@@ -92,25 +93,47 @@ class Args(list):
 
 
 class _RegionState:
-    __slots__ = ("region", "current", "blocks", "undefined", "scope", "isolated")
+    __slots__ = ("region", "current", "blocks", "undefined", "isolated")
 
-    def __init__(self, region: Region, scope: dict, isolated: _IsolatedScope | None):
+    def __init__(self, region: Region, isolated: _IsolatedScope | None):
         self.region = region
         self.current: Block | None = None
         self.blocks: dict[str, Block] = {}
         self.undefined: dict[str, Location] = {}
-        self.scope = scope
         self.isolated = isolated
 
 
 class _IsolatedScope:
-    """Names inside one function (or the module): visible scopes and pending forward refs."""
+    """Names inside one function (or the module): visible names and pending forward refs.
 
-    __slots__ = ("scopes", "forward")
+    ``visible`` maps every name visible at this point to its definition, whatever
+    region defined it, so a lookup is one dict access however deep the nesting
+    (walking a list of per-region scopes made parsing quadratic in the depth).
+    ``undo`` has one list per open region: what to restore when it closes.
+    """
+
+    __slots__ = ("visible", "undo", "forward")
 
     def __init__(self):
-        self.scopes: list[dict[str, tuple[Value, Location]]] = [{}]
+        self.visible: dict[str, tuple[Value, Location]] = {}
+        self.undo: list[list[tuple[str, tuple[Value, Location] | None]]] = [[]]
         self.forward: dict[str, ForwardRef] = {}
+
+    def bind(self, name: str, entry: tuple[Value, Location]) -> None:
+        """Make ``name`` denote ``entry`` until the innermost open region closes."""
+        self.undo[-1].append((name, self.visible.get(name)))
+        self.visible[name] = entry
+
+    def open_region(self) -> None:
+        self.undo.append([])
+
+    def close_region(self) -> None:
+        visible = self.visible
+        for name, previous in reversed(self.undo.pop()):
+            if previous is None:
+                del visible[name]
+            else:
+                visible[name] = previous
 
 
 class _PendingEntry:
@@ -136,11 +159,12 @@ class ParseContext(Transformer):
         self.pending: list[_PendingEntry] = []
         self.module_region = Region([Block()])
         self.isolated = [_IsolatedScope()]
-        state = _RegionState(self.module_region, self.isolated[0].scopes[0], self.isolated[0])
+        state = _RegionState(self.module_region, self.isolated[0])
         state.current = self.module_region.entry
         self.regions = [state]
         self.explicit_modules: list[ModuleOp] = []
         self.op_loc = Location(source, 1, 1)
+        self.too_deep: Location | None = None  # the first '{' one level past the limit
 
     # -- helpers ops use ------------------------------------------------------------
 
@@ -162,16 +186,14 @@ class ParseContext(Transformer):
             where = _first_token(tok)
             raise self.error("expected a value ('%name') here", where if where is not None else self.op_loc)
         name = tok.value[1:]
-        scopes = self.isolated[-1].scopes
-        for scope in reversed(scopes):
-            entry = scope.get(name)
-            if entry is not None:
-                value = entry[0]
-                if type is not None and value.type is not type:
-                    raise self.error(
-                        f"use of value '%{name}' expects type {type}, but it has type {value.type}", tok
-                    ).note(entry[1], f"'%{name}' is defined here")
-                return value
+        entry = self.isolated[-1].visible.get(name)
+        if entry is not None:
+            value = entry[0]
+            if type is not None and value.type is not type:
+                raise self.error(
+                    f"use of value '%{name}' expects type {type}, but it has type {value.type}", tok
+                ).note(entry[1], f"'%{name}' is defined here")
+            return value
         forward = self.isolated[-1].forward
         ref = forward.get(name)
         if ref is not None:
@@ -190,10 +212,9 @@ class ParseContext(Transformer):
 
     def define(self, name: str, value: Value, loc: Location) -> None:
         iso = self.isolated[-1]
-        for scope in iso.scopes:
-            prev = scope.get(name)
-            if prev is not None:
-                raise IRError(f"redefinition of value '%{name}'", loc).note(prev[1], "previous definition here")
+        prev = iso.visible.get(name)
+        if prev is not None:
+            raise IRError(f"redefinition of value '%{name}'", loc).note(prev[1], "previous definition here")
         ref = iso.forward.pop(name, None)
         if ref is not None:
             if ref.type is not value.type:
@@ -201,7 +222,7 @@ class ParseContext(Transformer):
                     f"value '%{name}' is defined with type {value.type}, but was used as {ref.type}", loc
                 ).note(ref.loc, "used here")
             ref.replace_all_uses_with(value)
-        iso.scopes[-1][name] = (value, loc)
+        iso.bind(name, (value, loc))
         value.name_hint = name
 
     def block(self, tok) -> Block:
@@ -229,6 +250,8 @@ class ParseContext(Transformer):
         if only is not None and only is body.last_op and isinstance(only, ModuleOp):
             only.detach()  # a file holding one generic-form module is that module
             return only
+        if self.too_deep is not None:
+            raise IRError(too_deep_message(), self.too_deep)
         return ModuleOp.new(self.module_region)
 
     def module_op(self, children):
@@ -271,7 +294,7 @@ class ParseContext(Transformer):
             else:
                 for k in range(n):
                     self.define(f"{name}#{k}", results[i + k], loc)
-                self.isolated[-1].scopes[-1][name] = (results[i], loc)
+                self.isolated[-1].bind(name, (results[i], loc))
             i += n
 
     def seq_uniform(self, children):
@@ -474,6 +497,14 @@ class ParseContext(Transformer):
     # -- regions and blocks -----------------------------------------------------------------
 
     def region_open(self, children):
+        # ``self.regions`` counts the implicit module's region, which a file holding one
+        # explicit module does not have: a region one level deeper than the limit is an
+        # error only if the file turns out to be an implicit module (see ``start``).
+        depth = len(self.regions)
+        if depth > MAX_REGION_DEPTH:  # too deep either way: stop before anything recurses
+            raise self.error(too_deep_message(), children[0])
+        if depth == MAX_REGION_DEPTH and self.too_deep is None:
+            self.too_deep = self.loc(children[0])
         pending = self.pending.pop() if self.pending else None
         region = Region()
         entry = Block()
@@ -481,12 +512,10 @@ class ParseContext(Transformer):
         if pending is not None and pending.isolated:
             iso = _IsolatedScope()
             self.isolated.append(iso)
-            scope = iso.scopes[0]
         else:
             iso = None
-            scope = {}
-            self.isolated[-1].scopes.append(scope)
-        state = _RegionState(region, scope, iso)
+            self.isolated[-1].open_region()
+        state = _RegionState(region, iso)
         state.current = entry
         self.regions.append(state)
         if pending is not None:
@@ -507,7 +536,7 @@ class ParseContext(Transformer):
             self.isolated.pop()
             self._close_isolated(state.isolated)
         else:
-            self.isolated[-1].scopes.pop()
+            self.isolated[-1].close_region()
         return state.region
 
     def _close_isolated(self, iso: _IsolatedScope) -> None:
@@ -591,7 +620,16 @@ class ParseContext(Transformer):
 
     def int_lit(self, children):
         tok = children[0]
-        return Literal("int", int(tok.value), self.loc(tok))
+        text = tok.value
+        sign = text[0] if text[0] in "+-" else ""
+        significant = text[len(sign):].lstrip("0") or "0"
+        digits = len(significant)
+        if digits > MAX_INT_LITERAL_DIGITS:
+            # No irc type holds such a number (f64's largest has 309 digits), and Python
+            # refuses to convert decimal strings of more than 4,300 digits anyway.
+            raise self.error(f"integer literal of {digits} digits is too large for any type "
+                             f"(the largest, f64, holds numbers of up to 309 digits)", tok)
+        return Literal("int", int(sign + significant), self.loc(tok))
 
     def float_lit(self, children):
         tok = children[0]
@@ -626,6 +664,9 @@ class ParseContext(Transformer):
 
     def dense_list(self, children):
         return list(children)
+
+
+MAX_INT_LITERAL_DIGITS = 400  # beyond every type's range: see int_lit
 
 
 def _count(n: int, noun: str) -> str:
@@ -817,9 +858,26 @@ def _get_parser() -> tuple[Lark, ParseContext]:
 
 
 def parse(text: str, filename: str = "<input>", allow_unregistered: bool = False) -> ModuleOp:
-    """Parse a module from text.  Raises ``IRError`` pointing at the first problem."""
+    """Parse a module from text.  Raises ``IRError`` pointing at the first problem.
+
+    Arguments of the wrong type are a ``TypeError`` naming the parameter: the lexer
+    runs in C and must never see anything but a str.  A NUL character is an
+    ``IRError`` at its position (text with one is binary data, not a program).
+    """
     import irc.dialects  # noqa: F401 - registers every dialect's ops
 
+    from .checks import check_type
+
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        raise TypeError("irc.parse: parameter 'text' must be a str, got bytes (decode it first, "
+                        "or use irc.parse_file)")
+    check_type("irc.parse", "text", text, str)
+    check_type("irc.parse", "filename", filename, str)
+    check_type("irc.parse", "allow_unregistered", allow_unregistered, bool)
+    if "\0" in text:
+        from .fileio import decode_source
+
+        decode_source(text.encode("utf-8", "surrogatepass"), filename)  # raises at the NUL
     source = SourceFile(filename, text)
     lark, ctx = _get_parser()
     with _lock, paused_gc():
@@ -838,13 +896,35 @@ def parse(text: str, filename: str = "<input>", allow_unregistered: bool = False
     return module
 
 
-def parse_file(path, allow_unregistered: bool = False) -> ModuleOp:
-    path = Path(path)
+def parse_file(path, allow_unregistered: bool = False, max_size: int | None = None) -> ModuleOp:
+    """Parse the file at ``path`` (a str or path-like).
+
+    The file is read as the CLI reads it (fileio.read_bytes): at most ``max_size``
+    bytes (default ``fileio.DEFAULT_MAX_INPUT``), never a directory or a device;
+    those are a ``ValueError``, a missing file ``FileNotFoundError``, binary
+    content an ``IRError`` at the bad byte.
+    """
+    import os
+
+    from .checks import check_type
+    from .fileio import DEFAULT_MAX_INPUT, InputError, decode_source, read_bytes
+
+    check_type("irc.parse_file", "path", path, (str, os.PathLike))
+    check_type("irc.parse_file", "allow_unregistered", allow_unregistered, bool)
+    if max_size is not None:
+        check_type("irc.parse_file", "max_size", max_size, int)
+        if max_size <= 0:
+            raise ValueError(f"irc.parse_file: parameter 'max_size' must be positive, got {max_size}")
+    name = os.fspath(path)
+    if not isinstance(name, str):
+        raise TypeError("irc.parse_file: parameter 'path' must be a str or a path-like of str, got bytes")
     try:
-        text = path.read_text()
-    except UnicodeDecodeError as e:
-        raise IRError(f"{path}: file is not valid UTF-8 text ({e.reason} at byte {e.start})") from None
-    return parse(text, str(path), allow_unregistered)
+        data = read_bytes(name, DEFAULT_MAX_INPUT if max_size is None else max_size)
+    except InputError as e:
+        if str(e).startswith("no such file"):
+            raise FileNotFoundError(str(e)) from None
+        raise ValueError(f"irc.parse_file: {e}") from None
+    return parse(decode_source(data, name), name, allow_unregistered)
 
 
 _TERMINAL_NAMES = {

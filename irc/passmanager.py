@@ -167,6 +167,14 @@ class PassManager:
         return cls(parse_pipeline(pipeline), **kwargs)
 
     def run(self, module):
+        from .checks import check_module
+        from .nesting import deep_stack
+
+        check_module("irc.passes.run", "module", module)
+        with deep_stack():  # passes recurse per nested region; verify bounds the depth
+            return self._run(module)
+
+    def _run(self, module):
         from .verifier import verify
 
         out = self.out or sys.stderr
@@ -221,4 +229,9 @@ class PassManager:
 
 def run(module, pipeline: str, verify_each: bool = True, **kwargs):
     """Run a pipeline on ``module`` in place and return it."""
+    from .checks import check_module, check_type
+
+    check_module("irc.passes.run", "module", module)
+    check_type("irc.passes.run", "pipeline", pipeline, str)
+    check_type("irc.passes.run", "verify_each", verify_each, bool)
     return PassManager.parse(pipeline, verify_each=verify_each, **kwargs).run(module)

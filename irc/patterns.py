@@ -44,10 +44,17 @@ def is_removable(op: Operation) -> bool:
         return True
     if not op.has_trait(HasRecursiveEffects):
         return False
-    for region in op.regions:
-        for nested in region.walk():
-            if not nested.is_terminator and not is_removable(nested):
-                return False
+    # One walk with an explicit stack: asking the same question of every nested op
+    # (each of which walks its own contents again) is exponential in the nesting depth.
+    regions = list(op.regions)
+    while regions:
+        for block in regions.pop().blocks:
+            for nested in block.ops:
+                if nested.is_terminator or nested.is_pure:
+                    continue
+                if not nested.has_trait(HasRecursiveEffects):
+                    return False
+                regions.extend(nested.regions)
     return True
 
 

@@ -225,7 +225,16 @@ class Printer:
 
 
 def print_module(module, generic: bool = False) -> str:
-    with paused_gc():
+    """The text of ``module``.  The printer recurses per nested region: deeper than
+    ``nesting.MAX_REGION_DEPTH`` is an ``IRError`` at the op, as in the parser and verifier."""
+    from .checks import check_module
+    from .nesting import check_depth, deep_stack
+
+    check_module("irc.Module.print", "module", module)
+    if not isinstance(generic, bool):
+        raise TypeError(f"irc.Module.print: parameter 'generic' must be a bool, got {type(generic).__name__}")
+    check_depth(module)
+    with paused_gc(), deep_stack():
         return _print_module(module, generic)
 
 

@@ -61,7 +61,10 @@ def scalar_attr(lit: Literal, type: Type) -> Attribute:
             return FloatAttr.from_bits(value, type)
         if kind == "bool":
             raise IRError(f"expected a floating point literal for {type}", lit.loc)
-        attr = FloatAttr(float(value), type)
+        try:
+            attr = FloatAttr(float(value), type)
+        except OverflowError:  # an integer literal beyond every float
+            raise IRError(f"integer literal does not fit in {type}", lit.loc) from None
         if math.isinf(attr.value):  # decimal literals spell no infinity (its hex bits do)
             raise IRError(f"float literal {value!r} is out of range for {type}", lit.loc)
         return attr

@@ -226,8 +226,19 @@ def verify_symbols(module) -> None:
 
 
 def verify(module) -> None:
-    """Verify a module; raise ``IRError`` at the first problem."""
-    with paused_gc():
+    """Verify a module; raise ``IRError`` at the first problem.
+
+    Regions nested deeper than ``nesting.MAX_REGION_DEPTH`` are the first problem
+    looked for (by a walk that works at any depth), so the recursive checks below,
+    and every walk after a successful verify, stay within the stack that
+    ``deep_stack`` provides.
+    """
+    from .checks import check_module
+    from .nesting import check_depth, deep_stack
+
+    check_module("irc.verify", "module", module)
+    check_depth(module)
+    with paused_gc(), deep_stack():
         v = Verifier()
         v.verify_op(module)
         verify_symbols(module)

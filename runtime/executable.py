@@ -68,6 +68,8 @@ class Executable:
         raise AttributeError(f"no compiled function '{name}' (functions: {', '.join(functions) or 'none'})")
 
     def __getitem__(self, name: str):
+        if not isinstance(name, str):
+            raise TypeError(f"Executable[name]: 'name' must be a str, got {type(name).__name__}")
         try:
             return self._functions[name]
         except KeyError:
@@ -123,6 +125,8 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     compiled code reaches nothing but its own functions, these, and the libm,
     libc and compiler-runtime symbols irc's generated code needs (cpu/symbols.py).
     """
+    _check_compile_arguments(module, target, opt_level, checks, bounds_checks, fast_math, cache, cache_dir,
+                             blas, math_approx, threads)
     options = CompileOptions(target, opt_level, checks, bounds_checks, fast_math)
     options.validate()
     extern = symbols.normalize_extern(extern)
@@ -193,6 +197,25 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
                  for f in funcs}
     timings["total"] = time.perf_counter() - start
     return Executable(functions, library, llvm_ir, timings)
+
+
+def _check_compile_arguments(module, target, opt_level, checks, bounds_checks, fast_math, cache, cache_dir,
+                             blas, math_approx, threads) -> None:
+    """TypeError naming the parameter, before anything reaches LLVM or ctypes."""
+    from irc.checks import check_module, check_type
+
+    check_module("irc.compile", "module", module)
+    check_type("irc.compile", "target", target, str)
+    check_type("irc.compile", "opt_level", opt_level, int)
+    for name, value in (("checks", checks), ("bounds_checks", bounds_checks), ("fast_math", fast_math),
+                        ("cache", cache), ("math_approx", math_approx)):
+        check_type("irc.compile", name, value, bool)
+    if cache_dir is not None:
+        check_type("irc.compile", "cache_dir", cache_dir, (str, os.PathLike))
+    if blas is not None:
+        check_type("irc.compile", "blas", blas, bool)
+    if threads is not None:
+        check_type("irc.compile", "threads", threads, int)
 
 
 def _compile_with_tensor_functions(module, tensor_funcs, tensor_options, options: dict) -> Executable:

@@ -71,9 +71,9 @@ BAD = [
     # (argv, exit code, text in stderr); paths relative to the ``files`` fixture
     (["opt", "missing.ir"], 2, "irc: error: no such file: missing.ir"),
     (["opt", "adir"], 2, "irc: error: adir is a directory, not an .ir file"),
-    (["opt", "binary.ir"], 1, "error: binary.ir: not UTF-8 text (invalid byte at offset 0)"),
-    (["opt", "latin1.ir"], 1, "error: latin1.ir: not UTF-8 text (invalid byte at offset 6)"),
-    (["opt", "binary.ir", "--split-input-file"], 1, "not UTF-8 text"),
+    (["opt", "binary.ir"], 1, "binary.ir:1:1: error: a byte that is not UTF-8 (0xff)"),
+    (["opt", "latin1.ir"], 1, "latin1.ir:1:7: error: a byte that is not UTF-8 (0xe9)"),
+    (["opt", "binary.ir", "--split-input-file"], 1, "not UTF-8"),
     (["opt", "adir", "--split-input-file"], 2, "adir is a directory"),
     (["opt", "missing.ir", "--split-input-file"], 2, "no such file: missing.ir"),
     (["opt", "bad.ir"], 1, "bad.ir:1:15: error: unexpected '{'"),
@@ -96,12 +96,12 @@ BAD = [
     (["run", "ok.ir", "--interp", "--bogus", "1"], 2, "unrecognized arguments: --bogus"),
     (["run", "ok.ir", "--interp", "@a.npy"], 2, "argument 0 of @f must be an integer for i64"),
     (["run", "empty.ir", "--interp"], 2, "irc: error: empty.ir defines no function with a body to run"),
-    (["run", "binary.ir", "--interp"], 1, "not UTF-8 text"),
+    (["run", "binary.ir", "--interp"], 1, "not UTF-8"),
     (["run", "bad.ir", "--interp"], 1, "bad.ir:1:15: error: unexpected '{'"),
     (["run", EXAMPLES / "dot.ir", "--interp", "1", "2"], 2,
      "argument 0 ('1'): parameter 0 has type memref<?xf64>; pass an array as @file.npy"),
     (["run", EXAMPLES / "dot.ir", "--interp", "@missing.npy", "@b.npy"], 2,
-     "argument 0 ('@missing.npy'): no such file missing.npy"),
+     "argument 0 ('@missing.npy'): no such file: missing.npy"),
     (["run", EXAMPLES / "dot.ir", "--interp", "@notnpy.npy", "@b.npy"], 2,
      "cannot load notnpy.npy as a .npy array: it is not a .npy file"),
     (["run", EXAMPLES / "dot.ir", "--interp", "@adir", "@b.npy"], 2, "adir is a directory, not a .npy file"),
@@ -155,7 +155,8 @@ def test_process_exit_codes_and_stderr(files):
     code, out, err = run_process("opt", "missing.ir", cwd=files)
     assert (code, err) == (2, "irc: error: no such file: missing.ir\n")
     code, _, err = run_process("opt", "-", stdin=b"\xff\xfe", cwd=files)
-    assert (code, err) == (1, "error: <stdin>: not UTF-8 text (invalid byte at offset 0)\n")
+    assert (code, err) == (1, "<stdin>:1:1: error: a byte that is not UTF-8 (0xff): this is not a text file "
+                              "of irc's language (binary input?)\n")
 
 
 def test_process_negative_arguments_and_stdin():

@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from irc.diagnostics import ExecutionError
+from irc.diagnostics import ExecutionError, IRError
 from irc.types import FloatType, IndexType, IntegerType, MemRefType, numpy_dtype
 
 _CTYPES = {"i1": ctypes.c_uint8, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
@@ -44,6 +44,10 @@ def c_signature(ft) -> list:
             args.append(_ctype(t))
     args.extend(ctypes.POINTER(_ctype(t)) for t in ft.results)
     return args
+
+
+# ctypes refuses foreign functions with more arguments than this (CTYPES_MAX_ARGCOUNT).
+MAX_C_ARGUMENTS = 1024
 
 
 def _param_names(func) -> list[str]:
@@ -117,7 +121,12 @@ def make_wrapper(func, address: int, faults, fast_address: int | None = None, ow
     wrapper: the machine code must outlive every callable that jumps into it.
     """
     ft = func.function_type
-    proto = ctypes.CFUNCTYPE(ctypes.c_int32, *c_signature(ft))
+    signature = c_signature(ft)
+    if len(signature) > MAX_C_ARGUMENTS:
+        raise IRError(f"@{func.sym_name} takes {len(signature)} machine-level arguments (a memref counts "
+                      f"1 + its rank, a result 1), but a compiled function can be called from Python with "
+                      f"at most {MAX_C_ARGUMENTS}; pass the values in a memref instead", func.loc)
+    proto = ctypes.CFUNCTYPE(ctypes.c_int32, *signature)
     cfunc = proto(address)
     names = _param_names(func)
     if fast_address is not None:

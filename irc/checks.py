@@ -1,0 +1,45 @@
+"""Argument checks for irc's public entry points.
+
+Every function a user calls (``irc.parse``, ``irc.verify``, ``irc.compile``...)
+checks its arguments' types first and raises ``TypeError`` naming the function
+and the parameter, so that a wrong argument never reaches C code (the lexer,
+ctypes, LLVM), where it could crash the process, and never surfaces as an
+``AttributeError`` from deep inside.
+"""
+
+from __future__ import annotations
+
+
+def _names(types) -> str:
+    if not isinstance(types, tuple):
+        types = (types,)
+    names = [getattr(t, "__name__", str(t)) for t in types]
+    names = ["path-like" if n == "PathLike" else n for n in names]
+    return " or ".join(names)
+
+
+def check_type(func: str, param: str, value, types) -> None:
+    """Raise ``TypeError`` unless ``value`` is an instance of ``types``.
+
+    ``bool`` is not accepted where ``int`` is asked for (``True`` is not a count),
+    and ``int`` is not accepted where ``bool`` is (a flag is a flag).
+    """
+    ok = isinstance(value, types)
+    if ok and isinstance(value, bool) and types is int:
+        ok = False
+    if not ok:
+        raise TypeError(f"{func}: parameter '{param}' must be {_a(_names(types))}, "
+                        f"got {type(value).__name__}")
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[:1] in "aeiou" else "a ") + noun
+
+
+def check_module(func: str, param: str, value) -> None:
+    """``value`` must be an irc module (``irc.parse``'s result)."""
+    from .module import ModuleOp
+
+    if not isinstance(value, ModuleOp):
+        raise TypeError(f"{func}: parameter '{param}' must be an irc module (irc.Module, from irc.parse), "
+                        f"got {type(value).__name__}")

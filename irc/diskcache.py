@@ -72,6 +72,33 @@ def mac(key_bytes: bytes, *parts: bytes) -> bytes:
     return h.digest()
 
 
+def read_signed(root: Path, *parts: str, magic: bytes) -> bytes | None:
+    """The payload of a signed entry (see ``write_signed``) if this user's irc wrote it; None
+    otherwise: no key, no entry, or one that is not ours (which is then removed)."""
+    secret = key()
+    if secret is None:
+        return None
+    data = read(root, *parts)
+    if data is None:
+        return None
+    head = len(magic)
+    payload = data[head + 32:]
+    if data.startswith(magic) and len(data) >= head + 32 and hmac.compare_digest(
+            data[head:head + 32], mac(secret, magic, parts[-1].encode(), payload)):
+        return payload
+    discard(root, *parts)
+    return None
+
+
+def write_signed(root: Path, *parts: str, magic: bytes, payload: bytes) -> bool:
+    """Write ``magic``, the MAC of (magic, the entry's file name, payload), then ``payload``: the
+    name is signed too, so that no valid entry can stand in for another.  False if not written."""
+    secret = key()
+    if secret is None:
+        return False
+    return write(root, *parts, data=magic + mac(secret, magic, parts[-1].encode(), payload) + payload)
+
+
 def _load_or_create(path: Path) -> bytes | None:
     found = _read_key(path)
     if found is not None or path.exists() or path.is_symlink():

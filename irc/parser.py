@@ -787,24 +787,15 @@ def _load_cached_parser(grammar: str, options: dict) -> Lark | None:
     (irc/diskcache.py) and checked against the grammar and lark version before
     lark rebuilds its objects from them.  Anything wrong removes the file.
     """
-    import hmac
     import json
 
     from . import diskcache
 
-    secret = diskcache.key()
-    if secret is None:
-        return None
     root, name = diskcache.cache_directory(), _grammar_cache_name(grammar)
-    data = diskcache.read(root, name)
-    if data is None:
+    payload = diskcache.read_signed(root, name, magic=_GRAMMAR_CACHE_MAGIC)
+    if payload is None:
         return None
-    head = len(_GRAMMAR_CACHE_MAGIC)
-    payload = data[head + 32:]
     try:
-        if not data.startswith(_GRAMMAR_CACHE_MAGIC) or not hmac.compare_digest(
-                data[head:head + 32], diskcache.mac(secret, _GRAMMAR_CACHE_MAGIC, name.encode(), payload)):
-            raise ValueError("not written by this user's irc")
         stored = json.loads(payload, object_hook=_from_json)
         if stored["identity"] != _grammar_cache_identity(grammar):
             raise ValueError("another grammar or lark")
@@ -824,8 +815,7 @@ def _store_parser(lark: Lark, grammar: str) -> None:
 
     from . import diskcache
 
-    secret = diskcache.key()
-    if secret is None:
+    if diskcache.key() is None:
         return
     try:
         data, memo = lark.memo_serialize([TerminalDef, Rule])
@@ -834,9 +824,8 @@ def _store_parser(lark: Lark, grammar: str) -> None:
                              separators=(",", ":")).encode()
     except (TypeError, ValueError, AttributeError, KeyError):  # pragma: no cover - a future lark
         return
-    name = _grammar_cache_name(grammar)
-    diskcache.write(diskcache.cache_directory(), name, data=_GRAMMAR_CACHE_MAGIC
-                    + diskcache.mac(secret, _GRAMMAR_CACHE_MAGIC, name.encode(), payload) + payload)
+    diskcache.write_signed(diskcache.cache_directory(), _grammar_cache_name(grammar), magic=_GRAMMAR_CACHE_MAGIC,
+                           payload=payload)
 
 
 def _get_parser() -> tuple[Lark, ParseContext]:

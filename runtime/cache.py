@@ -3,9 +3,10 @@
 Directory: ``$IRC_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/irc`` or
 ``~/.cache/irc``; an explicit ``cache_dir`` argument wins over both.  Each entry
 is one file, written atomically by ``irc.diskcache`` (never through a symlink,
-never leaving a temporary file): a magic header, then an HMAC-SHA256 of the
-entry's key and payload under this user's secret cache key (see
-``irc/diskcache.py``), then the payload.  Machine code is run, so a checksum
+never leaving a temporary file) and signed by it: a magic header, then an
+HMAC-SHA256 of the entry's name and payload under this user's secret cache key
+(``diskcache.write_signed``), then the payload (the fault list's length and
+JSON, then the object code: all of it under the MAC).  Machine code is run, so a checksum
 would not do: whoever can write the directory could write a valid one.  An
 entry that fails any check (missing MAC or a wrong one, a bad header, something
 other than a regular file in its place, object code LLVM will not link, a
@@ -17,7 +18,6 @@ same module race harmlessly: both write the same bytes, the last rename wins.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,7 +28,7 @@ import llvmlite
 import irc
 from irc import diskcache
 
-_MAGIC = b"IRCCACHE2\n"
+_MAGIC = b"IRCCACHE3\n"
 
 
 @dataclass
@@ -66,46 +66,34 @@ def _parts(k: str) -> tuple[str, str]:
 
 def load(k: str, cache_dir: str | None = None) -> Entry | None:
     """The entry for key ``k`` if this user's irc wrote it; None otherwise (and a bad one is removed)."""
-    secret = diskcache.key()
-    if secret is None:
-        return None
     root = directory(cache_dir)
-    data = diskcache.read(root, *_parts(k))
-    if data is None:
+    payload = diskcache.read_signed(root, *_parts(k), magic=_MAGIC)
+    if payload is None:
         return None
-    entry = _decode(data, k, secret)
-    if entry is None:  # corrupt or not ours: drop it so that the next compile rewrites it
+    entry = _decode(payload)
+    if entry is None:  # signed by us but unreadable (an older layout): drop it so that it is rewritten
         diskcache.discard(root, *_parts(k))
     return entry
 
 
-def _decode(data: bytes, k: str, secret: bytes) -> Entry | None:
-    head = len(_MAGIC)
-    if len(data) < head + 40 or not data.startswith(_MAGIC):
-        return None
-    digest, payload = data[head:head + 32], data[head + 40:]
-    if not hmac.compare_digest(digest, diskcache.mac(secret, _MAGIC, k.encode(), payload)):
-        return None
-    header_len = int.from_bytes(data[head + 32:head + 40], "little")
+def _decode(payload: bytes) -> Entry | None:
+    """An authenticated payload: the fault list's length (8 bytes), the fault list (JSON), the object."""
+    header_len = int.from_bytes(payload[:8], "little")
     try:
-        meta = json.loads(payload[:header_len])
+        meta = json.loads(payload[8:8 + header_len])
         faults = [(m, (line, column)) for m, (line, column) in meta["faults"]]
     except (ValueError, KeyError, TypeError, RecursionError):
         return None
     if not all(isinstance(m, str) and type(line) is int and type(column) is int for m, (line, column) in faults):
         return None
-    return Entry(payload[header_len:], faults)
+    return Entry(payload[8 + header_len:], faults)
 
 
 def store(k: str, entry: Entry, cache_dir: str | None = None) -> None:
     """Write an entry; a cache that cannot be written (or no key) is silently skipped."""
-    secret = diskcache.key()
-    if secret is None:
-        return
     header = json.dumps({"faults": entry.faults}).encode()
-    payload = header + entry.object_code
-    data = _MAGIC + diskcache.mac(secret, _MAGIC, k.encode(), payload) + len(header).to_bytes(8, "little") + payload
-    diskcache.write(directory(cache_dir), *_parts(k), data=data)
+    payload = len(header).to_bytes(8, "little") + header + entry.object_code
+    diskcache.write_signed(directory(cache_dir), *_parts(k), magic=_MAGIC, payload=payload)
 
 
 def discard(k: str, cache_dir: str | None = None) -> None:

@@ -117,20 +117,15 @@ def _sign(sandbox: Sandbox, path: Path, payload_of, key: bytes | None = None) ->
 
     data = path.read_bytes()
     secret = key or sandbox.key.read_bytes()
-    if path.suffix == ".o":
-        head = len(_MAGIC)
-        header_len = int.from_bytes(data[head + 32:head + 40], "little")
-        payload = data[head + 40:]
-        header, obj = payload[:header_len], payload[header_len:]
-        header, obj = payload_of(header, obj)
-        payload = header + obj
-        mac = diskcache.mac(secret, _MAGIC, path.stem.encode(), payload)
-        path.write_bytes(_MAGIC + mac + len(header).to_bytes(8, "little") + payload)
+    magic = _MAGIC if path.suffix == ".o" else _GRAMMAR_CACHE_MAGIC
+    payload = data[len(magic) + 32:]
+    if path.suffix == ".o":  # the fault list's length, the fault list, the object
+        header_len = int.from_bytes(payload[:8], "little")
+        header, obj = payload_of(payload[8:8 + header_len], payload[8 + header_len:])
+        payload = len(header).to_bytes(8, "little") + header + obj
     else:
-        head = len(_GRAMMAR_CACHE_MAGIC)
-        payload, _ = payload_of(data[head + 32:], None)
-        mac = diskcache.mac(secret, _GRAMMAR_CACHE_MAGIC, path.name.encode(), payload)
-        path.write_bytes(_GRAMMAR_CACHE_MAGIC + mac + payload)
+        payload, _ = payload_of(payload, None)
+    path.write_bytes(magic + diskcache.mac(secret, magic, path.name.encode(), payload) + payload)
 
 
 def _foreign_object() -> bytes:

@@ -10,6 +10,7 @@ addresses its caller imports, so machine code cannot reach ``system`` or
 
 from __future__ import annotations
 
+import re
 import threading
 from functools import cache
 
@@ -122,6 +123,4 @@ def load(symbols, *, object_code: bytes, extra_ir: list[str] = (), imports: dict
 
 def _defined_in(ir_text: str) -> list[str]:
     """The functions an IR shim defines (``define ... @name(``)."""
-    import re
-
     return re.findall(r'^define [^@]*@"?([^"(\s]+)"?\(', ir_text, re.MULTILINE)

@@ -317,23 +317,15 @@ class FunctionTranslator:
     # -- helpers -----------------------------------------------------------------------------
 
     def intrinsic(self, name: str, ty: ir.Type, nargs: int):
-        full = f"{name}.{_intrinsic_suffix(ty)}"
-        mod = self.tr.module
-        fn = mod.globals.get(full)
-        if fn is None:
-            fn = ir.Function(mod, ir.FunctionType(ty, [ty] * nargs), name=full)
-        return fn
+        return self._declare(f"{name}.{_intrinsic_suffix(ty)}", ir.FunctionType(ty, [ty] * nargs))
 
     def libm(self, name: str, ty: ir.Type):
         suffix = {"float": "f", "double": "", "half": None}[str(ty)]
         if suffix is None:
             raise TypeError(f"'{name}' on f16 is not supported by the CPU backend yet")
         full = name + suffix
-        mod = self.tr.module
-        fn = mod.globals.get(full)
-        if fn is None:
-            fn = ir.Function(mod, ir.FunctionType(ty, [ty]), name=full)
-        elif fn.function_type != ir.FunctionType(ty, [ty]):  # symbols.check_declarations prevents this
+        fn = self._declare(full, ir.FunctionType(ty, [ty]))
+        if fn.function_type != ir.FunctionType(ty, [ty]):  # symbols.check_declarations prevents this
             raise IRError(f"the program's '@{full}' clashes with the C library's {full}, which "
                           f"'{name}' calls: rename the function", self.func.loc)
         return fn
@@ -433,8 +425,7 @@ class FunctionTranslator:
         return self._declare("llvm.memmove.p0.p0.i64", ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I1]))
 
     def _declare(self, name: str, fnty: ir.FunctionType):
-        fn = self.tr.module.globals.get(name)
-        return fn if fn is not None else ir.Function(self.tr.module, fnty, name=name)
+        return _declare_in(self.tr.module, name, fnty)
 
     # -- ops -----------------------------------------------------------------------------------------
 

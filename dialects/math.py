@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import math as pymath
 from fractions import Fraction
 
@@ -87,16 +88,19 @@ _sin = _libm(pymath.sin, np.sin)
 _cos = _libm(pymath.cos, np.cos)
 _tanh = _libm(pymath.tanh, np.tanh)
 _erf = _libm(pymath.erf, np.vectorize(pymath.erf, otypes=[np.float64]))
-_c_library = ctypes.CDLL(ctypes.util.find_library("m"))
-_c_library.pow.restype = ctypes.c_double
-_c_library.pow.argtypes = [ctypes.c_double, ctypes.c_double]
+@functools.cache
+def _libm_pow():
+    """libm's own pow, loaded when first needed (finding libm runs ldconfig: not at import)."""
+    pow_ = ctypes.CDLL(ctypes.util.find_library("m")).pow
+    pow_.restype, pow_.argtypes = ctypes.c_double, [ctypes.c_double, ctypes.c_double]
+    return pow_
 
 
 def _c_pow(x: float, y: float) -> float:
     """C's pow: Python's ``math.pow`` answers 1 for pow(NaN, 0) and pow(1, NaN) itself, where glibc
     returns a NaN for a signalling NaN; NaN arguments go to libm (a ctypes double keeps the bits)."""
     if x != x or y != y:
-        return _c_library.pow(x, y)
+        return _libm_pow()(x, y)
     return pymath.pow(x, y)
 
 

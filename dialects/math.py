@@ -7,8 +7,8 @@ library's f64 function (glibc's, the one compiled code calls and LLVM's
 constant folder calls) applied to the argument widened to f64, rounded once
 to the type.  numpy's own vectorised exp/log/sin... differ from glibc by an
 ulp on a few percent of inputs, so the interpreter uses Python's ``math``
-module (a direct call into the same libm) element by element: about 20 times
-slower than numpy on a large tensor, the price of one answer.  Exact
+module (a direct call into the same libm) element by element: much slower
+than numpy on a large tensor, the price of one answer.  Exact
 functions (sqrt, abs, floor, ceil, fma) stay vectorised: every correct
 implementation agrees on them; rsqrt is sqrt then a division, each rounded
 to the type, as compiled code does it.  ``irc.testing.math_sweep`` checks it.

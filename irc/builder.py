@@ -1,0 +1,763 @@
+"""The builder: the one way Python code makes IR.
+
+A ``Builder`` has an insertion point (before an op, or at the end of a block) and
+a source location that every op it inserts takes.  Its methods insert one op
+each and return ``V``: an SSA value with numpy-style operators that insert more
+ops through the same builder, with numpy's broadcasting rules::
+
+    b = Builder()
+    m = b.module()
+    with b.function(m, "mlp", [tensor("256x784xf32"), tensor("784x10xf32"), tensor("10xf32")],
+                    ) as (x, w, bias):
+        y = (x @ w + bias).maximum(0.0)       # matmul, broadcast, addf, maximumf
+        b.ret(y.log_softmax(axis=1))
+
+Regions are built inside ``with`` blocks (``for_``, ``if_``, ``while_``,
+``function``), CFG blocks with ``block``/``br``/``cond_br``/``phi``.  Every change
+goes through ``insert``, which tells a ``Listener`` (the pattern driver keeps its
+worklist right that way; ``irc.rewriter.Rewriter`` adds replace and erase).
+Ops take the builder's ``loc`` unless they carry one already, so code made from
+an op (a lowering, a gradient) points at that op in diagnostics: set it with
+``with b.located(op.loc):``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import contextmanager
+
+import numpy as np
+
+from .attributes import DenseAttr, FloatAttr, IntegerAttr, UnitAttr
+from .block import Block, Region
+from .diagnostics import UNKNOWN, Location
+from .operation import Operation
+from .types import FloatType, FunctionType, IndexType, IntegerType, TensorType, Type, i1, index
+from .values import Value
+
+
+class Listener:
+    """Hooks called after each change; the default does nothing."""
+
+    def op_inserted(self, op: Operation) -> None:
+        pass
+
+    def op_erased(self, op: Operation) -> None:
+        pass
+
+    def op_modified(self, op: Operation) -> None:
+        pass
+
+    def op_replaced(self, op: Operation, new_values: Sequence[Value]) -> None:
+        pass
+
+
+def _registry_op(name: str):
+    from . import registry
+
+    return registry.lookup(name)
+
+
+def element_type(t: Type) -> Type:
+    return t.element_type if isinstance(t, TensorType) else t
+
+
+def is_float(t: Type) -> bool:
+    return isinstance(element_type(t), FloatType)
+
+
+def broadcast_shape(a: Sequence, b: Sequence, what: str = "operands") -> tuple:
+    """numpy's broadcast of two shapes (``None`` is a dynamic size, which matches anything)."""
+    rank = max(len(a), len(b))
+    a = (1,) * (rank - len(a)) + tuple(a)
+    b = (1,) * (rank - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(a, b):
+        if x == 1:
+            out.append(y)
+        elif y == 1 or x == y:
+            out.append(x)
+        elif x is None or y is None:
+            out.append(x if y is None else y)
+        else:
+            raise ValueError(f"{what} of shapes {list(a)} and {list(b)} do not broadcast")
+    return tuple(out)
+
+
+class Builder:
+    """Inserts ops at an insertion point, each with the builder's location."""
+
+    def __init__(self, listener: Listener | None = None, loc: Location = UNKNOWN):
+        self.listener = listener or Listener()
+        self.block: Block | None = None
+        self.before: Operation | None = None
+        self.loc = loc
+
+    # -- insertion points --------------------------------------------------------------------
+
+    def at_end(self, block: Block) -> Builder:
+        self.block, self.before = block, None
+        return self
+
+    def at_start(self, block: Block) -> Builder:
+        self.block, self.before = block, block.first_op
+        return self
+
+    def before_op(self, op: Operation) -> Builder:
+        self.block, self.before = op.parent, op
+        return self
+
+    def after_op(self, op: Operation) -> Builder:
+        self.block, self.before = op.parent, op.next
+        return self
+
+    @contextmanager
+    def at(self, where: Block | Operation, before: bool = True):
+        """Insert at the end of a block, or before (``before=False``: after) an op, for the
+        ``with`` body; the previous insertion point comes back afterwards."""
+        saved = (self.block, self.before)
+        if isinstance(where, Block):
+            self.at_end(where)
+        elif before:
+            self.before_op(where)
+        else:
+            self.after_op(where)
+        try:
+            yield self
+        finally:
+            self.block, self.before = saved
+
+    @contextmanager
+    def located(self, loc: Location):
+        """Ops inserted in the ``with`` body take ``loc``."""
+        saved, self.loc = self.loc, loc
+        try:
+            yield self
+        finally:
+            self.loc = saved
+
+    # -- inserting ---------------------------------------------------------------------------
+
+    def insert(self, op: Operation) -> Operation:
+        if self.block is None:
+            raise ValueError("builder has no insertion point")
+        if op.loc is UNKNOWN:
+            op.loc = self.loc
+        if self.before is None:
+            self.block.append(op)
+        else:
+            self.block.insert_before(op, self.before)
+        self.listener.op_inserted(op)
+        return op
+
+    def create(self, op: Operation) -> Value | Operation:
+        """Insert ``op``; return its result if it has exactly one, else the op."""
+        self.insert(op)
+        return op.results[0] if len(op.results) == 1 else op
+
+    def wrap(self, value) -> V:
+        return value if isinstance(value, V) and value.builder is self else V(self, _raw(value))
+
+    def op(self, name: str | type, *operands, result: Type | Sequence[Type] | None = None,
+           regions: Sequence[Region] = (), successors: Sequence[Block] = (), **attrs) -> V | tuple | Operation:
+        """The generic create: op ``name`` (or class) on ``operands``.  The result type is the
+        first operand's unless ``result`` gives one (or a list, for several or none).  Returns
+        the one result as a ``V``, a tuple of several, or the op when it has none."""
+        cls = _registry_op(name) if isinstance(name, str) else name
+        if result is None:
+            types = [_raw(operands[0]).type] if operands else []
+        elif isinstance(result, Type):
+            types = [result]
+        else:
+            types = list(result)
+        op = self.insert(cls([_raw(v) for v in operands], types, _attributes(attrs),
+                             successors=list(successors), regions=list(regions)))
+        return self._results(op)
+
+    def built(self, op: Operation) -> V | tuple | Operation:
+        """Insert an op made by a class's ``build`` and return its results as ``op`` does."""
+        return self._results(self.insert(op))
+
+    def _results(self, op: Operation):
+        if len(op.results) == 1:
+            return V(self, op.results[0])
+        if not op.results:
+            return op
+        return tuple(V(self, r) for r in op.results)
+
+    # -- constants ---------------------------------------------------------------------------
+
+    def const(self, value, type: Type) -> V:
+        """``arith.constant``: a scalar, or a tensor (a splat when ``value`` is a number).
+        A tensor type with dynamic sizes takes a ``tensor.splat`` of the scalar instead."""
+        from irc.dialects.arith import ConstantOp
+
+        if isinstance(type, TensorType):
+            if not type.has_static_shape:
+                if np.ndim(value):
+                    raise ValueError(f"a constant of {type} must be one number")
+                raise ValueError(f"a constant of the dynamic type {type} needs sizes: use full_like")
+            return V(self, self.insert(ConstantOp.build(DenseAttr(np.asarray(value), type))).results[0])
+        if isinstance(type, FloatType):
+            attr = FloatAttr(float(value), type)
+        elif isinstance(type, (IntegerType, IndexType)):
+            from .attributes import integer_attr
+
+            attr = integer_attr(int(value), type) if isinstance(type, IntegerType) else IntegerAttr(int(value), type)
+        else:
+            raise ValueError(f"no constant of type {type}")
+        return V(self, self.insert(ConstantOp.build(attr)).results[0])
+
+    def index(self, value) -> V:
+        """An ``index`` constant, or ``value`` itself when it is already a value."""
+        return self.wrap(value) if isinstance(value, (V, Value)) else self.const(value, index)
+
+    def full_like(self, like, value) -> V:
+        """A value of ``like``'s type (and run-time shape) whose elements are all ``value``."""
+        t = _raw(like).type
+        if isinstance(t, TensorType) and not t.has_static_shape:
+            scalar = self.const(value, t.element_type)
+            return self.splat(scalar, t, self.dynamic_sizes(like, t))
+        return self.const(value, t)
+
+    def zeros_like(self, like) -> V:
+        return self.full_like(like, 0)
+
+    def ones_like(self, like) -> V:
+        return self.full_like(like, 1)
+
+    def dynamic_sizes(self, like, t: TensorType | None = None) -> list[V]:
+        """The run-time size of each ``?`` of ``t`` (default: ``like``'s type), read from ``like``
+        with ``tensor.dim`` (``like`` has ``t``'s rank, or sizes aligned at the right)."""
+        src = _raw(like)
+        t = t or src.type
+        offset = src.type.rank - t.rank
+        return [self.dim(src, i + offset) for i, d in enumerate(t.shape) if d is None]
+
+    def dim(self, tensor, axis: int) -> V:
+        t = _raw(tensor).type
+        if t.shape[axis] is not None:
+            return self.index(t.shape[axis])
+        return self.op("tensor.dim", tensor, self.index(axis), result=index)
+
+    # -- elementwise and casts ---------------------------------------------------------------
+
+    def lift(self, value, like) -> V:
+        """A Python number as a constant of ``like``'s element type (a value stays itself)."""
+        if isinstance(value, (V, Value)):
+            return self.wrap(value)
+        return self.const(value, element_type(_raw(like).type))
+
+    def coerce(self, *values) -> list[V]:
+        """Operands made one type as numpy would: Python numbers take the others' element type,
+        scalars become tensors (``tensor.splat``), shapes broadcast (``tensor.broadcast``)."""
+        typed = [v for v in values if isinstance(v, (V, Value))]
+        if not typed:
+            raise ValueError("at least one operand must be an IR value")
+        vals = [self.lift(v, typed[0]) for v in values]
+        elems = {element_type(v.type) for v in vals}
+        if len(elems) > 1:
+            raise TypeError("operands have different element types: " + ", ".join(sorted(map(str, elems))))
+        shapes = [v.type.shape if isinstance(v.type, TensorType) else None for v in vals]
+        if all(s is None for s in shapes):
+            return vals
+        shape: tuple = ()
+        for s in shapes:
+            if s is not None:
+                shape = broadcast_shape(shape, s)
+        target = TensorType(list(shape), elems.pop())
+        # The tensor operand with the most dimensions supplies the run-time sizes of '?'s.
+        widest = max((v for v, s in zip(vals, shapes) if s is not None), key=lambda v: v.type.rank)
+        return [self.broadcast_to(v, target, like=widest) for v in vals]
+
+    def broadcast_to(self, value, t: TensorType, like=None) -> V:
+        """``value`` (a scalar or a tensor) with type ``t``, by numpy's rules; ``like`` (a tensor
+        of ``t``'s rank or larger) gives the run-time sizes of ``t``'s ``?`` dimensions."""
+        v = self.wrap(value)
+        if v.type is t:
+            return v
+        sizes = self.dynamic_sizes(like if like is not None else v, t) if not t.has_static_shape else []
+        if not isinstance(v.type, TensorType):
+            return self.splat(v, t, sizes)
+        from irc.dialects.tensor import BroadcastOp
+
+        return self.built(BroadcastOp.build(v.value, t, [s.value for s in sizes]))
+
+    def splat(self, scalar, t: TensorType, sizes: Sequence = ()) -> V:
+        from irc.dialects.tensor import SplatOp
+
+        return self.built(SplatOp.build(_raw(scalar), t, [_raw(s) for s in sizes]))
+
+    def binary(self, float_op: str, int_op: str | None, a, b) -> V:
+        a, b = self.coerce(a, b)
+        name = float_op if is_float(a.type) else int_op
+        if name is None:
+            raise TypeError(f"'{float_op}' needs float operands, got {a.type}")
+        return self.op(name, a, b)
+
+    def unary(self, name: str, a) -> V:
+        return self.op(name, self.wrap(a))
+
+    def compare(self, predicate: str, a, b) -> V:
+        """``arith.cmpf`` (ordered predicates: ``olt``...) or ``arith.cmpi`` (``slt``...) after
+        coercion; ``predicate`` is the float spelling or a bare ``lt``/``le``/``eq``/...."""
+        from irc.dialects.arith import CmpFOp, CmpIOp
+
+        a, b = self.coerce(a, b)
+        if is_float(a.type):
+            pred = predicate if predicate in CmpFOp.predicates else {"ne": "une"}.get(predicate, "o" + predicate)
+            return self.built(CmpFOp.build(pred, a.value, b.value))
+        pred = predicate if predicate in CmpIOp.predicates else {"eq": "eq", "ne": "ne"}.get(predicate, "s" + predicate)
+        return self.built(CmpIOp.build(pred, a.value, b.value))
+
+    def select(self, cond, a, b) -> V:
+        """``arith.select``; a scalar condition picks whole values, a tensor one elementwise."""
+        from irc.dialects.arith import SelectOp
+
+        a, b = self.coerce(a, b)
+        c = self.wrap(cond)
+        if isinstance(a.type, TensorType) and isinstance(c.type, TensorType) and c.type.shape != a.type.shape:
+            c = self.broadcast_to(c, TensorType(a.type.shape, i1), like=a)
+        return self.built(SelectOp.build(c.value, a.value, b.value))
+
+    def cast(self, name: str, value, to: Type) -> V:
+        """A cast op (``arith.extf``, ``arith.sitofp``...) to ``to`` (an element type or a type)."""
+        cls = _registry_op(name)
+        return self.built(cls.build(_raw(value), to))
+
+    def convert(self, value, to: Type) -> V:
+        """``value`` converted to element type ``to`` by the one fitting cast (none if equal)."""
+        v = self.wrap(value)
+        src = element_type(v.type)
+        if src is to:
+            return v
+        if isinstance(src, FloatType) and isinstance(to, FloatType):
+            return self.cast("arith.extf" if to.width > src.width else "arith.truncf", v, to)
+        if isinstance(to, FloatType):
+            return self.cast("arith.sitofp", v, to)
+        if isinstance(src, FloatType):
+            return self.cast("arith.fptosi", v, to)
+        if isinstance(src, IndexType) or isinstance(to, IndexType):
+            return self.cast("arith.index_cast", v, to)
+        return self.cast("arith.extsi" if to.width > src.width else "arith.trunci", v, to)
+
+    # -- tensor (graph) ops ------------------------------------------------------------------
+
+    def tensor_op(self, name: str, *operands, type: Type | None = None, **attrs) -> V:
+        """A ``tensor`` dialect op, its result type inferred (``type`` where it is given)."""
+        from irc.dialects.tensor import TensorOp
+
+        # TensorOp's generic build (subclasses' own builds take friendlier arguments).
+        return self.built(TensorOp.build.__func__(_registry_op(name), *[_raw(v) for v in operands],
+                                                  type=type, **attrs))
+
+    def reduce(self, kind: str, value, axes: Sequence[int] | None = None, keepdims: bool = False) -> V:
+        """``tensor.reduce_<kind>`` over ``axes`` (default: all)."""
+        v = self.wrap(value)
+        axes = list(range(v.type.rank)) if axes is None else sorted(a % v.type.rank for a in axes)
+        cls = _registry_op(f"tensor.reduce_{kind}")
+        return self.built(cls.build(v.value, axes, keepdims))
+
+    def reshape(self, value, shape: Sequence[int | None], sizes: Sequence = ()) -> V:
+        from irc.dialects.tensor import ReshapeOp
+
+        v = self.wrap(value)
+        t = TensorType(list(shape), element_type(v.type))
+        return self.built(ReshapeOp.build(v.value, *[_raw(s) for s in sizes], type=t))
+
+    def transpose(self, value, perm: Sequence[int] | None = None) -> V:
+        v = self.wrap(value)
+        perm = list(reversed(range(v.type.rank))) if perm is None else list(perm)
+        return self.tensor_op("tensor.transpose", v, perm=perm)
+
+    def matmul(self, a, b) -> V:
+        """``tensor.matmul`` for two matrices, ``tensor.batch_matmul`` for two rank-3 tensors."""
+        a, b = self.wrap(a), self.wrap(b)
+        name = "tensor.batch_matmul" if a.type.rank == 3 else "tensor.matmul"
+        return self.tensor_op(name, a, b)
+
+    def softmax(self, value, axis: int) -> V:
+        return self.tensor_op("tensor.softmax", value, axis=axis)
+
+    def log_softmax(self, value, axis: int) -> V:
+        return self.tensor_op("tensor.log_softmax", value, axis=axis)
+
+    # -- modules, functions, blocks, control flow --------------------------------------------
+
+    def module(self):
+        from .module import ModuleOp
+
+        return ModuleOp.new(loc=self.loc)
+
+    @contextmanager
+    def function(self, module, name: str, inputs: Sequence[Type], results: Sequence[Type] | None = None,
+                 arg_names: Sequence[str] | None = None):
+        """A ``func.func @name`` appended to ``module``; the ``with`` body builds its entry block
+        and gets the parameters.  ``results`` default to the types given to ``ret``."""
+        from irc.dialects.func import FuncOp
+
+        fn = FuncOp.build(name, FunctionType(list(inputs), list(results or [])), arg_names=arg_names)
+        fn.loc = self.loc
+        module.body.append(fn)
+        self.function_op = fn
+        with self.at(fn.body.entry):
+            yield tuple(V(self, a) for a in fn.args)
+        if results is None:
+            last = fn.body.last_block.terminator
+            if last is not None:
+                from .attributes import TypeAttr
+
+                fn.attributes["function_type"] = TypeAttr(FunctionType(list(inputs), last.operand_types))
+
+    def ret(self, *values) -> Operation:
+        from irc.dialects.func import ReturnOp
+
+        return self.insert(ReturnOp.build(*[_raw(v) for v in values]))
+
+    def call(self, callee: str, *args, results: Sequence[Type]) -> V | tuple | Operation:
+        from .attributes import SymbolRefAttr
+
+        return self.op("func.call", *args, result=list(results), callee=SymbolRefAttr(callee))
+
+    def block(self, region: Region, after: Block | None = None, label: str | None = None) -> Block:
+        """A new block in ``region`` (after ``after``, else at the end); insertion does not move."""
+        block = Block(label=label)
+        if after is None:
+            region.append(block)
+        else:
+            region.insert_after(block, after)
+        return block
+
+    def br(self, dest: Block) -> Operation:
+        from irc.dialects.cf import BranchOp
+
+        return self.insert(BranchOp.build(dest))
+
+    def cond_br(self, cond, true_dest: Block, false_dest: Block) -> Operation:
+        from irc.dialects.cf import CondBranchOp
+
+        return self.insert(CondBranchOp.build(_raw(cond), true_dest, false_dest))
+
+    def phi(self, type: Type, incoming: Sequence[tuple] = ()) -> V:
+        """``cf.phi``, placed first in the insertion block; ``incoming`` is (value, block) pairs
+        (add more with ``add_incoming``)."""
+        from irc.dialects.cf import PhiOp
+
+        op = PhiOp.build(type, [(_raw(v), blk) for v, blk in incoming])
+        if op.loc is UNKNOWN:
+            op.loc = self.loc
+        first = self.block.first_op
+        while first is not None and first.name == "cf.phi":
+            first = first.next
+        if first is None:
+            self.block.append(op)
+        else:
+            self.block.insert_before(op, first)
+        self.listener.op_inserted(op)
+        return V(self, op.results[0])
+
+    @contextmanager
+    def for_(self, lower, upper, step=1, inits: Sequence = (), **attrs):
+        """``scf.for``; the ``with`` body gets a ``Loop`` (``iv``, ``args``) and must end with
+        ``loop.yield_(...)`` when there are iter_args; ``loop.results`` afterwards."""
+        from irc.dialects.scf import ForOp
+
+        inits = [self.wrap(v) for v in inits]
+        bound_t = _raw(self.index(lower)).type
+        body = Block([bound_t, *[v.type for v in inits]])
+        op = self.insert(ForOp([_raw(self.index(lower)), _raw(self.index(upper)), _raw(self.index(step)),
+                                *[v.value for v in inits]], [v.type for v in inits], _attributes(attrs),
+                               regions=[Region([body])]))
+        loop = Loop(self, op, list(op.body.args[1:]), body.args[0])
+        with self.at(body):
+            yield loop
+            self._yield(loop)
+
+    @contextmanager
+    def if_(self, cond, results: Sequence[Type] = ()):
+        """``scf.if``: ``with b.if_(c, [f32]) as branch:`` then ``with branch.then_(): ...
+        branch.yield_(x)`` and ``with branch.else_(): ...``; ``branch.results`` afterwards."""
+        from irc.dialects.scf import IfOp
+
+        then_block, else_block = Block(), Block()
+        op = self.insert(IfOp([_raw(cond)], list(results), {}, regions=[Region([then_block]), Region([else_block])]))
+        branch = IfBranch(self, op)
+        yield branch
+        for block in (then_block, else_block):
+            if block.terminator is None:
+                with self.at(block):
+                    if results:
+                        raise ValueError("scf.if with results needs a yield_ in both branches")
+                    self._yield_values([])
+
+    @contextmanager
+    def while_(self, inits: Sequence, after_types: Sequence[Type] | None = None):
+        """``scf.while``: the ``with`` body gets a ``WhileLoop``; build the condition under
+        ``with w.before() as args: w.condition(c, *forwarded)`` and the body under
+        ``with w.after() as args: w.yield_(*next)``; ``w.results`` afterwards."""
+        from irc.dialects.scf import WhileOp
+
+        inits = [self.wrap(v) for v in inits]
+        after_types = list(after_types) if after_types is not None else [v.type for v in inits]
+        before = Block([v.type for v in inits])
+        after = Block(after_types)
+        op = self.insert(WhileOp([v.value for v in inits], after_types, {},
+                                 regions=[Region([before]), Region([after])]))
+        yield WhileLoop(self, op)
+
+    def _yield(self, loop: Loop) -> None:
+        if loop.next is None and loop.args:
+            raise ValueError("a loop with iter_args needs loop.yield_(...)")
+        self._yield_values(loop.next or [])
+
+    def _yield_values(self, values) -> None:
+        from irc.dialects.scf import YieldOp
+
+        self.insert(YieldOp([_raw(v) for v in values], []))
+
+
+class Loop:
+    """An ``scf.for`` being built: its induction variable, its iter_args, then its results."""
+
+    def __init__(self, builder: Builder, op: Operation, args, iv):
+        self.op = op
+        self.iv = V(builder, iv)
+        self.args = [V(builder, a) for a in args]
+        self.next: list | None = None
+
+    def yield_(self, *values) -> None:
+        """The iter_args' values for the next iteration (the loop's results after the last)."""
+        self.next = list(values)
+
+    @property
+    def results(self) -> list[V]:
+        return [V(self.iv.builder, r) for r in self.op.results]
+
+
+class IfBranch:
+    def __init__(self, builder: Builder, op: Operation):
+        self.builder = builder
+        self.op = op
+
+    @contextmanager
+    def then_(self):
+        with self.builder.at(self.op.regions[0].entry):
+            yield
+
+    @contextmanager
+    def else_(self):
+        with self.builder.at(self.op.regions[1].entry):
+            yield
+
+    def yield_(self, *values) -> None:
+        self.builder._yield_values(values)
+
+    @property
+    def results(self) -> list[V]:
+        return [V(self.builder, r) for r in self.op.results]
+
+
+class WhileLoop:
+    def __init__(self, builder: Builder, op: Operation):
+        self.builder = builder
+        self.op = op
+
+    @contextmanager
+    def before(self):
+        block = self.op.regions[0].entry
+        with self.builder.at(block):
+            yield [V(self.builder, a) for a in block.args]
+
+    @contextmanager
+    def after(self):
+        block = self.op.regions[1].entry
+        with self.builder.at(block):
+            yield [V(self.builder, a) for a in block.args]
+
+    def condition(self, cond, *forwarded) -> None:
+        from irc.dialects.scf import ConditionOp
+
+        self.builder.insert(ConditionOp([_raw(cond), *[_raw(v) for v in forwarded]], []))
+
+    def yield_(self, *values) -> None:
+        self.builder._yield_values(values)
+
+    @property
+    def results(self) -> list[V]:
+        return [V(self.builder, r) for r in self.op.results]
+
+
+def _raw(value) -> Value:
+    if isinstance(value, V):
+        return value.value
+    if isinstance(value, Value):
+        return value
+    raise TypeError(f"expected an IR value, got {type(value).__name__} {value!r}")
+
+
+def _attributes(attrs: dict) -> dict:
+    from irc.dialects.tensor import _to_attr
+
+    return {k: _to_attr(v) for k, v in attrs.items() if v is not None and v is not False}
+
+
+class V:
+    """An SSA value that builds: ``a + b``, ``a * 2.0``, ``a @ w``, ``-a``, ``a < b`` insert arith
+    and tensor ops through the builder that made ``a``, broadcasting as numpy does."""
+
+    __slots__ = ("builder", "value")
+    __array_ufunc__ = None  # numpy scalars on the left defer to V's reflected operators
+
+    def __init__(self, builder: Builder, value: Value):
+        self.builder = builder
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"V({self.value!r})"
+
+    @property
+    def type(self) -> Type:
+        return self.value.type
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.type.shape) if isinstance(self.type, TensorType) else ()
+
+    @property
+    def elem(self) -> Type:
+        return element_type(self.type)
+
+    @property
+    def is_float(self) -> bool:
+        return isinstance(self.elem, FloatType)
+
+    def _bin(self, float_op, int_op, other, reverse=False) -> V:
+        a, b = (other, self) if reverse else (self, other)
+        return self.builder.binary(float_op, int_op, a, b)
+
+    def __add__(self, o):
+        return self._bin("arith.addf", "arith.addi", o)
+
+    def __radd__(self, o):
+        return self._bin("arith.addf", "arith.addi", o, True)
+
+    def __sub__(self, o):
+        return self._bin("arith.subf", "arith.subi", o)
+
+    def __rsub__(self, o):
+        return self._bin("arith.subf", "arith.subi", o, True)
+
+    def __mul__(self, o):
+        return self._bin("arith.mulf", "arith.muli", o)
+
+    def __rmul__(self, o):
+        return self._bin("arith.mulf", "arith.muli", o, True)
+
+    def __truediv__(self, o):
+        return self._bin("arith.divf", "arith.divsi", o)
+
+    def __rtruediv__(self, o):
+        return self._bin("arith.divf", "arith.divsi", o, True)
+
+    def __pow__(self, o):
+        return self._bin("math.powf", None, o)
+
+    def __rpow__(self, o):
+        return self._bin("math.powf", None, o, True)
+
+    def __matmul__(self, o):
+        return self.builder.matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return self.builder.matmul(o, self)
+
+    def __neg__(self):
+        if self.is_float:
+            return self.builder.unary("arith.negf", self)
+        return self.builder.binary("arith.subf", "arith.subi", 0, self)
+
+    def __lt__(self, o):
+        return self.builder.compare("lt", self, o)
+
+    def __le__(self, o):
+        return self.builder.compare("le", self, o)
+
+    def __gt__(self, o):
+        return self.builder.compare("gt", self, o)
+
+    def __ge__(self, o):
+        return self.builder.compare("ge", self, o)
+
+    def eq(self, o) -> V:
+        """``==`` stays Python's identity (values are dict keys); this is the IR comparison."""
+        return self.builder.compare("eq", self, o)
+
+    def ne(self, o) -> V:
+        return self.builder.compare("ne", self, o)
+
+    __hash__ = object.__hash__
+
+    # -- methods in numpy's spelling ---------------------------------------------------------
+
+    def maximum(self, o) -> V:
+        return self.builder.binary("arith.maximumf", "arith.maxsi", self, o)
+
+    def minimum(self, o) -> V:
+        return self.builder.binary("arith.minimumf", "arith.minsi", self, o)
+
+    def sum(self, axes=None, keepdims: bool = False) -> V:
+        return self.builder.reduce("sum", self, _axes(axes), keepdims)
+
+    def mean(self, axes=None, keepdims: bool = False) -> V:
+        return self.builder.reduce("mean", self, _axes(axes), keepdims)
+
+    def max(self, axes=None, keepdims: bool = False) -> V:
+        return self.builder.reduce("max", self, _axes(axes), keepdims)
+
+    def min(self, axes=None, keepdims: bool = False) -> V:
+        return self.builder.reduce("min", self, _axes(axes), keepdims)
+
+    def prod(self, axes=None, keepdims: bool = False) -> V:
+        return self.builder.reduce("prod", self, _axes(axes), keepdims)
+
+    @property
+    def T(self) -> V:
+        return self.builder.transpose(self)
+
+    def reshape(self, *shape) -> V:
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else shape
+        return self.builder.reshape(self, shape)
+
+    def broadcast_to(self, t: TensorType, like=None) -> V:
+        return self.builder.broadcast_to(self, t, like)
+
+    def astype(self, t: Type) -> V:
+        return self.builder.convert(self, t)
+
+    def softmax(self, axis: int = -1) -> V:
+        return self.builder.softmax(self, axis % max(self.type.rank, 1))
+
+    def log_softmax(self, axis: int = -1) -> V:
+        return self.builder.log_softmax(self, axis % max(self.type.rank, 1))
+
+
+def _axes(axes) -> list[int] | None:
+    if axes is None:
+        return None
+    return [axes] if isinstance(axes, int) else list(axes)
+
+
+def _unary_method(op_name: str):
+    def method(self: V) -> V:
+        return self.builder.unary(op_name, self)
+
+    method.__name__ = op_name.split(".")[1]
+    method.__doc__ = f"``{op_name}``"
+    return method
+
+
+for _name in ("exp", "exp2", "expm1", "log", "log1p", "log2", "tanh", "sqrt", "rsqrt", "sin", "cos", "erf",
+              "floor", "ceil"):
+    setattr(V, _name, _unary_method(f"math.{_name}"))
+V.abs = _unary_method("math.absf")
+del _name

@@ -423,6 +423,8 @@ class AddFOp(FloatBinaryOp):
         # x + (-0.0) == x exactly (x + 0.0 is not: -0.0 + 0.0 is +0.0).
         return [self.operands[0]] if _is_negzero(c[1]) else None
 
+    partials = staticmethod(lambda b, x, y: [1, 1])
+
 
 def _is_negzero(attr) -> bool:
     if isinstance(attr, FloatAttr):
@@ -442,6 +444,8 @@ class SubFOp(FloatBinaryOp):
         # x - 0.0 == x exactly.
         return [self.operands[0]] if _is_const(c[1], 0.0) and not _is_negzero(c[1]) else None
 
+    partials = staticmethod(lambda b, x, y: [1, -1])
+
 
 class MulFOp(FloatBinaryOp):
     name = "arith.mulf"
@@ -452,6 +456,8 @@ class MulFOp(FloatBinaryOp):
 
     def fold_partial(self, c):
         return [self.operands[0]] if _is_const(c[1], 1.0) else None
+
+    partials = staticmethod(lambda b, x, y: [x[1], x[0]])
 
 
 class DivFOp(FloatBinaryOp):
@@ -464,6 +470,13 @@ class DivFOp(FloatBinaryOp):
     def fold_partial(self, c):
         return [self.operands[0]] if _is_const(c[1], 1.0) else None
 
+    def vjp(self, b, x, y, g):
+        return [g[0] / x[1], -(g[0] * y[0]) / x[1]]
+
+    def jvp(self, b, x, y, t):
+        top = [v for v in (t[0], None if t[1] is None else -(y[0] * t[1])) if v is not None]
+        return [(top[0] + top[1] if len(top) == 2 else top[0]) / x[1]]
+
 
 class RemFOp(FloatBinaryOp):
     name = "arith.remf"
@@ -471,6 +484,9 @@ class RemFOp(FloatBinaryOp):
     summary = "Float remainder with the sign of the dividend (C fmod)."
     example = "%r = arith.remf %x, %y : f32"
     compute = staticmethod(lambda a, b, t: round_to(np.fmod(a, b), t))
+
+    # remf(a, c) = a - c * trunc(a / c), and trunc(a / c) = (a - y) / c.
+    partials = staticmethod(lambda b, x, y: [1, -((x[0] - y[0]) / x[1])])
 
 
 def _maximumf(a, b, t):
@@ -502,6 +518,13 @@ def _minnumf(a, b, t):
                                             else _minimumf(a, b, t))
 
 
+def tie_split(b, first_wins, x0, x1):
+    """The derivatives of max/min with respect to (x0, x1): 1 for the operand chosen, and 1/2 each
+    where they are equal (the chosen operand is then arbitrary; the split keeps symmetry)."""
+    d0 = b.select(first_wins, b.ones_like(x0), b.select(x0.eq(x1), b.full_like(x0, 0.5), b.zeros_like(x0)))
+    return [d0, 1.0 - d0]
+
+
 class MaximumFOp(FloatBinaryOp):
     name = "arith.maximumf"
     traits = COMMUTATIVE
@@ -509,6 +532,9 @@ class MaximumFOp(FloatBinaryOp):
     example = "%r = arith.maximumf %x, %y : f32"
     compute = staticmethod(_maximumf)
     fold_partial = _same_operand_fold
+
+    # Tie rule (as JAX and PyTorch): where the operands are equal, each gets half the gradient.
+    partials = staticmethod(lambda b, x, y: tie_split(b, x[0] > x[1], x[0], x[1]))
 
 
 class MinimumFOp(FloatBinaryOp):
@@ -519,6 +545,8 @@ class MinimumFOp(FloatBinaryOp):
     compute = staticmethod(_minimumf)
     fold_partial = _same_operand_fold
 
+    partials = staticmethod(lambda b, x, y: tie_split(b, x[0] < x[1], x[0], x[1]))
+
 
 class MaxNumFOp(FloatBinaryOp):
     name = "arith.maxnumf"
@@ -528,6 +556,8 @@ class MaxNumFOp(FloatBinaryOp):
     compute = staticmethod(_maxnumf)
     fold_partial = _same_operand_fold
 
+    partials = staticmethod(lambda b, x, y: tie_split(b, x[0] > x[1], x[0], x[1]))
+
 
 class MinNumFOp(FloatBinaryOp):
     name = "arith.minnumf"
@@ -536,6 +566,8 @@ class MinNumFOp(FloatBinaryOp):
     example = "%r = arith.minnumf %x, %y : f32"
     compute = staticmethod(_minnumf)
     fold_partial = _same_operand_fold
+
+    partials = staticmethod(lambda b, x, y: tie_split(b, x[0] < x[1], x[0], x[1]))
 
 
 class NegFOp(UnaryOp):
@@ -551,6 +583,8 @@ class NegFOp(UnaryOp):
         if isinstance(inner, NegFOp):
             return [inner.operands[0]]
         return None
+
+    partials = staticmethod(lambda b, x, y: [-1])
 
 
 # ---- comparisons ---------------------------------------------------------------------------
@@ -762,6 +796,18 @@ class SelectOp(Operation):
     def build(cls, cond, a, b):
         return cls([cond, a, b], [a.type])
 
+    def vjp(self, b, x, y, g):
+        if not y[0].is_float:
+            return [None, None, None]
+        zero = b.zeros_like(y[0])
+        return [None, b.select(x[0], g[0], zero), b.select(x[0], zero, g[0])]
+
+    def jvp(self, b, x, y, t):
+        if t[1] is None and t[2] is None:
+            return [None]
+        return [b.select(x[0], t[1] if t[1] is not None else b.zeros_like(y[0]),
+                         t[2] if t[2] is not None else b.zeros_like(y[0]))]
+
 
 class ConstantOp(Operation):
     """``arith.constant 42 : i64``, ``arith.constant true``, ``arith.constant dense<1.0> : tensor<4xf32>``."""
@@ -967,6 +1013,12 @@ class ExtFOp(CastOp):
         if dst.width <= src.width:
             raise self.error(f"result must be a wider float type than the operand, got {src} to {dst}")
 
+    def vjp(self, b, x, y, g):
+        return [b.convert(g[0], x[0].elem)]
+
+    def jvp(self, b, x, y, t):
+        return [b.convert(t[0], y[0].elem)]
+
 
 class TruncFOp(CastOp):
     """The result is a strictly narrower float type."""
@@ -980,6 +1032,12 @@ class TruncFOp(CastOp):
     def verify_widths(self, src, dst):
         if dst.width >= src.width:
             raise self.error(f"result must be a narrower float type than the operand, got {src} to {dst}")
+
+    def vjp(self, b, x, y, g):
+        return [b.convert(g[0], x[0].elem)]
+
+    def jvp(self, b, x, y, t):
+        return [b.convert(t[0], y[0].elem)]
 
 
 class BitcastOp(CastOp):

@@ -139,6 +139,38 @@ class ElementwiseOp(Operation):
     def build(cls, *operands, **attrs):
         return cls(list(operands), [operands[0].type], dict(attrs))
 
+    # -- derivatives: one declaration gives both modes ---------------------------------------
+
+    partials = None
+    """``partials(b, operands, result)``: the derivative of the result with respect to each operand,
+    elementwise (a ``V``, the numbers 1 or -1, or None for zero); None: the op has no rule."""
+
+    def vjp(self, b, operands, results, cotangents):
+        if self.partials is None:
+            raise no_gradient_rule(self)
+        g = cotangents[0]
+        return [scaled(g, d) for d in self.partials(b, operands, results[0])]
+
+    def jvp(self, b, operands, results, tangents):
+        if self.partials is None:
+            raise no_gradient_rule(self, "tangent")
+        terms = [scaled(t, d) for t, d in zip(tangents, self.partials(b, operands, results[0])) if t is not None]
+        terms = [t for t in terms if t is not None]
+        return [sum(terms[1:], terms[0]) if terms else None]
+
+
+def scaled(g, d):
+    """``g * d`` where ``d`` may be a symbolic 1, -1 or zero (None)."""
+    if g is None or d is None:
+        return None
+    if isinstance(d, int) and d in (1, -1):
+        return g if d == 1 else -g
+    return g * d
+
+
+def no_gradient_rule(op, mode: str = "gradient") -> IRError:
+    return op.error(f"has no {mode} rule: '{op.name}' cannot be differentiated")
+
 
 class UnaryOp(ElementwiseOp):
     arity = 1

@@ -107,6 +107,15 @@ def _c_pow(x: float, y: float) -> float:
 _pow = _libm(_c_pow, np.power)
 
 
+LN2 = pymath.log(2.0)
+TWO_OVER_SQRT_PI = 2.0 / pymath.sqrt(pymath.pi)
+
+
+def _sech2(x):
+    w = (-2.0 * x.abs()).exp()
+    return 4.0 * w / ((w + 1.0) * (w + 1.0))
+
+
 class FloatUnaryOp(UnaryOp):
     operand_kind = "float"
     traits = ELEMENTWISE
@@ -118,12 +127,16 @@ class ExpOp(FloatUnaryOp):
     example = "%r = math.exp %x : f32"
     compute = _transcendental(_exp)
 
+    partials = staticmethod(lambda b, x, y: [y])
+
 
 class Exp2Op(FloatUnaryOp):
     name = "math.exp2"
     summary = "2 raised to x."
     example = "%r = math.exp2 %x : f32"
     compute = _transcendental(_exp2)
+
+    partials = staticmethod(lambda b, x, y: [y * LN2])
 
 
 class ExpM1Op(FloatUnaryOp):
@@ -132,12 +145,17 @@ class ExpM1Op(FloatUnaryOp):
     example = "%r = math.expm1 %x : f32"
     compute = _transcendental(_expm1)
 
+    # exp(x), not y + 1: for x << 0, y + 1 rounds to 0 where the derivative is tiny but not zero.
+    partials = staticmethod(lambda b, x, y: [x[0].exp()])
+
 
 class LogOp(FloatUnaryOp):
     name = "math.log"
     summary = "Natural logarithm (NaN below zero, -inf at zero)."
     example = "%r = math.log %x : f32"
     compute = _transcendental(_log)
+
+    partials = staticmethod(lambda b, x, y: [1.0 / x[0]])
 
 
 class Log1pOp(FloatUnaryOp):
@@ -146,12 +164,16 @@ class Log1pOp(FloatUnaryOp):
     example = "%r = math.log1p %x : f32"
     compute = _transcendental(_log1p)
 
+    partials = staticmethod(lambda b, x, y: [1.0 / (x[0] + 1.0)])
+
 
 class Log2Op(FloatUnaryOp):
     name = "math.log2"
     summary = "Base-2 logarithm."
     example = "%r = math.log2 %x : f32"
     compute = _transcendental(_log2)
+
+    partials = staticmethod(lambda b, x, y: [1.0 / (x[0] * LN2)])
 
 
 class TanhOp(FloatUnaryOp):
@@ -160,12 +182,17 @@ class TanhOp(FloatUnaryOp):
     example = "%r = math.tanh %t : tensor<4xf32>"
     compute = _transcendental(_tanh)
 
+    # 1 - tanh(x)^2 rounds to 0 for |x| > 9 in f32; 4w / (1 + w)^2 with w = exp(-2|x|) stays accurate.
+    partials = staticmethod(lambda b, x, y: [_sech2(x[0])])
+
 
 class SqrtOp(FloatUnaryOp):
     name = "math.sqrt"
     summary = "Square root, correctly rounded (NaN below zero)."
     example = "%r = math.sqrt %x : f32"
     compute = _exact(np.sqrt)
+
+    partials = staticmethod(lambda b, x, y: [0.5 / y])
 
 
 class RsqrtOp(FloatUnaryOp):
@@ -181,12 +208,16 @@ class RsqrtOp(FloatUnaryOp):
             return _exact(lambda r: np.true_divide(np.float32(1) if t.kind == "bf16" else r.dtype.type(1), r)
                           ).__func__(root, t)
 
+    partials = staticmethod(lambda b, x, y: [-0.5 * y / x[0]])
+
 
 class SinOp(FloatUnaryOp):
     name = "math.sin"
     summary = "Sine (radians)."
     example = "%r = math.sin %x : f32"
     compute = _transcendental(_sin)
+
+    partials = staticmethod(lambda b, x, y: [x[0].cos()])
 
 
 class CosOp(FloatUnaryOp):
@@ -195,12 +226,16 @@ class CosOp(FloatUnaryOp):
     example = "%r = math.cos %x : f32"
     compute = _transcendental(_cos)
 
+    partials = staticmethod(lambda b, x, y: [-x[0].sin()])
+
 
 class ErfOp(FloatUnaryOp):
     name = "math.erf"
     summary = "The error function."
     example = "%r = math.erf %x : f32"
     compute = _transcendental(_erf)
+
+    partials = staticmethod(lambda b, x, y: [TWO_OVER_SQRT_PI * (-(x[0] * x[0])).exp()])
 
 
 class AbsFOp(FloatUnaryOp):
@@ -209,6 +244,9 @@ class AbsFOp(FloatUnaryOp):
     example = "%r = math.absf %x : f32"
     compute = _exact(np.abs)
 
+    # The derivative at 0 is taken as 0 (the subgradient in the middle, as JAX and PyTorch do).
+    partials = staticmethod(lambda b, x, y: [b.select(x[0] > 0.0, b.ones_like(x[0]), b.select(x[0] < 0.0, b.full_like(x[0], -1.0), b.zeros_like(x[0])))])
+
 
 class FloorOp(FloatUnaryOp):
     name = "math.floor"
@@ -216,12 +254,17 @@ class FloorOp(FloatUnaryOp):
     example = "%r = math.floor %x : f32"
     compute = _exact(np.floor)
 
+    # Piecewise constant: the derivative is zero wherever it exists.
+    partials = staticmethod(lambda b, x, y: [None])
+
 
 class CeilOp(FloatUnaryOp):
     name = "math.ceil"
     summary = "Round toward positive infinity."
     example = "%r = math.ceil %x : f32"
     compute = _exact(np.ceil)
+
+    partials = staticmethod(lambda b, x, y: [None])
 
 
 class AbsIOp(UnaryOp):
@@ -247,6 +290,10 @@ class PowFOp(BinaryOp):
         computes ``x ** 0.5`` as ``sqrt(x)``, which differs from pow for x = -0.0 and -inf: found by
         the fuzz harness, program 213969.)"""
         return round_to(_pow(a, b), t)
+
+    # d/dx = p x^(p-1); d/dp = x^p log x, taken as 0 where x = 0 (the limit for p > 0).
+    partials = staticmethod(lambda b, x, y: [x[1] * x[0] ** (x[1] - 1.0),
+                                             b.select(x[0].eq(0.0), b.zeros_like(y), y * x[0].log())])
 
 
 # (mantissa bits including the implicit one, lowest normal exponent, highest exponent) per float kind.
@@ -298,3 +345,7 @@ class FmaOp(TernaryOp):
         if is_array(a) or is_array(b) or is_array(c):
             return round_to(_fma_vec(a, b, c, t.kind), t)
         return round_to(np.float64(_fma_exact(a, b, c, t.kind)), t)
+
+    partials = staticmethod(lambda b, x, y: [x[1], x[0], 1])
+
+

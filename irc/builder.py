@@ -28,7 +28,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .attributes import DenseAttr, FloatAttr, IntegerAttr, UnitAttr
+from .attributes import DenseAttr, FloatAttr, IntegerAttr
 from .block import Block, Region
 from .diagnostics import UNKNOWN, Location
 from .operation import Operation

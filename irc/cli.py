@@ -298,14 +298,14 @@ def cmd_compile(args) -> int:
 def cmd_passes(args) -> int:
     import irc.passes  # noqa: F401 - registers the passes
 
-    from .passmanager import PASSES, PRESETS
+    from .passmanager import PASSES, PRESETS, option_name
 
     width = max((len(n) for n in PASSES), default=0)
     for name in sorted(PASSES):
         cls = PASSES[name]
         print(f"{name:<{width}}  {cls.summary}")
         for f in cls.options():
-            print(f"{'':<{width}}    {f.name.replace('_', '-')}={f.default!s} ({f.type if isinstance(f.type, str) else f.type.__name__})")
+            print(f"{'':<{width}}    {option_name(f)}={f.default!s} ({f.type if isinstance(f.type, str) else f.type.__name__})")
     print()
     for name, pipeline in PRESETS.items():
         print(f"-{name}: {pipeline or '(no passes)'}")

@@ -230,7 +230,7 @@ def _option_type(field: dataclasses.Field) -> str:
 def render_passes() -> str:
     import irc.passes  # noqa: F401 - registers every pass
 
-    from .passmanager import PASSES
+    from .passmanager import PASSES, option_name
 
     out = [
         "# Pass reference",
@@ -251,7 +251,7 @@ def render_passes() -> str:
             out += ["| option | type | default |", "|---|---|---|"]
             for f in options:
                 default = ("true" if f.default else "false") if isinstance(f.default, bool) else f.default
-                out.append(f"| `{f.name.replace('_', '-')}` | {_option_type(f)} | `{default}` |")
+                out.append(f"| `{option_name(f)}` | {_option_type(f)} | `{default}` |")
             out.append("")
         else:
             out += ["No options.", ""]

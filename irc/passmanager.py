@@ -76,9 +76,15 @@ class Pass:
         return list(dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else []
 
     def pipeline_text(self) -> str:
-        opts = [f"{f.name.replace('_', '-')}={_format_option(getattr(self, f.name))}"
+        opts = [f"{option_name(f)}={_format_option(getattr(self, f.name))}"
                 for f in self.options() if getattr(self, f.name) != f.default]
         return self.name + ("{" + ",".join(opts) + "}" if opts else "")
+
+
+def option_name(field: dataclasses.Field) -> str:
+    """The spelling of an option in a pipeline: the field's name with '-' for '_'.  A field named
+    ``name_`` is option ``name`` (``name`` itself is the pass's pipeline token)."""
+    return field.name.rstrip("_").replace("_", "-")
 
 
 def _format_option(v) -> str:
@@ -98,7 +104,7 @@ def _convert_option(cls: type[Pass], field: dataclasses.Field, text: str):
         return kind(text)
     except ValueError:
         what = {"int": "an integer", "float": "a number", "bool": "true or false"}.get(kind.__name__, "a string")
-        raise PipelineError(f"option '{field.name.replace('_', '-')}' of pass '{cls.name}' expects {what}, "
+        raise PipelineError(f"option '{option_name(field)}' of pass '{cls.name}' expects {what}, "
                             f"got '{text}'") from None
 
 
@@ -120,11 +126,16 @@ def parse_pipeline(text: str) -> list[Pass]:
             close = text.find("}", j)
             if close < 0:
                 raise PipelineError(f"unclosed '{{' in pipeline after '{name}'")
+            key = None
             for item in text[j + 1:close].replace(" ", ",").split(","):
                 if not item:
                     continue
+                if "=" not in item and key is not None and not item[0].isalpha():
+                    options[key] += "," + item  # a list option: 'wrt=0,2,5' (MLIR's syntax)
+                    continue
                 key, eq, value = item.partition("=")
-                options[key.strip()] = value.strip() if eq else "true"
+                key = key.strip()
+                options[key] = value.strip() if eq else "true"
             j = close + 1
         passes.append(make_pass(name, options))
         i = j
@@ -137,12 +148,12 @@ def make_pass(name: str, options: dict[str, str] | None = None) -> Pass:
         close = difflib.get_close_matches(name, PASSES.keys(), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         raise PipelineError(f"unknown pass '{name}'{hint} ('irc passes' lists them)")
-    fields = {f.name: f for f in cls.options()}
+    fields = {option_name(f): f for f in cls.options()}
     kwargs = {}
     for key, value in (options or {}).items():
-        field = fields.get(key.replace("-", "_"))
+        field = fields.get(key.replace("_", "-"))
         if field is None:
-            known = ", ".join(f.replace("_", "-") for f in fields) or "none"
+            known = ", ".join(fields) or "none"
             raise PipelineError(f"unknown option '{key}' for pass '{name}' (options: {known})")
         kwargs[field.name] = _convert_option(cls, field, value)
     return cls(**kwargs)

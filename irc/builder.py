@@ -13,7 +13,7 @@ ops through the same builder, with numpy's broadcasting rules::
         b.ret(y.log_softmax(axis=1))
 
 Regions are built inside ``with`` blocks (``for_``, ``if_``, ``while_``,
-``function``), CFG blocks with ``block``/``br``/``cond_br``/``phi``.  Every change
+``function``), CFG blocks with ``new_block``/``br``/``cond_br``/``phi``.  Every change
 goes through ``insert``, which tells a ``Listener`` (the pattern driver keeps its
 worklist right that way; ``irc.rewriter.Rewriter`` adds replace and erase).
 Ops take the builder's ``loc`` unless they carry one already, so code made from
@@ -419,7 +419,7 @@ class Builder:
 
         return self.op("func.call", *args, result=list(results), callee=SymbolRefAttr(callee))
 
-    def block(self, region: Region, after: Block | None = None, label: str | None = None) -> Block:
+    def new_block(self, region: Region, after: Block | None = None, label: str | None = None) -> Block:
         """A new block in ``region`` (after ``after``, else at the end); insertion does not move."""
         block = Block(label=label)
         if after is None:

@@ -335,11 +335,12 @@ class Forward:
         # Copy the body: the new entry block takes the copied entry's ops; the parameters map to the
         # new function's leading arguments.
         entry = new.body.entry
-        vmap: dict = {a: n for a, n in zip(source.args, entry.args)}
-        bmap: dict = {}
+        vmap: dict = {}
         staging = Region()
-        source.body.clone_blocks_into(staging, vmap, bmap)
+        source.body.clone_into(staging, vmap, {})
         first = staging.entry
+        for old, param in zip(first.args, entry.args):
+            old.replace_all_uses_with(param)
         for op in list(first.ops):
             first.remove(op)
             entry.append(op)

@@ -486,7 +486,7 @@ class RemFOp(FloatBinaryOp):
     compute = staticmethod(lambda a, b, t: round_to(np.fmod(a, b), t))
 
     # remf(a, c) = a - c * trunc(a / c), and trunc(a / c) = (a - y) / c.
-    partials = staticmethod(lambda b, x, y: [1, -((x[0] - y[0]) / x[1])])
+    partials = staticmethod(lambda b, x, y: [1, -((x[0] - y) / x[1])])
 
 
 def _maximumf(a, b, t):

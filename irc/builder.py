@@ -13,7 +13,7 @@ ops through the same builder, with numpy's broadcasting rules::
         b.ret(y.log_softmax(axis=1))
 
 Regions are built inside ``with`` blocks (``for_``, ``if_``, ``while_``,
-``function``), CFG blocks with ``block``/``br``/``cond_br``/``phi``.  Every change
+``function``), CFG blocks with ``new_block``/``br``/``cond_br``/``phi``/``add_incoming``.  Every change
 goes through ``insert``, which tells a ``Listener`` (the pattern driver keeps its
 worklist right that way; ``irc.rewriter.Rewriter`` adds replace and erase).
 Ops take the builder's ``loc`` unless they carry one already, so code made from
@@ -394,6 +394,10 @@ class Builder:
             return v
         if isinstance(src, FloatType) and isinstance(to, FloatType):
             return self.cast("arith.extf" if to.width > src.width else "arith.truncf", v, to)
+        if src is i1:  # numpy's bool: True is 1, not -1
+            if isinstance(to, FloatType):
+                return self.cast("arith.uitofp", v, to)
+            return self.cast("arith.index_castui" if isinstance(to, IndexType) else "arith.extui", v, to)
         if isinstance(to, FloatType):
             return self.cast("arith.sitofp", v, to)
         if isinstance(src, FloatType):
@@ -524,7 +528,7 @@ class Builder:
 
         return self.op("func.call", *args, result=list(results), callee=SymbolRefAttr(callee))
 
-    def block(self, region: Region, after: Block | None = None, label: str | None = None) -> Block:
+    def new_block(self, region: Region, after: Block | None = None, label: str | None = None) -> Block:
         """A new block in ``region`` (after ``after``, else at the end); insertion does not move."""
         block = Block(label=label)
         if after is None:
@@ -560,6 +564,12 @@ class Builder:
             self.block.insert_before(op, first)
         self.listener.op_inserted(op)
         return self._v(op.results[0])
+
+    def add_incoming(self, phi, value, block: Block) -> None:
+        """One more incoming ``value`` of ``phi``, from the predecessor ``block`` (for a loop's
+        back edge, known only once the body is built)."""
+        _raw(phi).defining_op.add_incoming(_raw(value), block)
+        self.listener.op_modified(_raw(phi).defining_op)
 
     @contextmanager
     def for_(self, lower, upper, step=1, inits: Sequence = (), parallel: bool = False, **attrs):

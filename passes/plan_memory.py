@@ -33,8 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from irc.attributes import IntegerAttr, TypeAttr
+from irc.builder import Builder
 from irc.passmanager import Pass, PipelineError
-from irc.rewriter import Builder
 from irc.types import FunctionType, MemRefType, i8, i64, index
 
 ALIGN = 64

@@ -48,7 +48,7 @@ def _active(op) -> bool:
 
 
 class _Tape:
-    def __init__(self, rev, b: Builder, fn):
+    def __init__(self, rev, b: Builder, fn, cots):
         self.rev = rev
         self.b = b
         source = _lowered_copy(fn) if any(isinstance(op, (ForOp, IfOp, WhileOp)) for op in fn.walk()) else fn
@@ -61,18 +61,41 @@ class _Tape:
                     if isinstance(v.type, TensorType):
                         raise op.error(f"produces {v.type} inside control flow: reverse mode through loops "
                                        f"and branches tapes scalars only (tensor values are not supported yet)")
+        self.useful = self.useful_values(cots)
         # The values each block's adjoint reads (constants are copied instead of taped).
         self.needed: dict[Block, list] = {}
         for blk in self.blocks:
             seen: dict = {}
             for op in blk.ops:
-                if _active(op):
+                if self.has_adjoint(op):
                     for v in (*op.operands, *op.results):
                         if not _is_constant(v):
                             seen.setdefault(v, None)
             self.needed[blk] = list(seen)
         self.entry_block = b.block
         self.slots: dict = {}
+
+    def useful_values(self, cots) -> set:
+        """Activity analysis: the float values whose adjoint can be nonzero, i.e. those the seeded
+        results depend on.  Only their ops get adjoint code: besides saving work, an op whose
+        adjoint is zero must not run, since 0 times an infinite partial is a NaN."""
+        useful: set = set()
+        work = [op.operands[i] for blk in self.blocks for op in [blk.terminator]
+                if isinstance(op, ReturnOp) for i in cots]
+        while work:
+            v = work.pop()
+            if v in useful or not is_float(v.type) or _is_constant(v):
+                continue
+            useful.add(v)
+            op = v.defining_op
+            if isinstance(op, PhiOp):
+                work.extend(op.operands)
+            elif op is not None and _active(op):
+                work.extend(op.operands)
+        return useful
+
+    def has_adjoint(self, op) -> bool:
+        return _active(op) and any(r in self.useful for r in op.results)
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -264,18 +287,20 @@ class _Tape:
         term = blk.terminator
         if isinstance(term, ReturnOp):
             for r, cot in cots.items():
-                self.accumulate(term.operands[r], cot)
-        for op in reversed([op for op in blk.ops if _active(op)]):
+                if term.operands[r] in self.useful:
+                    self.accumulate(term.operands[r], cot)
+        for op in reversed([op for op in blk.ops if self.has_adjoint(op)]):
             with b.located(op.loc):
-                out_cots = [self.take(r) if is_float(r.type) else None for r in op.results]
+                out_cots = [self.take(r) if r in self.useful else None for r in op.results]
                 operands = [value(v) for v in op.operands]
                 if isinstance(op, CallOp):
                     grads = self.call_vjp(op, operands, out_cots)
                 else:
                     grads = apply_vjp(b, op, operands, [value(r) for r in op.results], out_cots)
                 for v, g in zip(op.operands, grads):
-                    self.accumulate(v, g)
-        phis = [op for op in blk.ops if isinstance(op, PhiOp) and is_float(op.results[0].type)]
+                    if v in self.useful:
+                        self.accumulate(v, g)
+        phis = [op for op in blk.ops if isinstance(op, PhiOp) and op.results[0] in self.useful]
         if phis:
             previous = self.load(trace, p - 1)
             for phi in phis:
@@ -283,7 +308,7 @@ class _Tape:
                     cot = self.take(phi.results[0])
                     zero = b.zeros_like(phi.results[0])
                     for v, pred in phi.incoming:
-                        if pred in self.ids:
+                        if pred in self.ids and v in self.useful:
                             self.accumulate(v, b.select(previous.eq(b.index(self.ids[pred])), cot, zero))
 
     def call_vjp(self, op: CallOp, operands, cots):
@@ -311,6 +336,6 @@ def index_attr(value: int):
 
 
 def taped_body(rev, b: Builder, fn, params, cots):
-    tape = _Tape(rev, b, fn)
+    tape = _Tape(rev, b, fn, cots)
     results, grads = tape.emit(params, cots)
     return results, grads

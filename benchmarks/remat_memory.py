@@ -16,7 +16,10 @@ bytes).  Nothing is run: these are planned bytes, exact for the code irc emits.
 ``h = tanh(h * c_i + d_i)`` (constants ``c_i, d_i``; ``vjp`` of the input only), the
 model the remat tests use.
 
-    python benchmarks/remat_memory.py [--layers 32] [--width 1024] [--batch 256] [--model mlp|chain]
+    python benchmarks/remat_memory.py [--layers 32] [--width 1024] [--batch 256] [--model mlp|mlp-hand|chain]
+                                      [--no-blas] [--quick]
+
+``table(model, layers, width, batch)`` returns the rows for other scripts (benchmarks/autodiff.py).
 """
 
 from __future__ import annotations
@@ -60,6 +63,37 @@ def mlp_step(layers: int, width: int = 1024, batch: int = 256, classes: int = 10
         new = [p - g * lr for p, g in zip(args[2:], outs[1:])]
         b.ret(outs[0], *new)
     irc.passes.run(m, "inline,symbol-dce" if "symbol-dce" in irc.passes.PASSES else "inline")
+    return m, "step"
+
+
+def mlp_step_by_hand(layers: int, width: int = 1024, batch: int = 256, classes: int = 10, lr: float = 0.01):
+    """The same ``@step`` with its backward written out by hand (softmax minus target, then per
+    layer dW = h^T dz, db = sum(dz), dh = dz W^T, dz = dh where z > 0): what ``grad`` should
+    produce, usable before the tensor ops have gradient rules."""
+    b = Builder()
+    m = b.module()
+    x_t, y_t = TensorType([batch, width], f32), TensorType([batch, classes], f32)
+    shapes = [(width, width)] * (layers - 1) + [(width, classes)]
+    param_types = [t for k, n in shapes for t in (TensorType([k, n], f32), TensorType([n], f32))]
+    scalar = TensorType([], f32)
+    with b.function(m, "step", [x_t, y_t, *param_types], [scalar, *param_types]) as args:
+        x, y, params = args[0], args[1], args[2:]
+        hs, zs = [x], []
+        for i in range(layers):
+            zs.append(hs[-1] @ params[2 * i] + params[2 * i + 1])
+            if i < layers - 1:
+                hs.append(zs[-1].maximum(0.0))
+        loss = -(y * zs[-1].log_softmax(axis=1)).sum() * (1.0 / batch)
+        dz = (zs[-1].softmax(axis=1) - y) * (1.0 / batch)
+        new = [None] * len(params)
+        for i in reversed(range(layers)):
+            w, bias = params[2 * i], params[2 * i + 1]
+            new[2 * i] = w - (hs[i].T @ dz) * lr
+            new[2 * i + 1] = bias - dz.sum(axes=[0]) * lr
+            if i:
+                dh = dz @ w.T
+                dz = b.select(hs[i] > 0.0, dh, b.zeros_like(dh))
+        b.ret(loss, *new)
     return m, "step"
 
 
@@ -110,19 +144,19 @@ def planned(make, segments: int | None, blas: bool = True) -> dict:
     sig = module.lookup(func).attributes.get("tensor_signature")
     outputs = sum(t.num_elements * 4 for t in sig.type.results if isinstance(t, TensorType)) if sig else 0
     return {"peak": counters.get(f"peak-bytes @{func}", 0), "outputs": outputs, "ops": ops,
-            "recomputed": counters.get("ops-recomputed", 0), "segments": counters.get("segments", 1)}
+            "recomputed": counters.get("ops-recomputed", 0), "segments": counters.get("segments", 1),
+            "in_outputs": counters.get("buffers-in-outputs", 0), "planned": counters.get("buffers-planned", 0)}
 
 
 def table(model: str, layers: int, width: int, batch: int, blas: bool = True) -> list[dict]:
-    if model == "mlp":
-        def make():
-            return mlp_step(layers, width, batch)
-    else:
-        def make():
-            return elementwise_chain(layers, (batch, width))
+    """Both rows (without and with ``remat``) for ``model``: mlp (backward by ``grad``),
+    mlp-hand (backward written out) or chain."""
+    makers = {"mlp": lambda: mlp_step(layers, width, batch),
+              "mlp-hand": lambda: mlp_step_by_hand(layers, width, batch),
+              "chain": lambda: elementwise_chain(layers, (batch, width))}
     rows = []
     for label, segments in (("none", None), ("remat", 0)):
-        r = planned(make, segments, blas)
+        r = planned(makers[model], segments, blas)
         r["remat"] = label
         rows.append(r)
     return rows
@@ -133,18 +167,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--layers", type=int, default=32)
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--model", choices=("mlp", "chain"), default="mlp")
+    ap.add_argument("--model", choices=("mlp", "mlp-hand", "chain"), default="mlp")
+    ap.add_argument("--quick", action="store_true", help="8 layers of width 64, batch 16 (a smoke test)")
     ap.add_argument("--no-blas", action="store_true", help="irc's own matmul loops (their packing buffer is in the arena)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.layers, args.width, args.batch = 8, 64, 16
     activation = args.batch * args.width * 4
     print(f"# {args.model}: {args.layers} layers, width {args.width}, batch {args.batch}, f32; "
           f"one activation = {activation / 2**20:.2f} MiB; CPU: {cpu_model()}")
     print(f"# target with remat: arena <= 2*sqrt({args.layers}) = {2 * math.sqrt(args.layers):.1f} activations")
-    print("| remat | segments | graph ops | ops recomputed | arena (MiB) | arena (activations) | outputs (MiB) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| remat | segments | graph ops | ops recomputed | arena (MiB) | arena (activations) | outputs (MiB) | temporaries in outputs |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in table(args.model, args.layers, args.width, args.batch, not args.no_blas):
         print(f"| {r['remat']} | {r['segments'] if r['remat'] != 'none' else '-'} | {r['ops']} | {r['recomputed']} | "
-              f"{r['peak'] / 2**20:.1f} | {r['peak'] / activation:.1f} | {r['outputs'] / 2**20:.1f} |")
+              f"{r['peak'] / 2**20:.1f} | {r['peak'] / activation:.1f} | {r['outputs'] / 2**20:.1f} | "
+              f"{r['in_outputs']} of {r['planned']} |")
     return 0
 
 

@@ -14,8 +14,9 @@ hand-written backward, an inlined training step): it looks only at the straight
 line of ops in a function's entry block.
 
 1. The *turn* is the point between two ops across which the most tensor bytes
-   are alive (values defined before it and used after it; parameters and scalars
-   do not count).  Ops up to the turn are the forward, the ops after it the
+   are alive (values defined before it and used after it; parameters, scalars
+   and uses by the return, whose values live in the caller's memory, do not
+   count).  Ops up to the turn are the forward, the ops after it the
    backward.  In a gradient the live set grows through the forward and shrinks
    through the backward, so this is where one ends and the other begins.
 2. The *crossing* values are the forward's tensor values used after the turn.
@@ -102,18 +103,20 @@ def top_level_user(use, block):
 def plan(block, segments: int | None) -> Plan | None:
     ops = list(block.ops)
     position = {op: i for i, op in enumerate(ops)}
-    # A use inside a nested region counts at the position of the top-level op holding it.
+    term = block.terminator
+    returned = set(term.operands) if term is not None else set()
+    # A use inside a nested region counts at the position of the top-level op holding it.  The
+    # terminator's uses do not count: results live in the caller's memory (the output parameters
+    # of a bufferized function), not among the temporaries.
     position_of_uses = {}
     for op in ops:
         for r in op.results:
             users = (top_level_user(u, block) for u in r.uses)
-            position_of_uses[r] = sorted(position[u] for u in users if u is not None)
+            position_of_uses[r] = sorted(position[u] for u in users if u is not None and u is not term)
     t = turn(ops, position_of_uses)
     if t < 0:
         return None
     forward = ops[:t + 1]
-    term = block.terminator
-    returned = set(term.operands) if term is not None else set()
     crossing = [r for op in forward for r in op.results
                 if value_bytes(r) and position_of_uses[r] and position_of_uses[r][-1] > t]
     if len(crossing) < 2:

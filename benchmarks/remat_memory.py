@@ -112,16 +112,16 @@ def elementwise_chain(layers: int, shape=(256, 1024), seed: int = 0):
     return m, "loss_vjp"
 
 
-def memory_pipeline(func: str, segments: int | None, blas: bool = True) -> tuple[list, list]:
+def memory_pipeline(func: str, remat: str | None, blas: bool = True) -> tuple[list, list]:
     """irc.compile's tensor stages up to ``plan-memory``, cut before fusion: (graph stages, with
-    ``remat{func=...}`` last unless ``segments`` is None (0: the pass's default); the rest)."""
+    ``remat{func=F <remat>}`` last unless ``remat`` is None; the rest)."""
     graph, lowering = [], []
     for p in parse_pipeline(tensor_pipeline(TensorOptions(blas=blas, math_approx=False))):
         (lowering if lowering or p.name == "fuse-elementwise" else graph).append(p)
         if p.name == "plan-memory":
             break
-    if segments is not None:
-        graph.extend(parse_pipeline(f"remat{{func={func} segments={segments}}}"))
+    if remat is not None:
+        graph.extend(parse_pipeline(f"remat{{func={func} {remat}}}"))
     return graph, lowering
 
 
@@ -129,10 +129,10 @@ def count_ops(module, func: str) -> int:
     return sum(1 for _ in module.lookup(func).walk()) - 1
 
 
-def planned(make, segments: int | None, blas: bool = True) -> dict:
-    """Plan the memory of ``make()``'s function; ``segments`` as in memory_pipeline."""
+def planned(make, remat: str | None, blas: bool = True) -> dict:
+    """Plan the memory of ``make()``'s function; ``remat``: None, or remat's options ("" for its defaults)."""
     module, func = make()
-    graph, lowering = memory_pipeline(func, segments, blas)
+    graph, lowering = memory_pipeline(func, remat, blas)
     counters: dict = {}
     for passes in (graph, lowering):
         pm = PassManager(passes)
@@ -155,8 +155,8 @@ def table(model: str, layers: int, width: int, batch: int, blas: bool = True) ->
               "mlp-hand": lambda: mlp_step_by_hand(layers, width, batch),
               "chain": lambda: elementwise_chain(layers, (batch, width))}
     rows = []
-    for label, segments in (("none", None), ("remat", 0)):
-        r = planned(makers[model], segments, blas)
+    for label, options in (("none", None), ("decreasing", ""), ("uniform", "layout=uniform")):
+        r = planned(makers[model], options, blas)
         r["remat"] = label
         rows.append(r)
     return rows
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {args.model}: {args.layers} layers, width {args.width}, batch {args.batch}, f32; "
           f"one activation = {activation / 2**20:.2f} MiB; CPU: {cpu_model()}")
     print(f"# target with remat: arena <= 2*sqrt({args.layers}) = {2 * math.sqrt(args.layers):.1f} activations")
-    print("| remat | segments | graph ops | ops recomputed | arena (MiB) | arena (activations) | outputs (MiB) | temporaries in outputs |")
+    print("| remat layout | segments | graph ops | ops recomputed | arena (MiB) | arena (activations) | outputs (MiB) | temporaries in outputs |")
     print("|---|---|---|---|---|---|---|---|")
     for r in table(args.model, args.layers, args.width, args.batch, not args.no_blas):
         print(f"| {r['remat']} | {r['segments'] if r['remat'] != 'none' else '-'} | {r['ops']} | {r['recomputed']} | "

@@ -62,4 +62,4 @@ def test_remat_memory_quick_runs(tmp_path):
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "| remat |" in proc.stdout
+    assert "| decreasing |" in proc.stdout

@@ -34,6 +34,7 @@ import numpy as np
 from irc.runtime.tensor_function import TensorOptions, tensor_pipeline
 
 from irc.builder import Builder
+from irc.diagnostics import IRError
 from irc.passmanager import PassManager, parse_pipeline
 from irc.types import TensorType, f32
 
@@ -149,15 +150,22 @@ def planned(make, remat: str | None, blas: bool = True) -> dict:
 
 
 def table(model: str, layers: int, width: int, batch: int, blas: bool = True) -> list[dict]:
-    """Both rows (without and with ``remat``) for ``model``: mlp (backward by ``grad``),
-    mlp-hand (backward written out) or chain."""
+    """Rows without and with ``remat`` (both layouts) for ``model``: mlp (backward by ``grad``;
+    the hand-written one, with ``model`` saying so in each row, while ``grad`` cannot
+    differentiate the step), mlp-hand (backward written out) or chain."""
     makers = {"mlp": lambda: mlp_step(layers, width, batch),
               "mlp-hand": lambda: mlp_step_by_hand(layers, width, batch),
               "chain": lambda: elementwise_chain(layers, (batch, width))}
+    if model == "mlp":
+        try:
+            mlp_step(2, 8, 4)
+        except IRError as e:
+            print(f"# grad cannot differentiate the step ({e.message}); backward written by hand instead")
+            model = "mlp-hand"
     rows = []
     for label, options in (("none", None), ("decreasing", ""), ("uniform", "layout=uniform")):
         r = planned(makers[model], options, blas)
-        r["remat"] = label
+        r["remat"], r["model"] = label, model
         rows.append(r)
     return rows
 
@@ -174,12 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.layers, args.width, args.batch = 8, 64, 16
     activation = args.batch * args.width * 4
-    print(f"# {args.model}: {args.layers} layers, width {args.width}, batch {args.batch}, f32; "
+    rows = table(args.model, args.layers, args.width, args.batch, not args.no_blas)
+    print(f"# {rows[0]['model']}: {args.layers} layers, width {args.width}, batch {args.batch}, f32; "
           f"one activation = {activation / 2**20:.2f} MiB; CPU: {cpu_model()}")
     print(f"# target with remat: arena <= 2*sqrt({args.layers}) = {2 * math.sqrt(args.layers):.1f} activations")
     print("| remat layout | segments | graph ops | ops recomputed | arena (MiB) | arena (activations) | outputs (MiB) | temporaries in outputs |")
     print("|---|---|---|---|---|---|---|---|")
-    for r in table(args.model, args.layers, args.width, args.batch, not args.no_blas):
+    for r in rows:
         print(f"| {r['remat']} | {r['segments'] if r['remat'] != 'none' else '-'} | {r['ops']} | {r['recomputed']} | "
               f"{r['peak'] / 2**20:.1f} | {r['peak'] / activation:.1f} | {r['outputs'] / 2**20:.1f} | "
               f"{r['in_outputs']} of {r['planned']} |")

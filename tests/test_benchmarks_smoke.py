@@ -54,3 +54,12 @@ def test_tensor_cpu_quick_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "sigmoid" in proc.stdout and "irc" in proc.stdout
+
+
+def test_remat_memory_quick_runs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "remat_memory.py"), "--quick", "--model", "mlp-hand"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "| decreasing |" in proc.stdout

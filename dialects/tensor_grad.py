@@ -60,6 +60,8 @@ def reshape(b, v, shape, sizes):
 
     v = b.wrap(v)
     t = TensorType(list(shape), v.elem)
+    if t is v.type and t.has_static_shape:
+        return v
     return b.built(ReshapeOp.build(v.value, t, [b.wrap(s).value for s in sizes]))
 
 

@@ -291,9 +291,11 @@ class PowFOp(BinaryOp):
         the fuzz harness, program 213969.)"""
         return round_to(_pow(a, b), t)
 
-    # d/dx = p x^(p-1); d/dp = x^p log x, taken as 0 where x = 0 (the limit for p > 0).
-    partials = staticmethod(lambda b, x, y: [x[1] * x[0] ** (x[1] - 1.0),
-                                             b.select(x[0].eq(0.0), b.zeros_like(y), y * x[0].log())])
+    # d/dx = p x^(p-1), and exactly 0 where p = 0 (x^0 is constant 1; the formula gives 0 * inf = NaN
+    # at x = 0).  d/dp = x^p log x, taken as 0 where x = 0 (the limit for p > 0; PyTorch does the same).
+    partials = staticmethod(lambda b, x, y: [
+        b.select(x[1].eq(0.0), b.zeros_like(y), x[1] * x[0] ** (x[1] - 1.0)),
+        b.select(x[0].eq(0.0), b.zeros_like(y), y * x[0].log())])
 
 
 # (mantissa bits including the implicit one, lowest normal exponent, highest exponent) per float kind.

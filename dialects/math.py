@@ -112,8 +112,12 @@ TWO_OVER_SQRT_PI = 2.0 / pymath.sqrt(pymath.pi)
 
 
 def _sech2(x):
+    """1 - tanh(x)^2 as 4w / (1 + w)^2 with w = exp(-2|x|): no cancellation, no overflow.  (absf's
+    derivative 0 at x = 0 does no harm to higher derivatives: w's derivative there multiplies
+    d/dw [4w / (1 + w)^2] = 4(1 - w) / (1 + w)^3, which is 0 at w = 1.)"""
     w = (-2.0 * x.abs()).exp()
-    return 4.0 * w / ((w + 1.0) * (w + 1.0))
+    s = w + 1.0
+    return 4.0 * w / (s * s)
 
 
 class FloatUnaryOp(UnaryOp):

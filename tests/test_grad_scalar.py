@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import functools
 import math
+import subprocess
+import sys
 import zlib
+from pathlib import Path
 
 import irc.passes
 import numpy as np
@@ -429,3 +432,23 @@ def test_second_derivatives_and_hvp_match_differences_of_gradients(op):
     along = (gradient(x + h * vx, y + h * vy) - gradient(x - h * vx, y - h * vy)) / (2 * h)
     close(hvp[4:], along, rtol=1e-6, atol=1e-7)
     close(hvp[3], np.dot(gradient(x, y), [vx, vy]), rtol=1e-12, atol=1e-14)
+
+
+# ---- impossible requests: exit statuses of irc opt (the messages: tests/filecheck/grad-invalid.ir) -
+
+
+INVALID = Path(__file__).parent / "filecheck" / "grad-invalid.ir"
+
+
+@pytest.mark.parametrize("pipeline,status", [
+    ("grad{func=vector}", 1), ("grad{func=mixed}", 1), ("grad{func=mixed result=1 wrt=0}", 1),
+    ("grad{func=missing}", 1), ("vjp{func=missing}", 1), ("jvp{func=unregistered}", 1),
+    ("grad{func=store}", 1), ("grad{func=unregistered}", 1),
+    ("grad{func=mixed bogus=1}", 2), ("grad{func=mixed wrt=x}", 2), ("grad{func=mixed wrt=1,1}", 2), ("grad", 2),
+    ("vjp", 2), ("jvp{func=f result=0}", 2),
+])
+def test_cli_exit_status_of_impossible_requests(pipeline, status):
+    run = subprocess.run([sys.executable, "-m", "irc.cli", "opt", str(INVALID), "--allow-unregistered", "-p", pipeline],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == status, run.stderr
+    assert "error:" in run.stderr and "Traceback" not in run.stderr

@@ -138,7 +138,7 @@ def _trunc_div(a, b):
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
         q = a // b
         r = a - q * b
-        return q + ((r != 0) & ((a < 0) != (b < 0)))  # floor rounded a negative quotient down
+        return q + ((r != 0) & ((r < 0) != (b < 0)))
     q = abs(a) // abs(b)
     return -q if (a < 0) != (b < 0) else q
 
@@ -485,8 +485,9 @@ class RemFOp(FloatBinaryOp):
     example = "%r = arith.remf %x, %y : f32"
     compute = staticmethod(lambda a, b, t: round_to(np.fmod(a, b), t))
 
-    # remf(a, c) = a - c * trunc(a / c), and trunc(a / c) = (a - y) / c.
-    partials = staticmethod(lambda b, x, y: [1, -((x[0] - y) / x[1])])
+    # remf(a, c) = a - c * trunc(a / c), and trunc(a / c) = (a - y) / c: an integer, computed with
+    # rounding errors, so rounded to the nearest integer (floor(q + 1/2); floor has a zero derivative).
+    partials = staticmethod(lambda b, x, y: [1, -(((x[0] - y) / x[1]) + 0.5).floor()])
 
 
 def _maximumf(a, b, t):
@@ -525,6 +526,11 @@ def tie_split(b, first_wins, x0, x1):
     return [d0, 1.0 - d0]
 
 
+def number_wins(b, x0_chosen, x1):
+    """maxnumf/minnumf return x0 where x1 is a NaN (and x0 is not): x0 takes the gradient there."""
+    return b.op("arith.ori", x0_chosen, b.compare("uno", x1, x1))
+
+
 class MaximumFOp(FloatBinaryOp):
     name = "arith.maximumf"
     traits = COMMUTATIVE
@@ -556,7 +562,7 @@ class MaxNumFOp(FloatBinaryOp):
     compute = staticmethod(_maxnumf)
     fold_partial = _same_operand_fold
 
-    partials = staticmethod(lambda b, x, y: tie_split(b, x[0] > x[1], x[0], x[1]))
+    partials = staticmethod(lambda b, x, y: tie_split(b, number_wins(b, x[0] > x[1], x[1]), x[0], x[1]))
 
 
 class MinNumFOp(FloatBinaryOp):
@@ -567,7 +573,7 @@ class MinNumFOp(FloatBinaryOp):
     compute = staticmethod(_minnumf)
     fold_partial = _same_operand_fold
 
-    partials = staticmethod(lambda b, x, y: tie_split(b, x[0] < x[1], x[0], x[1]))
+    partials = staticmethod(lambda b, x, y: tie_split(b, number_wins(b, x[0] < x[1], x[1]), x[0], x[1]))
 
 
 class NegFOp(UnaryOp):

@@ -112,8 +112,12 @@ TWO_OVER_SQRT_PI = 2.0 / pymath.sqrt(pymath.pi)
 
 
 def _sech2(x):
+    """1 - tanh(x)^2 as 4w / (1 + w)^2 with w = exp(-2|x|): no cancellation, no overflow.  (absf's
+    derivative 0 at x = 0 does no harm to higher derivatives: w's derivative there multiplies
+    d/dw [4w / (1 + w)^2] = 4(1 - w) / (1 + w)^3, which is 0 at w = 1.)"""
     w = (-2.0 * x.abs()).exp()
-    return 4.0 * w / ((w + 1.0) * (w + 1.0))
+    s = w + 1.0
+    return 4.0 * w / (s * s)
 
 
 class FloatUnaryOp(UnaryOp):
@@ -291,9 +295,11 @@ class PowFOp(BinaryOp):
         the fuzz harness, program 213969.)"""
         return round_to(_pow(a, b), t)
 
-    # d/dx = p x^(p-1); d/dp = x^p log x, taken as 0 where x = 0 (the limit for p > 0).
-    partials = staticmethod(lambda b, x, y: [x[1] * x[0] ** (x[1] - 1.0),
-                                             b.select(x[0].eq(0.0), b.zeros_like(y), y * x[0].log())])
+    # d/dx = p x^(p-1), and exactly 0 where p = 0 (x^0 is constant 1; the formula gives 0 * inf = NaN
+    # at x = 0).  d/dp = x^p log x, taken as 0 where x = 0 (the limit for p > 0; PyTorch does the same).
+    partials = staticmethod(lambda b, x, y: [
+        b.select(x[1].eq(0.0), b.zeros_like(y), x[1] * x[0] ** (x[1] - 1.0)),
+        b.select(x[0].eq(0.0), b.zeros_like(y), y * x[0].log())])
 
 
 # (mantissa bits including the implicit one, lowest normal exponent, highest exponent) per float kind.

@@ -11,13 +11,20 @@ may be scalars, splat ``dense`` constants or ``tensor.splat`` of a constant):
 | ``exp(x) - 1``, ``exp(x) + (-1)`` | ``expm1(x)`` | cancellation near x = 0 |
 | ``log1p(exp(x))`` (so ``log(1 + exp(x))``) | ``softplus(x)`` | exp(x) overflows for large x |
 | ``log(1 / (1 + exp(-x)))``, log of a sigmoid | ``-softplus(-x)`` | 0 for x > 37 (f64), -inf for x < -709 |
+| ``1 / (1 + exp(-x))`` (unless only logs use it) | ``sigmoid(x)``, stable | its gradient is inf * 0 for x < -88 (f32) |
+| ``exp(z) / (1 + exp(z))`` | ``sigmoid(z)``, stable | the same |
+| ``exp(z) * (Y / (1 + exp(z)))``, ``exp(z) * Y * (1 / (1 + exp(z)))`` | ``Y * sigmoid(z)`` | what ``grad`` writes for softplus and sigmoid: inf * 0 |
 | ``log(softmax(x))`` | ``log_softmax(x)`` | the softmax underflows to 0, its log to -inf |
 | ``exp(x) / broadcast(reduce_sum(exp(x)))`` | ``tensor.softmax`` | exp(x) overflows (inf / inf = NaN) |
 | ``x - broadcast(log(reduce_sum(exp(x))))`` | ``tensor.log_softmax`` | the same overflow |
 | ``softmax(x - broadcast(reduce_max(x)))`` | ``softmax(x)`` | (the op subtracts the max itself, in f64) |
 
 ``softplus(y)`` is written ``maximumf(y, 0) + log1p(exp(-|y|))``, which neither
-overflows nor cancels.  The reductions must be along one axis, kept as a size-1
+overflows nor cancels; the stable ``sigmoid(z)`` is ``select(c, r, e * r)`` with ``c = z >= 0``,
+``e = exp(select(c, -z, z))``, ``r = 1 / (1 + e)``.  Both forms have stable gradients under the
+rules of docs/autodiff.md, so ``stabilize,grad{...}`` gives stable gradients; the product rules
+above let ``grad{...},stabilize`` repair the gradient graph of softplus and sigmoid as well (not
+of a log-sigmoid: run stabilize first).  The reductions must be along one axis, kept as a size-1
 dimension (``keepdims``, or a reshape that inserts it) or, without it, the leading
 axis, so that the broadcast lines the sums up with the rows they belong to; and the
 broadcast must be to the shape of x itself, so that no run-time shape check is lost.
@@ -71,6 +78,22 @@ class StabilizePattern(RewritePattern):
         tail = (-y.abs()).exp().log1p()
         return y.maximum(zero) + tail
 
+    def sigmoid(self, rewriter, op, z):
+        """``select(c, r, e * r)`` with ``c = z >= 0``, ``e = exp(select(c, -z, z))`` (= exp(-|z|)) and
+        ``r = 1 / (1 + e)``, built before ``op``: exp never overflows, so neither the value nor its
+        gradient meets inf * 0.  The exponent is a select on the same condition, not ``-|z|``: at
+        z = 0 absf's derivative is 0, which would make the gradient 0 instead of 1/4 (see
+        ``_sigmoid_of``, which recognises this form)."""
+        from irc.dialects.arith import CmpFOp
+
+        zero = constant_like(rewriter, op, z, 0.0)
+        one = constant_like(rewriter, op, z, 1.0)
+        nonnegative = insert(rewriter, op, CmpFOp.build("oge", z, zero))
+        exponent = self.emit(rewriter, op, "arith.select", nonnegative, self.emit(rewriter, op, "arith.negf", z), z)
+        e = self.emit(rewriter, op, "math.exp", exponent)
+        r = self.emit(rewriter, op, "arith.divf", one, self.emit(rewriter, op, "arith.addf", one, e))
+        return self.emit(rewriter, op, "arith.select", nonnegative, r, self.emit(rewriter, op, "arith.mulf", e, r))
+
 
 class LogOfOnePlus(StabilizePattern):
     """``log(1 + x)`` -> ``log1p(x)``; ``log(1 - x)`` -> ``log1p(-x)``."""
@@ -98,9 +121,23 @@ class LogOfOnePlus(StabilizePattern):
 
 
 def _is_nonpositive_form(value) -> bool:
-    """``-|y|``: what softplus itself feeds to exp, which cannot overflow."""
+    """``-|y|`` (what softplus feeds to exp) or ``select(y >= 0, -y, y)`` (what sigmoid feeds to
+    exp): exp of it cannot overflow, so there is nothing to rewrite."""
     neg = _defined_by(value, "arith.negf")
-    return neg is not None and _defined_by(neg.operands[0], "math.absf") is not None
+    if neg is not None:
+        return _defined_by(neg.operands[0], "math.absf") is not None
+    return _nonpositive_select(value) is not None
+
+
+def _nonpositive_select(value):
+    """y when ``value`` is ``select(y >= 0, -y, y)``; else None."""
+    select = _defined_by(value, "arith.select")
+    cmp = _defined_by(select.operands[0], "arith.cmpf") if select is not None else None
+    if cmp is None or cmp.predicate != "oge" or not _is_number(cmp.operands[1], 0.0):
+        return None
+    y = cmp.operands[0]
+    neg = _defined_by(select.operands[1], "arith.negf")
+    return y if neg is not None and neg.operands[0] is y and select.operands[2] is y else None
 
 
 class Log1pOfExp(StabilizePattern):
@@ -151,6 +188,124 @@ class LogOfSigmoid(StabilizePattern):
         with self.before(rewriter, op) as b:
             value = -self.softplus(b, -b.wrap(x))
         return self.done(rewriter, op, value)
+
+
+def _one_plus(value):
+    """e when ``value`` is ``1 + e`` or ``e + 1``; else None."""
+    add = _defined_by(value, "arith.addf")
+    if add is None:
+        return None
+    a, b = add.operands
+    return a if _is_number(b, 1.0) else b if _is_number(a, 1.0) else None
+
+
+def _overflowing_exp(value):
+    """z when ``value`` is ``exp(z)`` and z is not already ``-|y|`` (whose exp cannot overflow)."""
+    z = _exp_of(value)
+    return None if z is None or _is_nonpositive_form(z) else z
+
+
+def _sigmoid_of(value):
+    """w when ``value`` is the stable sigmoid this pass builds (``StabilizePattern.sigmoid``)."""
+    select = _defined_by(value, "arith.select")
+    cmp = _defined_by(select.operands[0], "arith.cmpf") if select is not None else None
+    if cmp is None or cmp.predicate != "oge" or not _is_number(cmp.operands[1], 0.0):
+        return None
+    w = cmp.operands[0]
+    r = _defined_by(select.operands[1], "arith.divf")
+    e = _one_plus(r.operands[1]) if r is not None and _is_number(r.operands[0], 1.0) else None
+    exp = _defined_by(e, "math.exp") if e is not None else None
+    return w if exp is not None and _nonpositive_select(exp.operands[0]) is w else None
+
+
+def _opposite(a, b) -> bool:
+    """Whether ``a`` is ``-b`` or ``b`` is ``-a``."""
+    return _negated(a) is b or _negated(b) is a
+
+
+class Sigmoid(StabilizePattern):
+    """``1 / (1 + exp(-x))`` -> the stable sigmoid of x.
+
+    The division is exact enough; its gradient is not: for x < -88 (f32) exp(-x) is inf and the
+    chain rule multiplies 0 by inf.  The stable form's gradient stays finite and accurate.  A
+    sigmoid used only by logs is left to ``LogOfSigmoid``."""
+
+    op_name = "arith.divf"
+    counter = "sigmoid"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        if not _is_number(op.operands[0], 1.0):
+            return False
+        e = _one_plus(op.operands[1])
+        z = _overflowing_exp(e) if e is not None else None
+        x = _negated(z) if z is not None else None
+        if x is None:
+            return False
+        users = [use.owner for use in op.results[0].uses]
+        if users and all(u.name == "math.log" for u in users):
+            return False
+        return self.done(rewriter, op, self.sigmoid(rewriter, op, x))
+
+
+ONE = object()
+
+
+def _is_inverse_of_one_plus(value, e) -> bool:
+    """Whether ``value`` is ``1 / (1 + e)``, or the stable ``sigmoid(-z)`` for ``e = exp(z)``."""
+    inverse = _defined_by(value, "arith.divf")
+    if inverse is not None and _is_number(inverse.operands[0], 1.0) and _one_plus(inverse.operands[1]) is e:
+        return True
+    w = _sigmoid_of(value)
+    return w is not None and _opposite(w, _exp_of(e))
+
+
+def _over_one_plus(value, e):
+    """Y when ``value`` is ``Y / (1 + e)`` or ``Y * (1 / (1 + e))`` (either order, ``1 / (1 + e)``
+    possibly already the stable ``sigmoid(-z)`` for ``e = exp(z)``); ``ONE`` when ``value`` is
+    ``1 / (1 + e)`` itself; else None."""
+    if _is_inverse_of_one_plus(value, e):
+        return ONE
+    div = _defined_by(value, "arith.divf")
+    if div is not None and _one_plus(div.operands[1]) is e:
+        return div.operands[0]
+    mul = _defined_by(value, "arith.mulf")
+    if mul is None:
+        return None
+    for y, factor in (mul.operands, tuple(reversed(mul.operands))):
+        if _is_inverse_of_one_plus(factor, e):
+            return y
+    return None
+
+
+class ExpOverOnePlusExp(StabilizePattern):
+    """``exp(z) * (Y / (1 + exp(z)))`` -> ``Y * sigmoid(z)``; ``exp(z) / (1 + exp(z))`` -> ``sigmoid(z)``.
+
+    The chain rule writes the first: the gradient of ``log(1 + exp(z))`` is ``(g / (1 + exp(z)))
+    * exp(z)``, and of ``1 / (1 + exp(-x))`` the same shape, which is inf * 0 = NaN once exp
+    overflows.  Rewriting it makes a gradient graph stable after ``grad``, not only before."""
+
+    counter = "sigmoid"
+
+    def __init__(self, op_name: str, stats=None):
+        super().__init__(stats)
+        self.op_name = op_name
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        a, b = op.operands
+        if op.name == "arith.divf":
+            z = _overflowing_exp(a)
+            if z is None or _one_plus(b) is not a:
+                return False
+            return self.done(rewriter, op, self.sigmoid(rewriter, op, z))
+        for e, other in ((a, b), (b, a)):
+            z = _overflowing_exp(e)
+            y = _over_one_plus(other, e) if z is not None else None
+            if y is ONE:
+                return self.done(rewriter, op, self.sigmoid(rewriter, op, z))
+            if y is not None:
+                return self.done(rewriter, op, self.emit(rewriter, op, "arith.mulf", y,
+                                                         self.sigmoid(rewriter, op, z)))
+        return False
 
 
 class ExpMinusOne(StabilizePattern):
@@ -308,7 +463,8 @@ class SoftmaxOfShifted(StabilizePattern):
 
 
 def patterns(stats=None) -> list[RewritePattern]:
-    return [LogOfOnePlus(stats), Log1pOfExp(stats), LogOfSigmoid(stats), LogOfSoftmax(stats),
+    return [LogOfOnePlus(stats), Log1pOfExp(stats), LogOfSigmoid(stats), LogOfSoftmax(stats), Sigmoid(stats),
+            ExpOverOnePlusExp("arith.mulf", stats), ExpOverOnePlusExp("arith.divf", stats),
             ExpMinusOne("arith.subf", stats), ExpMinusOne("arith.addf", stats), ExplicitSoftmax(stats),
             ExplicitLogSoftmax(stats), SoftmaxOfShifted("tensor.softmax", stats),
             SoftmaxOfShifted("tensor.log_softmax", stats)]
@@ -318,8 +474,8 @@ def patterns(stats=None) -> list[RewritePattern]:
 class Stabilize(Pass):
     """Rewrite formulas that overflow or cancel into numerically stable ops.
 
-    log(1+x), exp(x)-1, log(1+exp(x)), the log of a sigmoid or of a softmax, and an explicit
-    softmax or log-softmax; see the module docstring for the table."""
+    log(1+x), exp(x)-1, log(1+exp(x)), a sigmoid and the chain rule through one, the log of a
+    sigmoid or of a softmax, and an explicit softmax or log-softmax; see the module docstring."""
 
     name = "stabilize"
 

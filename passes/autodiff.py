@@ -54,8 +54,8 @@ from irc.values import Value
 
 
 def no_rule(op: Operation, mode: str = "gradient") -> IRError:
-    return op.error(f"has no {mode} rule: '{op.name}' cannot be differentiated "
-                    f"(values of integer, index and i1 type carry no gradient)")
+    return op.error(f"has no {mode} rule: '{op.name}' cannot be differentiated (it has float operands "
+                    f"and results)")
 
 
 def differentiable(op: Operation) -> bool:
@@ -72,8 +72,8 @@ def check_no_hidden_flow(fn: FuncOp) -> None:
         if op is fn or op.is_pure or op.is_terminator or isinstance(op, (CallOp, ForOp, IfOp, WhileOp)):
             continue
         if any(is_float(v.type) for v in op.operands) and not any(is_float(r.type) for r in op.results):
-            raise op.error(f"writes a float value where the gradient cannot follow it: '{op.name}' has no "
-                           f"gradient rule")
+            raise op.error(f"has no gradient rule: '{op.name}' cannot be differentiated (it writes a float "
+                           f"value where the gradient cannot follow it)")
 
 
 def function(module, name: str, what: str = "function") -> FuncOp:

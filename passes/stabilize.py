@@ -84,15 +84,12 @@ class StabilizePattern(RewritePattern):
         gradient meets inf * 0.  The exponent is a select on the same condition, not ``-|z|``: at
         z = 0 absf's derivative is 0, which would make the gradient 0 instead of 1/4 (see
         ``_sigmoid_of``, which recognises this form)."""
-        from irc.dialects.arith import CmpFOp
-
-        zero = constant_like(rewriter, op, z, 0.0)
-        one = constant_like(rewriter, op, z, 1.0)
-        nonnegative = insert(rewriter, op, CmpFOp.build("oge", z, zero))
-        exponent = self.emit(rewriter, op, "arith.select", nonnegative, self.emit(rewriter, op, "arith.negf", z), z)
-        e = self.emit(rewriter, op, "math.exp", exponent)
-        r = self.emit(rewriter, op, "arith.divf", one, self.emit(rewriter, op, "arith.addf", one, e))
-        return self.emit(rewriter, op, "arith.select", nonnegative, r, self.emit(rewriter, op, "arith.mulf", e, r))
+        with self.before(rewriter, op) as b:
+            z = b.wrap(z)
+            nonnegative = z >= 0.0
+            e = b.select(nonnegative, -z, z).exp()
+            r = 1.0 / (1.0 + e)
+            return b.select(nonnegative, r, e * r).value
 
 
 class LogOfOnePlus(StabilizePattern):
@@ -303,8 +300,9 @@ class ExpOverOnePlusExp(StabilizePattern):
             if y is ONE:
                 return self.done(rewriter, op, self.sigmoid(rewriter, op, z))
             if y is not None:
-                return self.done(rewriter, op, self.emit(rewriter, op, "arith.mulf", y,
-                                                         self.sigmoid(rewriter, op, z)))
+                sigmoid = self.sigmoid(rewriter, op, z)
+                with self.before(rewriter, op) as b:
+                    return self.done(rewriter, op, (b.wrap(y) * sigmoid).value)
         return False
 
 

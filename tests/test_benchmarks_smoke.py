@@ -54,3 +54,12 @@ def test_tensor_cpu_quick_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "sigmoid" in proc.stdout and "irc" in proc.stdout
+
+
+def test_autodiff_quick_runs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "autodiff.py"), "--quick"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "## step" in proc.stdout and "## grad pass speed" in proc.stdout

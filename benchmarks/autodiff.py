@@ -47,18 +47,23 @@ interleaved round robin; ratios are to the fastest peer and to irc.  Later steps
 of torch and pytensor keep training (their parameters are updated in place),
 which does not change the work of a step.
 
-**Memory.**  irc's planned peak is the ``arena_bytes`` of the step's
-specialisation (``TensorFunction.lower``: plan-memory's ``peak-bytes``), plus
-the ``memref.alloc``s that plan-memory left outside the arena, in units of one
-layer activation (batch x width x 4 bytes).  "With remat" runs the ``remat``
-pass on ``@loss_grad`` (or ``grad``'s ``remat`` option) where it exists, and
-says "not available" where it does not.  The measured peak RSS comes from a
+**Memory.**  irc's planned figures come from ``benchmarks/remat_memory.py``
+(``table``): the step goes through ``irc.compile``'s tensor stages up to
+``plan-memory``, without ``remat`` and with it (between the graph rewrites and
+fusion, both segment layouts), and the table gives plan-memory's ``peak-bytes``
+(the arena) and the outputs (the new parameters and the loss), in units of one
+layer activation (batch x width x 4 bytes).  The outputs are memory the step
+needs in any case, and plan-memory puts temporaries into output bytes that are
+not yet written, so arena plus outputs is the step's planned footprint.  Where
+``grad`` cannot differentiate the step yet, that script plans the step with its
+backward written by hand, and the row says so; where it or the ``remat`` pass
+is missing, the row says "not available".  The measured peak RSS comes from a
 fresh process per contender, as in ``tensor_cpu.py``: warm up with two steps,
 trim the heap, reset VmHWM, run one step; the figure is the growth of the
-resident set during it.  All three allocate what a step produces: irc and jax
-new parameters (irc's arena is dropped before the measured step, so it is
-counted), torch its gradients (``zero_grad(set_to_none=True)``; it updates the
-parameters in place).
+resident set during it.  Each allocates what a step produces: irc (no remat:
+``irc.compile`` does not run it) and jax new parameters (irc's arena is dropped
+before the measured step, so it is counted), torch its gradients (those of the
+step before are freed first; it updates the parameters in place).
 
 **Grad pass.**  ``f(x, y) = tanh(... tanh(tanh(x*y + x)*y + x) ...)`` (three ops
 a link) on ``f64`` scalars and on ``tensor<64xf64>``; only the pass's ``run``
@@ -120,7 +125,12 @@ class Net:
         return len(self.dims) - 1
 
     def title(self) -> str:
-        return f"MLP {'-'.join(map(str, self.dims))}, batch {self.batch}, f32, SGD lr {self.lr}"
+        hidden = self.dims[1:-1]
+        if len(hidden) > 3 and len(set(hidden)) == 1:  # 32 layers: say so rather than list them
+            shape = f"{self.dims[0]}-{hidden[0]} x {len(hidden)} hidden-{self.dims[-1]} ({self.layers} layers)"
+        else:
+            shape = "-".join(map(str, self.dims))
+        return f"MLP {shape}, batch {self.batch}, f32, SGD lr {self.lr}"
 
     def flops(self) -> float:
         """Multiply-adds x 2 of the step's matmuls: forward, d(weights), d(activations) but the input's."""
@@ -238,45 +248,21 @@ def manual_step_module(net: Net):
     return module
 
 
-def remat_pipeline() -> str | None:
-    """How to ask for rematerialisation here: the ``remat`` pass, or ``grad``'s option; None if neither."""
-    import dataclasses
-
-    passes = irc.passes.PASSES
-    if "remat" in passes:
-        fields = {f.name for f in dataclasses.fields(passes["remat"])}
-        return "remat{func=loss_grad}" if "func" in fields else "remat"
-    grad_fields = {f.name for f in dataclasses.fields(passes["grad"])} if "grad" in passes else set()
-    for option in ("remat", "checkpoint"):
-        if option in grad_fields:
-            return f"grad option {option}=true"
-    return None
-
-
-def step_module(net: Net, remat: bool = False):
-    """The module with ``@loss``, ``@loss_grad`` and ``@step`` (rematerialised on request)."""
+def step_module(net: Net):
+    """The module with ``@loss``, ``@loss_grad`` (by the grad pass) and ``@step``."""
     module = loss_module(net)
     wrt = ",".join(str(i) for i in range(2 * net.layers))
-    how = remat_pipeline() if remat else None
-    if remat and how is None:
-        raise tc.NotApplicable("not available (no remat pass, no remat option of grad)")
-    if how and how.startswith("grad option"):
-        option = how.split()[2]
-        irc.passes.run(module, f"grad{{func=loss wrt={wrt} {option}}}")
-    else:
-        irc.passes.run(module, f"grad{{func=loss wrt={wrt}}}")
-        if how:
-            irc.passes.run(module, how)
+    irc.passes.run(module, f"grad{{func=loss wrt={wrt}}}")
     add_step(module, net)
     irc.verify(module)
     return module
 
 
 @functools.cache
-def irc_step(net: Net, blas: bool | None = None, remat: bool = False, by_hand: bool = False):
+def irc_step(net: Net, blas: bool | None = None, by_hand: bool = False):
     """The compiled ``@step`` (a TensorFunction; machine code made on the first call)."""
     options = {} if blas is None else {"blas": blas}
-    module = manual_step_module(net) if by_hand else step_module(net, remat)
+    module = manual_step_module(net) if by_hand else step_module(net)
     exe = irc.compile(module, cache_dir=tc.IRC_CACHE, **tc.irc_single_thread(), **options)
     return exe.step
 
@@ -651,19 +637,6 @@ def profile(net: Net, repeat: int) -> None:
 # ---- memory: planned peak and RSS of the 32-layer step ---------------------------------------------------
 
 
-def planned(net: Net, remat: bool, by_hand: bool = False) -> dict:
-    """irc's planned arena for the step, and what plan-memory left outside it (bytes)."""
-    from irc.passes.plan_memory import byte_size
-
-    fn = irc_step(net, None, remat, by_hand)
-    params, x, y = net.inputs()
-    _, func = fn.lower(tuple(a.shape for a in [*params, x, y]))
-    allocs = [op for op in func.walk() if op.name == "memref.alloc"]
-    arena = func.attributes.get("arena_bytes")
-    return {"arena": arena.value if arena is not None else 0, "heap_n": len(allocs),
-            "heap": sum(byte_size(op.results[0].type) for op in allocs)}
-
-
 MEMORY_CONTENDERS = ["irc (BLAS path)", "irc, backward by hand", "torch eager", "jax.jit"]
 
 
@@ -752,39 +725,38 @@ def report_memory(net: Net, quick: bool) -> tuple[list, list]:
     print(f"one layer activation = {net.batch}x{width}x4 B = {mib(act)} MiB; the gradients (= the parameters) "
           f"{mib(grads)} MiB = {grads / act:.0f} act")
     rows, checks, problems = [], [], []
-    for remat, by_hand in ((False, False), (True, False), (False, True)):
-        label = "irc planned, " + ("backward by hand" if by_hand else "with remat" if remat else "no remat")
-        try:
-            p = planned(net, remat, by_hand)
-        except tc.NotApplicable as e:
-            rows.append((label, "-", "-", "-", "-", "-", str(e)))
-            checks.append((f"memory: with remat <= 2 sqrt({net.layers}) activations + gradients: {e}", None))
-            continue
-        except Exception as e:  # noqa: BLE001
-            rows.append((label, "-", "-", "-", "-", "-", "error (below)"))
-            problems.append((True, f"memory: {label}: {tc.one_line(e)}"))
-            continue
-        total = p["arena"] + p["heap"] + grads  # the outputs (new parameters) are as large as the gradients
-        rows.append((label, mib(p["arena"]), f"{p['heap_n']}, {mib(p['heap'])} MiB", mib(grads), mib(total),
+    try:
+        remat_memory = importlib.import_module("remat_memory")  # the planned figures: the remat pass's own script
+        planned_rows = remat_memory.table("mlp", net.layers, net.dims[1], net.batch)
+    except Exception as e:  # noqa: BLE001 - no remat pass here, or it failed
+        planned_rows = []
+        rows.append(("irc planned, with remat", "-", "-", "-", "-", f"not available ({tc.one_line(e)})"))
+        checks.append((f"memory: with remat <= 2 sqrt({net.layers}) activations + gradients: not available", None))
+    for p in planned_rows:
+        by = "grad" if p["model"] == "mlp" else "backward by hand"
+        label = f"irc planned ({by}), remat: {p['remat']}"
+        if p["remat"] != "none":
+            label += f" ({p['segments']} segments, {p['recomputed']} ops recomputed)"
+        total = p["peak"] + p["outputs"]
+        rows.append((label, mib(p["peak"]), mib(p["outputs"]), mib(total),
                      f"{total / act:.1f} ({(total - grads) / act:+.1f} beyond the gradients)", "ok"))
-        if remat:
+        if p["remat"] == "decreasing":
             bound = 2 * math.sqrt(net.layers) * act + grads
-            checks.append((f"memory: with remat, planned {total / act:.1f} act <= 2 sqrt({net.layers}) act + "
+            checks.append((f"memory: {label}: planned {total / act:.1f} act <= 2 sqrt({net.layers}) act + "
                            f"gradients = {bound / act:.1f} act", total <= bound))
     names = MEMORY_CONTENDERS if not quick else MEMORY_CONTENDERS[:2]
     for name, m in measure_rss(net, names).items():
         if "error" in m:
-            rows.append((f"{name}: RSS growth in one step", "-", "-", "-", "-", "-", m["error"]))
+            rows.append((f"{name}: RSS growth in one step", "-", "-", "-", "-", m["error"]))
             if name.startswith("irc"):
                 problems.append((True, f"memory: {name}: {m['error']}"))
             continue
         g = m["rss_growth"]
-        rows.append((f"{name}: RSS growth in one step", "-", "-", "-", mib(g),
+        rows.append((f"{name}: RSS growth in one step", "-", "-", mib(g),
                      f"{g / act:.1f} ({(g - grads) / act:+.1f} beyond the gradients)", "ok"))
-    print(tc.table(("what", "arena MiB", "unplanned heap buffers", "outputs MiB", "total MiB", "in activations",
-                    "status"), rows))
-    print("planned: arena_bytes of the step's specialisation, the memref.allocs left outside it and the outputs "
-          "(plan-memory also places temporaries in output bytes not yet written); RSS: fresh "
+    print(tc.table(("what", "arena MiB", "outputs MiB", "total MiB", "in activations", "status"), rows))
+    print("planned: plan-memory's peak-bytes (the arena) and the outputs (plan-memory also places temporaries in "
+          "output bytes not yet written); RSS: fresh "
           "process, VmHWM growth during one step after two warm-up steps (irc and jax allocate the new "
           "parameters, torch its gradients: those of the step before are freed first)")
     for _, text in problems:
@@ -850,27 +822,35 @@ def grad_speed(sizes: list[int], repeat: int) -> tuple[list, list]:
         except Exception as e:  # noqa: BLE001
             why = tc.one_line(e)
         if why:
-            rows.append((name, "-", "-", "-", "-", "-", f"error: {why}"))
+            rows.append((name, "-", "-", "-", "-", "-", "-", f"error: {why}"))
             problems.append((True, f"grad speed: {name}: {why}"))
             continue
         for n in sizes:
-            times, out_ops = [], 0
+            times, out_ops = {True: [], False: []}, 0
             for _ in range(repeat):
-                module = chain_module(max(1, n // 3), t)
-                ops = count_ops(module.functions[0])
-                grad = parse_pipeline("grad{func=f}")[0]
-                gc.collect()
-                start = time.perf_counter()
-                grad.run(module, Statistics())
-                times.append(time.perf_counter() - start)
-                out_ops = count_ops(next(f for f in module.functions if f.sym_name == "f_grad"))
-                del module
-            med = statistics.median(times)
+                for collect in (True, False):  # Python's cyclic GC on (as a user runs) and off
+                    module = chain_module(max(1, n // 3), t)
+                    ops = count_ops(module.functions[0])
+                    grad = parse_pipeline("grad{func=f}")[0]
+                    gc.collect()
+                    if not collect:
+                        gc.disable()
+                    start = time.perf_counter()
+                    try:
+                        grad.run(module, Statistics())
+                    finally:
+                        times[collect].append(time.perf_counter() - start)
+                        gc.enable()
+                    out_ops = count_ops(next(f for f in module.functions if f.sym_name == "f_grad"))
+                    del module
+            med, med_off = statistics.median(times[True]), statistics.median(times[False])
             rates[(name, n)] = ops / med
             rows.append((name, f"{ops:,}", f"{out_ops:,}", f"{med * 1e3:.1f}", f"{ops / med:,.0f}",
-                         f"{rates[(name, n)] / rates[(name, sizes[0])]:.2f}", "ok (gradient checked at 1k ops)"))
-    print(tc.table(("values", "ops in @f", "ops in @f_grad", "grad ms", "ops/s", f"ops/s / ops/s at {sizes[0]:,}",
-                    "status"), rows))
+                         f"{rates[(name, n)] / rates[(name, sizes[0])]:.2f}", f"{ops / med_off:,.0f}",
+                         "ok (gradient checked at 1k ops)"))
+    print(f"medians of {repeat} runs of the pass alone")
+    print(tc.table(("values", "ops in @f", "ops in @f_grad", "grad ms", "ops/s", f"/ ops/s at {sizes[0]:,}",
+                    "ops/s, gc disabled", "status"), rows))
     checks = []
     for name in ("f64 scalars", "tensor<64xf64>"):
         if (name, sizes[-1]) in rates:

@@ -138,7 +138,7 @@ def _trunc_div(a, b):
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
         q = a // b
         r = a - q * b
-        return q + ((r != 0) & ((r < 0) != (b < 0)))
+        return q + ((r != 0) & ((a < 0) != (b < 0)))  # floor rounded a negative quotient down
     q = abs(a) // abs(b)
     return -q if (a < 0) != (b < 0) else q
 
@@ -486,7 +486,7 @@ class RemFOp(FloatBinaryOp):
     compute = staticmethod(lambda a, b, t: round_to(np.fmod(a, b), t))
 
     # remf(a, c) = a - c * trunc(a / c), and trunc(a / c) = (a - y) / c.
-    partials = staticmethod(lambda b, x, y: [1, -((x[0] - y[0]) / x[1])])
+    partials = staticmethod(lambda b, x, y: [1, -((x[0] - y) / x[1])])
 
 
 def _maximumf(a, b, t):

@@ -13,7 +13,7 @@ ops through the same builder, with numpy's broadcasting rules::
         b.ret(y.log_softmax(axis=1))
 
 Regions are built inside ``with`` blocks (``for_``, ``if_``, ``while_``,
-``function``), CFG blocks with ``block``/``br``/``cond_br``/``phi``.  Every change
+``function``), CFG blocks with ``new_block``/``br``/``cond_br``/``phi``/``add_incoming``.  Every change
 goes through ``insert``, which tells a ``Listener`` (the pattern driver keeps its
 worklist right that way; ``irc.rewriter.Rewriter`` adds replace and erase).
 Ops take the builder's ``loc`` unless they carry one already, so code made from
@@ -24,7 +24,7 @@ an op (a lowering, a gradient) points at that op in diagnostics: set it with
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import numpy as np
 
@@ -32,7 +32,17 @@ from .attributes import DenseAttr, FloatAttr, IntegerAttr
 from .block import Block, Region
 from .diagnostics import UNKNOWN, Location
 from .operation import Operation
-from .types import FloatType, FunctionType, IndexType, IntegerType, TensorType, Type, i1, index
+from .types import (
+    FloatType,
+    FunctionType,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    TensorType,
+    Type,
+    i1,
+    index,
+)
 from .values import Value
 
 
@@ -85,37 +95,57 @@ def broadcast_shape(a: Sequence, b: Sequence, what: str = "operands") -> tuple:
 
 
 class Builder:
-    """Inserts ops at an insertion point, each with the builder's location."""
+    """Inserts ops at an insertion point, each with the builder's location.
 
-    def __init__(self, listener: Listener | None = None, loc: Location = UNKNOWN):
+    ``reuse_constants``: ``const`` (and so ``index`` and the numbers that operators lift)
+    returns the constant this builder already made for the same attribute where it is still
+    visible: made at this insertion point or in a region enclosing it.  Constants made inside
+    a ``for_``/``if_``/``while_`` body are forgotten when the body is left, and moving the
+    insertion point (``at_end``, ``before_op``, ``at``...) forgets them all, so a reused
+    constant always dominates its new uses.  Lowerings that make many loop bounds and
+    offsets turn it on; by default every ``const`` is a new op.
+
+    Subclasses may set ``value_class`` to a subclass of ``V`` with more methods (the
+    math-approx kernels do), and override ``insert`` to decorate every op they make.
+    """
+
+    value_class: type = None  # V, set below its definition
+
+    def __init__(self, listener: Listener | None = None, loc: Location = UNKNOWN, reuse_constants: bool = False):
         self.listener = listener or Listener()
         self.block: Block | None = None
         self.before: Operation | None = None
         self.loc = loc
+        self.reuse_constants = reuse_constants
+        self._constants: dict = {}
 
     # -- insertion points --------------------------------------------------------------------
 
     def at_end(self, block: Block) -> Builder:
         self.block, self.before = block, None
+        self._constants = {}
         return self
 
     def at_start(self, block: Block) -> Builder:
         self.block, self.before = block, block.first_op
+        self._constants = {}
         return self
 
     def before_op(self, op: Operation) -> Builder:
         self.block, self.before = op.parent, op
+        self._constants = {}
         return self
 
     def after_op(self, op: Operation) -> Builder:
         self.block, self.before = op.parent, op.next
+        self._constants = {}
         return self
 
     @contextmanager
     def at(self, where: Block | Operation, before: bool = True):
         """Insert at the end of a block, or before (``before=False``: after) an op, for the
         ``with`` body; the previous insertion point comes back afterwards."""
-        saved = (self.block, self.before)
+        saved = (self.block, self.before, self._constants)
         if isinstance(where, Block):
             self.at_end(where)
         elif before:
@@ -125,7 +155,21 @@ class Builder:
         try:
             yield self
         finally:
-            self.block, self.before = saved
+            self.block, self.before, self._constants = saved
+
+    @contextmanager
+    def _inside(self, block: Block):
+        """Insert at the end of ``block``, a region body nested at the insertion point: the
+        constants reused so far stay visible in it, those it makes are forgotten afterwards."""
+        saved = (self.block, self.before, self._constants)
+        self.block, self.before, self._constants = block, None, dict(self._constants)
+        try:
+            yield self
+        finally:
+            self.block, self.before, self._constants = saved
+
+    def _v(self, value: Value) -> V:
+        return self.value_class(self, value)
 
     @contextmanager
     def located(self, loc: Location):
@@ -156,7 +200,7 @@ class Builder:
         return op.results[0] if len(op.results) == 1 else op
 
     def wrap(self, value) -> V:
-        return value if isinstance(value, V) and value.builder is self else V(self, _raw(value))
+        return value if isinstance(value, V) and value.builder is self else self._v(_raw(value))
 
     def op(self, name: str | type, *operands, result: Type | Sequence[Type] | None = None,
            regions: Sequence[Region] = (), successors: Sequence[Block] = (), **attrs) -> V | tuple | Operation:
@@ -180,33 +224,44 @@ class Builder:
 
     def _results(self, op: Operation):
         if len(op.results) == 1:
-            return V(self, op.results[0])
+            return self._v(op.results[0])
         if not op.results:
             return op
-        return tuple(V(self, r) for r in op.results)
+        return tuple(self._v(r) for r in op.results)
 
     # -- constants ---------------------------------------------------------------------------
 
     def const(self, value, type: Type) -> V:
         """``arith.constant``: a scalar, or a tensor (a splat when ``value`` is a number).
-        A tensor type with dynamic sizes takes a ``tensor.splat`` of the scalar instead."""
+        Integers wrap to the type's width, floats round to it.  A tensor type with dynamic
+        sizes has no constant: use ``full_like``."""
         from irc.dialects.arith import ConstantOp
+
+        from .attributes import integer_attr
 
         if isinstance(type, TensorType):
             if not type.has_static_shape:
                 if np.ndim(value):
                     raise ValueError(f"a constant of {type} must be one number")
                 raise ValueError(f"a constant of the dynamic type {type} needs sizes: use full_like")
-            return V(self, self.insert(ConstantOp.build(DenseAttr(np.asarray(value), type))).results[0])
-        if isinstance(type, FloatType):
+            elem = type.element_type
+            if isinstance(elem, IntegerType) and elem.width > 1:
+                value = np.vectorize(lambda x: integer_attr(int(x), elem).value, otypes=[object])(value)
+            attr = DenseAttr(np.asarray(value), type)
+        elif isinstance(type, FloatType):
             attr = FloatAttr(float(value), type)
-        elif isinstance(type, (IntegerType, IndexType)):
-            from .attributes import integer_attr
-
-            attr = integer_attr(int(value), type) if isinstance(type, IntegerType) else IntegerAttr(int(value), type)
+        elif isinstance(type, IntegerType):
+            attr = integer_attr(int(value), type)
+        elif isinstance(type, IndexType):
+            attr = IntegerAttr(int(value), type)
         else:
             raise ValueError(f"no constant of type {type}")
-        return V(self, self.insert(ConstantOp.build(attr)).results[0])
+        if not self.reuse_constants:
+            return self.built(ConstantOp.build(attr))
+        known = self._constants.get(attr)
+        if known is None:
+            known = self._constants[attr] = self.built(ConstantOp.build(attr))
+        return known
 
     def index(self, value) -> V:
         """An ``index`` constant, or ``value`` itself when it is already a value."""
@@ -234,11 +289,14 @@ class Builder:
         offset = src.type.rank - t.rank
         return [self.dim(src, i + offset) for i, d in enumerate(t.shape) if d is None]
 
-    def dim(self, tensor, axis: int) -> V:
-        t = _raw(tensor).type
+    def dim(self, shaped, axis: int) -> V:
+        """The size of dimension ``axis`` of a tensor (``tensor.dim``) or a buffer
+        (``memref.dim``): an ``index`` constant when it is static."""
+        t = _raw(shaped).type
         if t.shape[axis] is not None:
             return self.index(t.shape[axis])
-        return self.op("tensor.dim", tensor, self.index(axis), result=index)
+        name = "memref.dim" if isinstance(t, MemRefType) else "tensor.dim"
+        return self.op(name, shaped, self.index(axis), result=index)
 
     # -- elementwise and casts ---------------------------------------------------------------
 
@@ -288,11 +346,14 @@ class Builder:
 
         return self.built(SplatOp.build(_raw(scalar), t, [_raw(s) for s in sizes]))
 
-    def binary(self, float_op: str, int_op: str | None, a, b) -> V:
+    def binary(self, float_op: str | None, int_op: str | None, a, b) -> V:
+        """``float_op`` or ``int_op`` (by the element type) on ``a`` and ``b`` after ``coerce``;
+        ``None`` for a kind that has no such op (a ``TypeError`` when asked)."""
         a, b = self.coerce(a, b)
         name = float_op if is_float(a.type) else int_op
         if name is None:
-            raise TypeError(f"'{float_op}' needs float operands, got {a.type}")
+            wanted = "integer" if float_op is None else "float"
+            raise TypeError(f"'{float_op or int_op}' needs {wanted} operands, got {a.type}")
         return self.op(name, a, b)
 
     def unary(self, name: str, a) -> V:
@@ -333,6 +394,10 @@ class Builder:
             return v
         if isinstance(src, FloatType) and isinstance(to, FloatType):
             return self.cast("arith.extf" if to.width > src.width else "arith.truncf", v, to)
+        if src is i1:  # numpy's bool: True is 1, not -1
+            if isinstance(to, FloatType):
+                return self.cast("arith.uitofp", v, to)
+            return self.cast("arith.index_castui" if isinstance(to, IndexType) else "arith.extui", v, to)
         if isinstance(to, FloatType):
             return self.cast("arith.sitofp", v, to)
         if isinstance(src, FloatType):
@@ -382,6 +447,50 @@ class Builder:
     def log_softmax(self, value, axis: int) -> V:
         return self.tensor_op("tensor.log_softmax", value, axis=axis)
 
+    # -- buffers (memref) ---------------------------------------------------------------------
+
+    def load(self, mem, indices: Sequence) -> V:
+        """``memref.load`` of ``mem`` at ``indices`` (numbers become ``index`` constants)."""
+        from irc.dialects.memref import LoadOp
+
+        return self.built(LoadOp.build(_raw(mem), [_raw(self.index(i)) for i in indices]))
+
+    def store(self, value, mem, indices: Sequence) -> Operation:
+        from irc.dialects.memref import StoreOp
+
+        return self.insert(StoreOp.build(_raw(value), _raw(mem), [_raw(self.index(i)) for i in indices]))
+
+    def alloc(self, type: MemRefType, sizes: Sequence = ()) -> V:
+        """``memref.alloc``; ``sizes`` are the run-time sizes of ``type``'s ``?`` dimensions."""
+        from irc.dialects.memref import AllocOp
+
+        return self.built(AllocOp.build(type, [_raw(s) for s in sizes]))
+
+    def view(self, source, byte_offset, type: MemRefType, sizes: Sequence = ()) -> V:
+        """``memref.view``: ``source``'s memory from ``byte_offset`` seen as ``type``."""
+        from irc.dialects.memref import ViewOp
+
+        return self.built(ViewOp.build(_raw(source), _raw(self.index(byte_offset)), type, [_raw(s) for s in sizes]))
+
+    def flat(self, mem) -> V:
+        """``mem`` seen as one dimension (buffers are contiguous, so this is a free view)."""
+        t = _raw(mem).type
+        if t.rank == 1:
+            return self.wrap(mem)
+        flat_t = MemRefType([t.num_elements if t.has_static_shape else None], t.element_type)
+        sizes = [] if t.has_static_shape else [self.num_elements(mem)]
+        return self.view(mem, 0, flat_t, sizes)
+
+    def num_elements(self, shaped) -> V:
+        """The product of ``shaped``'s sizes, as an ``index`` value."""
+        rank = _raw(shaped).type.rank
+        if rank == 0:
+            return self.index(1)
+        n = self.dim(shaped, 0)
+        for d in range(1, rank):
+            n = n * self.dim(shaped, d)
+        return n
+
     # -- modules, functions, blocks, control flow --------------------------------------------
 
     def module(self):
@@ -401,7 +510,7 @@ class Builder:
         module.body.append(fn)
         self.function_op = fn
         with self.at(fn.body.entry):
-            yield tuple(V(self, a) for a in fn.args)
+            yield tuple(self._v(a) for a in fn.args)
         if results is None:
             last = fn.body.last_block.terminator
             if last is not None:
@@ -419,7 +528,7 @@ class Builder:
 
         return self.op("func.call", *args, result=list(results), callee=SymbolRefAttr(callee))
 
-    def block(self, region: Region, after: Block | None = None, label: str | None = None) -> Block:
+    def new_block(self, region: Region, after: Block | None = None, label: str | None = None) -> Block:
         """A new block in ``region`` (after ``after``, else at the end); insertion does not move."""
         block = Block(label=label)
         if after is None:
@@ -454,24 +563,43 @@ class Builder:
         else:
             self.block.insert_before(op, first)
         self.listener.op_inserted(op)
-        return V(self, op.results[0])
+        return self._v(op.results[0])
+
+    def add_incoming(self, phi, value, block: Block) -> None:
+        """One more incoming ``value`` of ``phi``, from the predecessor ``block`` (for a loop's
+        back edge, known only once the body is built)."""
+        _raw(phi).defining_op.add_incoming(_raw(value), block)
+        self.listener.op_modified(_raw(phi).defining_op)
 
     @contextmanager
-    def for_(self, lower, upper, step=1, inits: Sequence = (), **attrs):
-        """``scf.for``; the ``with`` body gets a ``Loop`` (``iv``, ``args``) and must end with
-        ``loop.yield_(...)`` when there are iter_args; ``loop.results`` afterwards."""
+    def for_(self, lower, upper, step=1, inits: Sequence = (), parallel: bool = False, **attrs):
+        """``scf.for`` from ``lower`` to ``upper`` (numbers become ``index`` constants); the
+        ``with`` body gets a ``Loop`` (``iv``, ``args``) and must end with ``loop.yield_(...)``
+        when there are iter_args (``inits``); ``loop.results`` afterwards.  ``parallel``
+        promises that iterations touch disjoint memory (each writes its own elements and reads
+        nothing another writes), so they may run in any order or at once: the loop gets the
+        ``parallel`` attribute that ``split-parallel`` looks for."""
         from irc.dialects.scf import ForOp
 
+        bounds = [self.index(lower), self.index(upper), self.index(step)]
         inits = [self.wrap(v) for v in inits]
-        bound_t = _raw(self.index(lower)).type
-        body = Block([bound_t, *[v.type for v in inits]])
-        op = self.insert(ForOp([_raw(self.index(lower)), _raw(self.index(upper)), _raw(self.index(step)),
-                                *[v.value for v in inits]], [v.type for v in inits], _attributes(attrs),
-                               regions=[Region([body])]))
+        body = Block([bounds[0].type, *[v.type for v in inits]])
+        op = self.insert(ForOp([*[v.value for v in bounds], *[v.value for v in inits]], [v.type for v in inits],
+                               _attributes({"parallel": parallel, **attrs}), regions=[Region([body])]))
         loop = Loop(self, op, list(op.body.args[1:]), body.args[0])
-        with self.at(body):
+        with self._inside(body):
             yield loop
             self._yield(loop)
+
+    @contextmanager
+    def nest(self, uppers: Sequence, parallel: bool = False):
+        """``scf.for`` loops from 0 to each of ``uppers``, outermost first; the ``with`` body
+        is the innermost and gets the induction variables.  ``parallel``: the outermost
+        loop's iterations are independent (see ``for_``)."""
+        with ExitStack() as stack:
+            ivs = [stack.enter_context(self.for_(0, u, parallel=parallel and k == 0)).iv
+                   for k, u in enumerate(uppers)]
+            yield ivs
 
     @contextmanager
     def if_(self, cond, results: Sequence[Type] = ()):
@@ -485,7 +613,7 @@ class Builder:
         yield branch
         for block in (then_block, else_block):
             if block.terminator is None:
-                with self.at(block):
+                with self._inside(block):
                     if results:
                         raise ValueError("scf.if with results needs a yield_ in both branches")
                     self._yield_values([])
@@ -521,8 +649,8 @@ class Loop:
 
     def __init__(self, builder: Builder, op: Operation, args, iv):
         self.op = op
-        self.iv = V(builder, iv)
-        self.args = [V(builder, a) for a in args]
+        self.iv = builder._v(iv)
+        self.args = [builder._v(a) for a in args]
         self.next: list | None = None
 
     def yield_(self, *values) -> None:
@@ -531,7 +659,7 @@ class Loop:
 
     @property
     def results(self) -> list[V]:
-        return [V(self.iv.builder, r) for r in self.op.results]
+        return [self.iv.builder._v(r) for r in self.op.results]
 
 
 class IfBranch:
@@ -541,12 +669,12 @@ class IfBranch:
 
     @contextmanager
     def then_(self):
-        with self.builder.at(self.op.regions[0].entry):
+        with self.builder._inside(self.op.regions[0].entry):
             yield
 
     @contextmanager
     def else_(self):
-        with self.builder.at(self.op.regions[1].entry):
+        with self.builder._inside(self.op.regions[1].entry):
             yield
 
     def yield_(self, *values) -> None:
@@ -554,7 +682,7 @@ class IfBranch:
 
     @property
     def results(self) -> list[V]:
-        return [V(self.builder, r) for r in self.op.results]
+        return [self.builder._v(r) for r in self.op.results]
 
 
 class WhileLoop:
@@ -565,14 +693,14 @@ class WhileLoop:
     @contextmanager
     def before(self):
         block = self.op.regions[0].entry
-        with self.builder.at(block):
-            yield [V(self.builder, a) for a in block.args]
+        with self.builder._inside(block):
+            yield [self.builder._v(a) for a in block.args]
 
     @contextmanager
     def after(self):
         block = self.op.regions[1].entry
-        with self.builder.at(block):
-            yield [V(self.builder, a) for a in block.args]
+        with self.builder._inside(block):
+            yield [self.builder._v(a) for a in block.args]
 
     def condition(self, cond, *forwarded) -> None:
         from irc.dialects.scf import ConditionOp
@@ -584,7 +712,7 @@ class WhileLoop:
 
     @property
     def results(self) -> list[V]:
-        return [V(self.builder, r) for r in self.op.results]
+        return [self.builder._v(r) for r in self.op.results]
 
 
 def _raw(value) -> Value:
@@ -671,6 +799,31 @@ class V:
     def __rmatmul__(self, o):
         return self.builder.matmul(o, self)
 
+    def __and__(self, o):
+        return self._bin(None, "arith.andi", o)
+
+    def __rand__(self, o):
+        return self._bin(None, "arith.andi", o, True)
+
+    def __or__(self, o):
+        return self._bin(None, "arith.ori", o)
+
+    def __ror__(self, o):
+        return self._bin(None, "arith.ori", o, True)
+
+    def __xor__(self, o):
+        return self._bin(None, "arith.xori", o)
+
+    def __rxor__(self, o):
+        return self._bin(None, "arith.xori", o, True)
+
+    def __lshift__(self, o):
+        return self._bin(None, "arith.shli", o)
+
+    def __rshift__(self, o):
+        """Arithmetic (sign-filling) shift, as numpy's ``>>`` on signed integers."""
+        return self._bin(None, "arith.shrsi", o)
+
     def __neg__(self):
         if self.is_float:
             return self.builder.unary("arith.negf", self)
@@ -739,6 +892,9 @@ class V:
 
     def log_softmax(self, axis: int = -1) -> V:
         return self.builder.log_softmax(self, axis % max(self.type.rank, 1))
+
+
+Builder.value_class = V
 
 
 def _axes(axes) -> list[int] | None:

@@ -24,8 +24,9 @@ import numpy as np
 from . import registry
 from .attributes import Attribute
 from .block import Block
+from .builder import Listener
 from .operation import ConstantLike, HasRecursiveEffects, IsolatedFromAbove, Operation
-from .rewriter import Listener, Rewriter
+from .rewriter import Rewriter
 from .values import OpResult, Value
 
 

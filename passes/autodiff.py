@@ -64,6 +64,18 @@ def differentiable(op: Operation) -> bool:
     return any(is_float(v.type) for v in op.operands) and any(is_float(r.type) for r in op.results)
 
 
+def check_no_hidden_flow(fn: FuncOp) -> None:
+    """A float value may leave the dataflow only through ops whose effect the engine knows:
+    a store or an unknown op with side effects would hide a dependence, so it is an error
+    rather than a zero gradient."""
+    for op in fn.walk():
+        if op is fn or op.is_pure or op.is_terminator or isinstance(op, (CallOp, ForOp, IfOp, WhileOp)):
+            continue
+        if any(is_float(v.type) for v in op.operands) and not any(is_float(r.type) for r in op.results):
+            raise op.error(f"writes a float value where the gradient cannot follow it: '{op.name}' has no "
+                           f"gradient rule")
+
+
 def function(module, name: str, what: str = "function") -> FuncOp:
     fn = module.lookup(name)
     if not isinstance(fn, FuncOp):
@@ -71,6 +83,7 @@ def function(module, name: str, what: str = "function") -> FuncOp:
         raise IRError(f"no {what} @{name} in the module (functions: {known})", module.loc)
     if fn.is_declaration:
         raise IRError(f"@{name} is a declaration: there is no body to differentiate", fn.loc)
+    check_no_hidden_flow(fn)
     return fn
 
 
@@ -335,11 +348,12 @@ class Forward:
         # Copy the body: the new entry block takes the copied entry's ops; the parameters map to the
         # new function's leading arguments.
         entry = new.body.entry
-        vmap: dict = {a: n for a, n in zip(source.args, entry.args)}
-        bmap: dict = {}
+        vmap: dict = {}
         staging = Region()
-        source.body.clone_blocks_into(staging, vmap, bmap)
+        source.body.clone_into(staging, vmap, {})
         first = staging.entry
+        for old, param in zip(first.args, entry.args):
+            old.replace_all_uses_with(param)
         for op in list(first.ops):
             first.remove(op)
             entry.append(op)

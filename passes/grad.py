@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from irc.passmanager import Pass, PipelineError
 
 from .autodiff import make_grad
+from .remat import remat_function
 
 
 def positions(text: str, option: str, pass_name: str) -> list[int] | None:
@@ -42,6 +43,7 @@ class Grad(Pass):
     result: int = 0  # which result (a float scalar or a one-element float tensor)
     wrt: str = ""  # parameter positions, e.g. 0,2 (default: every float parameter)
     name_: str = ""  # the new function's name (default: F_grad)
+    remat: bool = False  # then recompute forward segments in the backward: less memory (the remat pass)
 
     def __post_init__(self):
         if not self.func:
@@ -49,5 +51,7 @@ class Grad(Pass):
         self.positions = positions(self.wrt, "wrt", "grad")
 
     def run(self, module, stats) -> None:
-        make_grad(module, self.func, self.result, self.positions, self.name_ or None)
+        name = make_grad(module, self.func, self.result, self.positions, self.name_ or None)
+        if self.remat:
+            remat_function(module, name, stats)
         stats.add("functions-differentiated")

@@ -51,10 +51,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from irc.passmanager import Pass, PipelineError
-from irc.rewriter import Builder
 from irc.types import FloatType, TensorType
 
-from .math_approx_kernels import KERNELS, Emitter, V, apply
+from .math_approx_kernels import KERNELS, KernelBuilder, apply
 
 DEFAULT = [name for name in KERNELS if name not in ("sin", "cos")]
 """What the pass rewrites unless told otherwise: sin and cos only when asked for, because
@@ -95,8 +94,8 @@ class MathApprox(Pass):
             kernel = kernels.get(op.name)
             if kernel is None or not approximable(op.results[0].type):
                 continue
-            emitter = Emitter(Builder().before_op(op), op.loc)
-            result = apply(kernel, V(emitter, op.operands[0]))
+            b = KernelBuilder(loc=op.loc).before_op(op)
+            result = apply(kernel, b.wrap(op.operands[0]))
             op.results[0].replace_all_uses_with(result.value)
             op.erase()
             stats.add(f"{op.name.removeprefix('math.')}-approximated")

@@ -1,8 +1,9 @@
 """The approximations that ``math-approx`` expands math ops into, written with arith ops only.
 
 This module registers no pass; ``math_approx.py`` is the pass.  Each kernel takes a
-``V`` (an SSA value of f32 or f64 type, scalar or tensor, wrapped so that ``x * y + 1.0``
-builds ``arith.mulf``/``arith.addf`` ops before the op being replaced) and returns one.
+``KernelValue`` (an ``irc.builder.V`` of f32 or f64 type, scalar or tensor, so that ``x * y + 1.0``
+builds ``arith.mulf``/``arith.addf`` ops before the op being replaced, through a ``KernelBuilder``)
+and returns one.
 
 Rules every kernel follows, so that LLVM vectorises a loop around it and the JIT
 agrees with the interpreter bit for bit:
@@ -31,11 +32,12 @@ from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
-from irc.dialects import arith
-from irc.dialects import math as math_ops
 
-from irc.attributes import DenseAttr, FloatAttr, StringAttr, float_bits, integer_attr
-from irc.types import FloatType, IntegerType, TensorType, Type, f32, f64, i32, i64
+from irc.attributes import StringAttr, float_bits
+from irc.builder import Builder, V
+from irc.diagnostics import UNKNOWN, Location
+from irc.types import FloatType, IntegerType, f32, f64, i32, i64
+from irc.values import Value
 
 # ---- formats and exact constants -----------------------------------------------------------
 
@@ -168,59 +170,31 @@ COEFFS: dict[str, dict[str, tuple[float, ...]]] = {
 _STRICT_OPS = frozenset({"arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.negf"})
 
 
-class Emitter:
-    """Inserts ops through ``builder`` (before the op being replaced), all at ``loc``."""
+class KernelBuilder(Builder):
+    """The public builder as the kernels use it: numbers become constants of the other
+    operand's whole type (a dense splat for a tensor, so nothing is ever broadcast), each
+    made once (``reuse_constants``), and float arithmetic is marked ``fastmath = "none"``:
+    the magic-number rounding and the special-value selects need exact IEEE arithmetic
+    even when the program is compiled with fast-math."""
 
-    def __init__(self, builder, loc):
-        self.builder = builder
-        self.loc = loc
-        self.constants: dict = {}
+    def __init__(self, loc: Location = UNKNOWN):
+        super().__init__(loc=loc, reuse_constants=True)
 
-    def insert(self, op) -> V:
-        op.loc = self.loc
+    def insert(self, op):
         if op.name in _STRICT_OPS:
-            # The magic-number rounding and the special-value selects need exact IEEE
-            # arithmetic even when the program is compiled with fast-math.
             op.attributes["fastmath"] = StringAttr("none")
-        self.builder.insert(op)
-        return V(self, op.results[0])
+        return super().insert(op)
 
-    def constant(self, value, t: Type) -> V:
-        elem = t.element_type if isinstance(t, TensorType) else t
-        key = (t, float(value).hex() if isinstance(elem, FloatType) else int(value))
-        if key not in self.constants:
-            if isinstance(elem, FloatType):
-                attr = DenseAttr(np.array(value, dtype=np.float32 if elem is f32 else np.float64), t) \
-                    if isinstance(t, TensorType) else FloatAttr(float(value), t)
-            else:
-                scalar = integer_attr(int(value), elem)
-                attr = DenseAttr(np.array(scalar.value, dtype=f"i{elem.width // 8}"), t) \
-                    if isinstance(t, TensorType) else scalar
-            self.constants[key] = self.insert(arith.ConstantOp.build(attr))
-        return self.constants[key]
+    def lift(self, value, like) -> V:
+        if isinstance(value, (V, Value)):
+            return self.wrap(value)
+        return self.const(value, like.type)
 
 
-class V:
-    """An SSA value with arithmetic operators that insert arith ops (float or integer by type)."""
+class KernelValue(V):
+    """A ``V`` with the bit-level views the kernels need (``bits``, ``float``, ``fmt``)."""
 
-    __slots__ = ("em", "value")
-
-    def __init__(self, em: Emitter, value):
-        self.em = em
-        self.value = value
-
-    @property
-    def type(self) -> Type:
-        return self.value.type
-
-    @property
-    def elem(self) -> Type:
-        t = self.value.type
-        return t.element_type if isinstance(t, TensorType) else t
-
-    @property
-    def is_float(self) -> bool:
-        return isinstance(self.elem, FloatType)
+    __slots__ = ()
 
     @property
     def fmt(self) -> Format:
@@ -232,109 +206,31 @@ class V:
         return self.fmt.float_type.kind
 
     def lift(self, other) -> V:
-        return other if isinstance(other, V) else self.em.constant(other, self.type)
-
-    def _binary(self, float_op, int_op, other, reverse=False) -> V:
-        other = self.lift(other)
-        a, b = (other, self) if reverse else (self, other)
-        return self.em.insert((float_op if self.is_float else int_op).build(a.value, b.value))
-
-    def __add__(self, o):
-        return self._binary(arith.AddFOp, arith.AddIOp, o)
-
-    def __radd__(self, o):
-        return self._binary(arith.AddFOp, arith.AddIOp, o, True)
-
-    def __sub__(self, o):
-        return self._binary(arith.SubFOp, arith.SubIOp, o)
-
-    def __rsub__(self, o):
-        return self._binary(arith.SubFOp, arith.SubIOp, o, True)
-
-    def __mul__(self, o):
-        return self._binary(arith.MulFOp, arith.MulIOp, o)
-
-    def __rmul__(self, o):
-        return self._binary(arith.MulFOp, arith.MulIOp, o, True)
-
-    def __truediv__(self, o):
-        return self._binary(arith.DivFOp, None, o)
-
-    def __rtruediv__(self, o):
-        return self._binary(arith.DivFOp, None, o, True)
-
-    def __neg__(self):
-        return self.em.insert(arith.NegFOp.build(self.value))
-
-    def __and__(self, o):
-        return self._binary(None, arith.AndIOp, o)
-
-    def __or__(self, o):
-        return self._binary(None, arith.OrIOp, o)
-
-    def __xor__(self, o):
-        return self._binary(None, arith.XOrIOp, o)
-
-    def __lshift__(self, n: int):
-        return self._binary(None, arith.ShLIOp, n)
-
-    def __rshift__(self, n: int):  # arithmetic
-        return self._binary(None, arith.ShRSIOp, n)
-
-    def _cmp(self, pred: str, o) -> V:
-        op = arith.CmpFOp.build("o" + pred, self.value, self.lift(o).value) if self.is_float else \
-            arith.CmpIOp.build({"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}.get(pred, pred),
-                               self.value, self.lift(o).value)
-        return self.em.insert(op)
-
-    def lt(self, o):
-        return self._cmp("lt", o)
-
-    def le(self, o):
-        return self._cmp("le", o)
-
-    def gt(self, o):
-        return self._cmp("gt", o)
-
-    def ge(self, o):
-        return self._cmp("ge", o)
-
-    def eq(self, o):
-        return self._cmp("eq", o)
+        """``other`` as a value: a number becomes a constant of this value's type."""
+        return self.builder.lift(other, self)
 
     def isnan(self) -> V:
-        return self.em.insert(arith.CmpFOp.build("uno", self.value, self.value))
-
-    def abs(self) -> V:
-        return self.em.insert(math_ops.AbsFOp.build(self.value))
-
-    def min(self, o) -> V:  # integers
-        return self._binary(None, arith.MinSIOp, o)
-
-    def max(self, o) -> V:  # integers
-        return self._binary(None, arith.MaxSIOp, o)
+        return self.builder.compare("uno", self, self)
 
     def bits(self) -> V:
         """The float's bit pattern as a signless integer of its width."""
-        return self.em.insert(arith.BitcastOp.build(self.value, self.fmt.int_type))
+        return self.builder.cast("arith.bitcast", self, self.fmt.int_type)
 
     def float(self) -> V:
         """The integer's bits as a float of its width."""
-        return self.em.insert(arith.BitcastOp.build(self.value, self.fmt.float_type))
+        return self.builder.cast("arith.bitcast", self, self.fmt.float_type)
 
     def convert(self, fmt: Format) -> V:
         """Widen (exact) or narrow (round to nearest) to ``fmt``'s float type."""
-        if fmt is self.fmt:
-            return self
-        cls = arith.ExtFOp if fmt.precision > self.fmt.precision else arith.TruncFOp
-        return self.em.insert(cls.build(self.value, fmt.float_type))
+        return self if fmt is self.fmt else self.astype(fmt.float_type)
+
+
+KernelBuilder.value_class = KernelValue
 
 
 def select(cond: V, a, b) -> V:
     """``a`` where ``cond`` holds, else ``b`` (numbers become constants of the other's type)."""
-    like = a if isinstance(a, V) else b
-    a, b = like.lift(a), like.lift(b)
-    return cond.em.insert(arith.SelectOp.build(cond.value, a.value, b.value))
+    return cond.builder.select(cond, a, b)
 
 
 def horner(x: V, coeffs) -> V:
@@ -356,8 +252,8 @@ def sign_bit(fmt: Format) -> int:
 
 def clamp(x: V, lo: float, hi: float) -> V:
     """``x`` limited to [lo, hi]; NaN stays NaN (both comparisons are false for it)."""
-    x = select(x.gt(hi), hi, x)
-    return select(x.lt(lo), lo, x)
+    x = select(x > hi, hi, x)
+    return select(x < lo, lo, x)
 
 
 def pow2(k: V, fmt: Format) -> V:
@@ -439,16 +335,16 @@ def expm1_nonnegative_k(k: V, y: V) -> V:
     """``2^k (1 + y) - 1`` for k >= 0, rounded once: ``(y + (1 - 2^-k)) 2^k``.
     1 - 2^-k is exact for k <= precision and rounds to 1 beyond (k is clamped there)."""
     fmt = y.fmt
-    tail = 1.0 - pow2(0 - k.max(0).min(fmt.precision + 2), fmt)
+    tail = 1.0 - pow2(0 - k.maximum(0).minimum(fmt.precision + 2), fmt)
     return scale(y + tail, k)
 
 
 def expm1(x: V) -> V:
     fmt, kind = x.fmt, x.kind
     k, y = exp_reduce(clamp(x, EXPM1_MIN[kind], EXP_RANGE[kind][1]))
-    t = pow2(k.min(0), fmt)  # k >= -(precision + 3) after the clamp: a normal 2^k
+    t = pow2(k.minimum(0), fmt)  # k >= -(precision + 3) after the clamp: a normal 2^k
     below = t * y + (t - 1.0)  # k < 0: exact product, exact t - 1, one rounding
-    result = select(k.lt(0), below, expm1_nonnegative_k(k, y))
+    result = select(k < 0, below, expm1_nonnegative_k(k, y))
     return select(x.eq(0.0), x, result)  # expm1(-0.0) is -0.0
 
 
@@ -471,7 +367,7 @@ def tanh(x: V) -> V:
     k = -1 (|x| in 0.17..0.52), where 1 - 2^k and 2^k y partly cancel."""
     kind = x.kind
     a = x.abs()
-    a = select(a.gt(TANH_MAX[kind]), TANH_MAX[kind], a)
+    a = select(a > TANH_MAX[kind], TANH_MAX[kind], a)
     k, y = exp_reduce(-2.0 * a)
     t = pow2(k, x.fmt)  # k >= -28 (f32) / -57 (f64) after the clamp: a normal 2^k
     ty = t * y
@@ -488,13 +384,13 @@ def erf(x: V) -> V:
     (erfc scaled by exp(x^2)) is smooth in 1/|x|.  Both are computed; a select picks one."""
     fmt, kind = x.fmt, x.kind
     a = x.abs()
-    a = select(a.gt(ERF_MAX[kind]), ERF_MAX[kind], a)
+    a = select(a > ERF_MAX[kind], ERF_MAX[kind], a)
     z = a * a
     small = a + a * horner(z, coeffs("erf_small", x))
     k, y = exp_reduce(-z)
     gauss = (1.0 + y) * pow2(k, fmt)  # exp(-x^2) >= exp(-36): k is a normal exponent
     large = 1.0 - gauss * horner(1.0 / a - ERF_Q_SHIFT[kind], coeffs("erf_q", x))
-    return copysign_of_positive(select(a.lt(ERF_SPLIT), small, large), x)
+    return copysign_of_positive(select(a < ERF_SPLIT, small, large), x)
 
 
 # ---- log, log2, log1p ------------------------------------------------------------------------
@@ -525,7 +421,7 @@ def log1p_reduced(f: V) -> tuple[V, V]:
 
 def log_specials(x: V, result: V, at_zero: float, below: float, low=0.0) -> V:
     result = select(x.eq(low), at_zero, result)
-    result = select(x.lt(low), below, result)
+    result = select(x < low, below, result)
     result = select(x.eq(float("inf")), x, result)
     return select(x.isnan(), x, result)
 
@@ -533,7 +429,7 @@ def log_specials(x: V, result: V, at_zero: float, below: float, low=0.0) -> V:
 def log_scaled_input(x: V) -> tuple[V, V]:
     """``e`` and ``f`` of log_reduce, subnormals scaled by 2^precision first."""
     fmt = x.fmt
-    tiny = x.lt(float(np.finfo(np.float32 if fmt is F32 else np.float64).tiny))
+    tiny = x < float(np.finfo(np.float32 if fmt is F32 else np.float64).tiny)
     e, f = log_reduce(select(tiny, x * 2.0 ** fmt.precision, x))
     return e - select(tiny, e.lift(fmt.precision), 0), f
 
@@ -642,7 +538,7 @@ def sin_cos(x: V, quadrant_offset: int) -> V:
         q = q + quadrant_offset
     result = select((q & 1).eq(0), sin_reduced(r, r_lo, kind), cos_reduced(r, r_lo, kind))
     result = (result.bits() ^ ((q & 2) << 62)).float()  # quadrants 2 and 3: negate
-    result = select(xd.abs().gt(SIN_LIMIT), float("nan"), result)
+    result = select(xd.abs() > SIN_LIMIT, float("nan"), result)
     return result.convert(x.fmt)
 
 
@@ -658,8 +554,7 @@ def apply(kernel, x: V) -> V:
     """``kernel(x)``; f16 and bf16 are computed in f32 and rounded once at the end."""
     if x.elem.kind in ("f32", "f64"):
         return kernel(x)
-    wide = x.em.insert(arith.ExtFOp.build(x.value, f32))
-    return x.em.insert(arith.TruncFOp.build(kernel(wide).value, x.elem))
+    return kernel(x.astype(f32)).astype(x.elem)
 
 
 KERNELS = {"exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log2": log2, "log1p": log1p,

@@ -23,9 +23,10 @@ before that op may live in the output's bytes instead of the arena.  In an
 n-layer network the layers then alternate between the output and one arena
 buffer.
 
-Statistics: ``peak-bytes`` (the arena) against ``unplanned-bytes`` (the sum of
-every planned buffer, what the program would hold if nothing were reused), and
-``buffers-in-outputs``.
+Statistics: ``peak-bytes`` (the arena; summed over the module's functions, and
+``peak-bytes @F`` for each function ``F``) against ``unplanned-bytes`` (the sum
+of every planned buffer, what the program would hold if nothing were reused),
+and ``buffers-in-outputs``.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from irc.attributes import IntegerAttr, TypeAttr
+from irc.builder import Builder
 from irc.passmanager import Pass, PipelineError
-from irc.rewriter import Builder
 from irc.types import FunctionType, MemRefType, i8, i64, index
 
 ALIGN = 64
@@ -181,6 +182,7 @@ def plan_function(func, arena: str, stats) -> None:
         iv.alloc.erase()
     stats.add("buffers-planned", len(intervals))
     stats.add("peak-bytes", peak)
+    stats.add(f"peak-bytes @{func.sym_name}", peak)  # a module's functions each have their own arena
     stats.add("unplanned-bytes", sum(i.size for i in intervals))
     if in_outputs:
         stats.add("buffers-in-outputs", len(in_outputs))

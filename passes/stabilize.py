@@ -25,12 +25,13 @@ broadcast must be to the shape of x itself, so that no run-time shape check is l
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from irc.passmanager import Pass
 from irc.patterns import GreedyDriver, RewritePattern
 
-from .tensor_algebra import constant_like, insert, is_size_of, splat_number
+from .tensor_algebra import insert, is_size_of, splat_number
 
 
 def _defined_by(value, name: str):
@@ -40,12 +41,6 @@ def _defined_by(value, name: str):
 
 def _is_number(value, number: float) -> bool:
     return splat_number(value) == number
-
-
-def _build(name: str, *operands):
-    from irc import registry
-
-    return registry.OPS[name].build(*operands)
 
 
 class StabilizePattern(RewritePattern):
@@ -62,15 +57,19 @@ class StabilizePattern(RewritePattern):
             self.stats.add(self.counter)
         return True
 
-    def emit(self, rewriter, op, name: str, *operands):
-        return insert(rewriter, op, _build(name, *operands))
+    @contextmanager
+    def before(self, rewriter, op):
+        """The rewriter (an ``irc.builder.Builder``) inserting before ``op``, at its location."""
+        with rewriter.at(op), rewriter.located(op.loc):
+            yield rewriter
 
-    def softplus(self, rewriter, op, y):
-        """``maximumf(y, 0) + log1p(exp(-|y|))``, built before ``op``."""
-        zero = constant_like(rewriter, op, y, 0.0)
-        tail = self.emit(rewriter, op, "math.log1p", self.emit(rewriter, op, "math.exp", self.emit(
-            rewriter, op, "arith.negf", self.emit(rewriter, op, "math.absf", y))))
-        return self.emit(rewriter, op, "arith.addf", self.emit(rewriter, op, "arith.maximumf", y, zero), tail)
+    @staticmethod
+    def softplus(b, y):
+        """``maximumf(y, 0) + log1p(exp(-|y|))``, built by ``b``."""
+        y = b.wrap(y)
+        zero = b.full_like(y, 0.0)
+        tail = (-y.abs()).exp().log1p()
+        return y.maximum(zero) + tail
 
 
 class LogOfOnePlus(StabilizePattern):
@@ -87,12 +86,15 @@ class LogOfOnePlus(StabilizePattern):
             x = a if _is_number(b, 1.0) else b if _is_number(a, 1.0) else None
             if x is None:
                 return False
-            return self.done(rewriter, op, self.emit(rewriter, op, "math.log1p", x))
+            with self.before(rewriter, op) as b:
+                value = b.wrap(x).log1p()
+            return self.done(rewriter, op, value)
         sub = _defined_by(arg, "arith.subf")
         if sub is None or not _is_number(sub.operands[0], 1.0):
             return False
-        negated = self.emit(rewriter, op, "arith.negf", sub.operands[1])
-        return self.done(rewriter, op, self.emit(rewriter, op, "math.log1p", negated))
+        with self.before(rewriter, op) as b:
+            value = (-b.wrap(sub.operands[1])).log1p()
+        return self.done(rewriter, op, value)
 
 
 def _is_nonpositive_form(value) -> bool:
@@ -111,7 +113,9 @@ class Log1pOfExp(StabilizePattern):
         exp = _defined_by(op.operands[0], "math.exp")
         if exp is None or _is_nonpositive_form(exp.operands[0]):
             return False
-        return self.done(rewriter, op, self.softplus(rewriter, op, exp.operands[0]))
+        with self.before(rewriter, op) as b:
+            value = self.softplus(b, exp.operands[0])
+        return self.done(rewriter, op, value)
 
 
 def _negated(value):
@@ -144,8 +148,9 @@ class LogOfSigmoid(StabilizePattern):
         x = _negated(exp.operands[0]) if exp is not None else None
         if x is None:
             return False
-        y = self.emit(rewriter, op, "arith.negf", x)
-        return self.done(rewriter, op, self.emit(rewriter, op, "arith.negf", self.softplus(rewriter, op, y)))
+        with self.before(rewriter, op) as b:
+            value = -self.softplus(b, -b.wrap(x))
+        return self.done(rewriter, op, value)
 
 
 class ExpMinusOne(StabilizePattern):
@@ -166,7 +171,9 @@ class ExpMinusOne(StabilizePattern):
         exp = _defined_by(e, "math.exp") if e is not None else None
         if exp is None:
             return False
-        return self.done(rewriter, op, self.emit(rewriter, op, "math.expm1", exp.operands[0]))
+        with self.before(rewriter, op) as b:
+            value = b.wrap(exp.operands[0]).expm1()
+        return self.done(rewriter, op, value)
 
 
 class LogOfSoftmax(StabilizePattern):

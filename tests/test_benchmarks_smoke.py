@@ -63,3 +63,12 @@ def test_autodiff_quick_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "## step" in proc.stdout and "## grad pass speed" in proc.stdout
+
+
+def test_remat_memory_quick_runs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "remat_memory.py"), "--quick", "--model", "mlp-hand"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "| decreasing |" in proc.stdout

@@ -1,6 +1,7 @@
 """Lowering of tensor-level ops to loops over buffers (used by ``tensor-to-loops``).
 
-``builder.py`` is a compact way to emit loop nests; ``bufferize.py`` turns a
+Loop nests are built with the public ``irc.builder.Builder`` (``for_``, ``nest``, ``load``,
+``store``, ``flat`` and ``V`` operators for index arithmetic); ``bufferize.py`` turns a
 tensor function into one over memrefs; one module per family of ops says how
 that family becomes ``scf.for`` nests of scalar ``arith``/``math`` and
 ``memref.load``/``memref.store``, registered in ``LOWERINGS`` by op name.

@@ -49,7 +49,7 @@ def lower_matmul_blas(ctx, op, inputs, output) -> None:
                                   "function_type": TypeAttr(FunctionType([dynamic] * 3, []))},
                       regions=[Region()])  # a declaration: no body
         module.body.prepend(decl)
-    views = [lb.view(buf, 0, dynamic, [lb.dim(buf, 0), lb.dim(buf, 1)]) for buf in (*inputs, output)]
+    views = [lb.view(buf, 0, dynamic, [lb.dim(buf, 0), lb.dim(buf, 1)]).value for buf in (*inputs, output)]
     call = CallOp.build(symbol, views, [])
     call.attributes["nocapture"] = UnitAttr()  # gemm keeps no pointer: plan-memory may reuse the buffers
     lb.insert(call)

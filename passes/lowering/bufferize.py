@@ -19,19 +19,19 @@ new memory at all.
 Each op is lowered by the function registered for its name in
 ``irc.passes.lowering.LOWERINGS``: ``lower(ctx, op, inputs, output)``, where
 ``inputs`` are the operand buffers (or scalar values) and ``output`` the result
-buffer to fill.  ``ctx.lb`` is a LoopBuilder at the op's position.
+buffer to fill.  ``ctx.lb`` is an ``irc.builder.Builder`` before the op, at its location,
+reusing constants (``reuse_constants``), so index arithmetic reads ``(i * n + j)``.
 """
 
 from __future__ import annotations
 
 from irc.attributes import TypeAttr
+from irc.builder import Builder
 from irc.diagnostics import IRError
-from irc.rewriter import Builder
 from irc.types import FunctionType, MemRefType, TensorType, index
 from irc.values import OpResult
 
 from . import LOWERINGS, blas
-from .builder import LoopBuilder
 
 # Ops whose result may share its operand's buffer (no copy): they only re-read it.
 VIEW_OPS = frozenset({"tensor.reshape"})
@@ -42,16 +42,16 @@ def memref_of(t: TensorType) -> MemRefType:
 
 
 class LoweringContext:
-    """What a lowering function gets besides its op: a LoopBuilder and the function's buffers."""
+    """What a lowering function gets besides its op: a builder and the function's buffers."""
 
-    def __init__(self, lb: LoopBuilder, bufferizer: Bufferizer):
+    def __init__(self, lb: Builder, bufferizer: Bufferizer):
         self.lb = lb
         self.bufferizer = bufferizer
         self.options = bufferizer.options
 
     def temporary(self, type: MemRefType, sizes=()) -> object:
         """A scratch buffer freed after the op being lowered (planned like any other)."""
-        buf = self.lb.alloc(type, sizes)
+        buf = self.lb.alloc(type, sizes).value
         self.bufferizer.scratch.append(buf)
         return buf
 
@@ -152,10 +152,10 @@ class Bufferizer:
             raise IRError(f"tensor-to-loops: '{op.name}' must have one result", op.loc)
         result = op.results[0]
         position = self.position[op]
-        lb = LoopBuilder(Builder().before_op(op), op.loc)
+        lb = _builder(op)
         inputs = [self.buffers[v] if isinstance(v.type, TensorType) else v for v in op.operands]
         if op.name in VIEW_OPS and result not in destination:
-            output = lb.view(inputs[0], 0, memref_of(result.type), list(op.operands[1:]))
+            output = lb.view(inputs[0], 0, memref_of(result.type), list(op.operands[1:])).value
             self.roots[output] = self.roots[inputs[0]]
         else:
             output = destination.get(result) or self._in_place(op, inputs, position) \
@@ -172,12 +172,12 @@ class Bufferizer:
         op.parent.insert_before(new, op)
         op.results[0].replace_all_uses_with(new.results[0])
 
-    def _allocate(self, lb: LoopBuilder, result, op):
+    def _allocate(self, lb: Builder, result, op):
         t = memref_of(result.type)
         if not t.has_static_shape:
             raise IRError(f"tensor-to-loops: the result {result.type} of '{op.name}' has dynamic "
                           "dimensions; specialise shapes first (irc.compile does)", op.loc)
-        buf = lb.alloc(t)
+        buf = lb.alloc(t).value
         self.owned.add(buf)
         return buf
 
@@ -220,7 +220,7 @@ class Bufferizer:
     def _finish_return(self, ret, outputs: dict) -> None:
         from irc.dialects.memref import CopyOp
 
-        lb = LoopBuilder(Builder().before_op(ret), ret.loc)
+        lb = _builder(ret)
         scalars = []
         for k, v in enumerate(list(ret.operands)):
             if k not in outputs:
@@ -231,6 +231,11 @@ class Bufferizer:
             lb.insert(_dealloc(root, ret.loc))
         self.owned.clear()
         ret.set_operands(scalars)
+
+
+def _builder(op) -> Builder:
+    """A builder that inserts before ``op``, at its location, reusing index constants."""
+    return Builder(loc=op.loc, reuse_constants=True).before_op(op)
 
 
 def _dealloc(buf, loc):

@@ -16,10 +16,10 @@ tolerance scaled by C*KH*KW; integers exactly.
 
 from __future__ import annotations
 
+from irc.builder import Builder
 from irc.types import MemRefType
 
 from . import lowering
-from .builder import LoopBuilder
 from .matmul import Gemm
 from .movement import fill
 
@@ -40,44 +40,44 @@ def lower_conv2d(ctx, op, inputs, output) -> None:
     fx, fw, fout = lb.flat(x), lb.flat(w), lb.flat(output)
     direct = kh == kw == 1 and stride == [1, 1] and padding == [0, 0]
     if direct:
-        with lb.loop(0, n) as image:
-            gemm.emit(fw, lb.index(0), fx, lb.mul(image.iv, c * h * wd), fout, lb.mul(image.iv, o * positions))
+        with lb.for_(0, n) as image:
+            gemm.emit(fw, lb.index(0), fx, image.iv * (c * h * wd), fout, image.iv * (o * positions))
         return
     cols = ctx.temporary(MemRefType([depth * positions], x.type.element_type))
     if depth:
         fill(lb, cols, lb.const(0, x.type.element_type))
-    with lb.loop(0, n) as image:
+    with lb.for_(0, n) as image:
         if depth:
             _im2col(lb, fx, image.iv, cols, (c, h, wd), (kh, kw), (ho, wo), stride, padding)
-        gemm.emit(fw, lb.index(0), cols, lb.index(0), fout, lb.mul(image.iv, o * positions))
+        gemm.emit(fw, lb.index(0), cols, lb.index(0), fout, image.iv * (o * positions))
 
 
-def _im2col(lb: LoopBuilder, x, image, cols, chw, kernel, out_hw, stride, padding) -> None:
+def _im2col(lb: Builder, x, image, cols, chw, kernel, out_hw, stride, padding) -> None:
     """cols[((ci*KH + i)*KW + j) * Ho*Wo + oh*Wo + ow] = x[image, ci, oh*sh + i - ph, ow*sw + j - pw]
     for every in-bounds input position (the rest stay zero)."""
     c, h, wd = chw
     kh, kw = kernel
     ho, wo = out_hw
     (sh, sw), (ph, pw) = stride, padding
-    with lb.loop(0, c) as ci, lb.loop(0, kh) as i, lb.loop(0, kw) as j:
-        tap = lb.add(lb.mul(lb.add(lb.mul(ci.iv, kh), i.iv), kw), j.iv)
+    with lb.for_(0, c) as ci, lb.for_(0, kh) as i, lb.for_(0, kw) as j:
+        tap = (ci.iv * kh + i.iv) * kw + j.iv
         oh_lo, oh_hi = _valid_range(lb, i.iv, sh, ph, h, ho)
         ow_lo, ow_hi = _valid_range(lb, j.iv, sw, pw, wd, wo)
-        plane = lb.mul(lb.add(lb.mul(image, c), ci.iv), h * wd)
+        plane = (image * c + ci.iv) * (h * wd)
         shift_h = lb.op("arith.subi", i.iv, lb.index(ph))
         shift_w = lb.op("arith.subi", j.iv, lb.index(pw))
-        with lb.loop(oh_lo, oh_hi) as oh:
-            src_row = lb.add(plane, lb.mul(lb.add(lb.mul(oh.iv, sh), shift_h), wd))
-            dst_row = lb.add(lb.mul(tap, ho * wo), lb.mul(oh.iv, wo))
-            with lb.loop(ow_lo, ow_hi) as ow:
-                value = lb.load(x, [lb.add(src_row, lb.add(lb.mul(ow.iv, sw), shift_w))])
-                lb.store(value, cols, [lb.add(dst_row, ow.iv)])
+        with lb.for_(oh_lo, oh_hi) as oh:
+            src_row = plane + (oh.iv * sh + shift_h) * wd
+            dst_row = tap * (ho * wo) + oh.iv * wo
+            with lb.for_(ow_lo, ow_hi) as ow:
+                value = lb.load(x, [src_row + (ow.iv * sw + shift_w)])
+                lb.store(value, cols, [dst_row + ow.iv])
 
 
-def _valid_range(lb: LoopBuilder, tap, stride: int, pad: int, size: int, out: int):
+def _valid_range(lb: Builder, tap, stride: int, pad: int, size: int, out: int):
     """The output positions p in [lo, hi) whose input p*stride + tap - pad lies in [0, size)."""
     first = lb.op("arith.ceildivsi", lb.op("arith.subi", lb.index(pad), tap), lb.index(stride))
     last = lb.op("arith.floordivsi", lb.op("arith.subi", lb.index(size - 1 + pad), tap), lb.index(stride))
     lo = lb.op("arith.maxsi", first, lb.index(0))
-    hi = lb.op("arith.minsi", lb.add(last, 1), lb.index(out))
+    hi = lb.op("arith.minsi", last + 1, lb.index(out))
     return lo, hi

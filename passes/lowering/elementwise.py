@@ -18,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 
 from irc.attributes import DenseAttr
+from irc.builder import Builder
 from irc.types import FloatType, MemRefType, f64, i64
 
 from . import lowering
-from .builder import LoopBuilder
 
 UNROLL = 16
 """Independent accumulators in the innermost loop of a trailing reduction."""
@@ -48,13 +48,13 @@ def accumulator_type(kind: str, elem):
     return f64 if isinstance(elem, FloatType) and kind in ("sum", "prod", "mean") else elem
 
 
-def _body_at(lb: LoopBuilder, op, inputs, indices_for) -> object:
+def _body_at(lb: Builder, op, inputs, indices_for) -> object:
     """The body of ``op`` at one point: each operand loaded at ``indices_for(its map)``, then
     the cloned scalar ops; returns the value the body yields."""
     body = op.body
     value_map = {}
     for arg, buf, m in zip(body.args, inputs, op.maps):
-        value_map[arg] = lb.load(buf, indices_for(m)) if isinstance(buf.type, MemRefType) else buf
+        value_map[arg] = lb.load(buf, indices_for(m)).value if isinstance(buf.type, MemRefType) else buf
     for inner in body.ops:
         if inner is body.terminator:
             break
@@ -63,7 +63,7 @@ def _body_at(lb: LoopBuilder, op, inputs, indices_for) -> object:
     return value_map.get(yielded, yielded)
 
 
-def _element(lb: LoopBuilder, op, inputs, domain_ivs) -> object:
+def _element(lb: Builder, op, inputs, domain_ivs) -> object:
     """The body at the domain point ``domain_ivs`` (broadcast dimensions read index 0)."""
     return _body_at(lb, op, inputs, lambda m: [domain_ivs[d] if d >= 0 else 0 for d in m])
 
@@ -79,14 +79,14 @@ def lower_fused(ctx, op, inputs, output) -> None:
     if all(not isinstance(b.type, MemRefType) or list(m) == identity for b, m in zip(inputs, op.maps)):
         flat = [lb.flat(b) if isinstance(b.type, MemRefType) else b for b in inputs]
         out = lb.flat(output)
-        with lb.loop(0, lb.dim(out, 0), parallel=True) as loop:
+        with lb.for_(0, lb.dim(out, 0), parallel=True) as loop:
             lb.store(_body_at(lb, op, flat, lambda m: [loop.iv]), out, [loop.iv])
         return
     with lb.nest([lb.dim(output, d) for d in range(rank)], parallel=True) as ivs:
         lb.store(_element(lb, op, inputs, ivs), output, ivs)
 
 
-def _domain_sizes(lb: LoopBuilder, op, inputs, output):
+def _domain_sizes(lb: Builder, op, inputs, output):
     sizes = []
     declared = op.declared_domain
     for d in range(op.domain_rank):
@@ -113,7 +113,7 @@ def _lower_reduction(ctx, op, inputs, output) -> None:
     kept = [d for d in range(rank) if d not in axes]
     count = 1
     for d in axes:
-        count = lb.mul(count, sizes[d]) if count != 1 else sizes[d]
+        count = count * sizes[d] if count != 1 else sizes[d]
 
     def widen(v):
         return v if v.type is acc_t else lb.op("arith.extf", v, result=acc_t)
@@ -159,7 +159,7 @@ def _reduce_loops(lb, op, inputs, sizes, axes, ivs, accs, combine, widen):
     *outer_axes, last = axes
     if outer_axes:
         d = outer_axes[0]
-        with lb.loop(0, sizes[d], inits=accs) as loop:
+        with lb.for_(0, sizes[d], inits=accs) as loop:
             ivs = {**ivs, d: loop.iv}
             loop.yield_(*_reduce_loops(lb, op, inputs, sizes, outer_axes[1:] + [last], ivs, loop.args,
                                        combine, widen))
@@ -167,15 +167,15 @@ def _reduce_loops(lb, op, inputs, sizes, axes, ivs, accs, combine, widen):
     n = sizes[last]
     u = len(accs)
     main = lb.op("arith.muli", lb.op("arith.divui", n, lb.index(u)), lb.index(u))
-    with lb.loop(0, main, u, inits=accs) as loop:
+    with lb.for_(0, main, u, inits=accs) as loop:
         new = []
         for k, acc in enumerate(loop.args):
-            point = {**ivs, last: lb.add(loop.iv, k) if k else loop.iv}
+            point = {**ivs, last: loop.iv + k if k else loop.iv}
             v = widen(_element(lb, op, inputs, [point[d] for d in range(op.domain_rank)]))
             new.append(lb.op(combine, acc, v))
         loop.yield_(*new)
     accs = loop.results
-    with lb.loop(main, n, inits=[accs[0]]) as tail:
+    with lb.for_(main, n, inits=[accs[0]]) as tail:
         point = {**ivs, last: tail.iv}
         v = widen(_element(lb, op, inputs, [point[d] for d in range(op.domain_rank)]))
         tail.yield_(lb.op(combine, tail.args[0], v))
@@ -191,7 +191,7 @@ def lower_constant(ctx, op, inputs, output) -> None:
     if isinstance(attr, DenseAttr) and attr.is_splat:
         value = lb.const(attr.array.flat[0].item(), elem)
         flat = lb.flat(output)
-        with lb.loop(0, lb.dim(flat, 0), parallel=True) as loop:
+        with lb.for_(0, lb.dim(flat, 0), parallel=True) as loop:
             lb.store(value, flat, [loop.iv])
         return
     flat = lb.flat(output)

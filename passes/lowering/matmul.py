@@ -38,10 +38,10 @@ with the compiled code exactly.  Integers wrap, so they equal numpy's exactly.
 
 from __future__ import annotations
 
+from irc.builder import Builder
 from irc.types import FloatType, MemRefType
 
 from . import lowering
-from .builder import LoopBuilder
 
 KC = 256
 """Depth of a packed panel: KC x NR elements of B stay in L1 during a micro-kernel."""
@@ -72,7 +72,7 @@ class Gemm:
 
     def __init__(self, ctx, elem, m: int, n: int, k: int):
         self.ctx = ctx
-        self.lb: LoopBuilder = ctx.lb
+        self.lb: Builder = ctx.lb
         self.elem = elem
         self.m, self.n, self.k = m, n, k
         self.mr, self.nr = tile_sizes(elem)
@@ -100,13 +100,13 @@ class Gemm:
         self.a, self.b, self.c = a, b, c
         self.a_off, self.b_off, self.c_off = a_off, b_off, c_off
         m, n, k = self.m, self.n, self.k
-        with lb.loop(0, m * n) as loop:
-            lb.store(self.zero, c, [lb.add(c_off, loop.iv)])
+        with lb.for_(0, m * n) as loop:
+            lb.store(self.zero, c, [c_off + loop.iv])
         if k == 0:
             return
         n_main = n - n % self.nr
         if n_main:
-            with lb.loop(0, n_main, self.nc) as jc:
+            with lb.for_(0, n_main, self.nc) as jc:
                 nc = self._min(self.nc, self._sub(n_main, jc.iv))
                 self._column_block(jc.iv, nc, self.nr)
         if n % self.nr:
@@ -116,52 +116,52 @@ class Gemm:
         """Columns jc..jc+nc of C (a multiple of ``nr``) over all of K and M."""
         lb = self.lb
         m_main = self.m - self.m % self.mr
-        with lb.loop(0, self.k, self.kc) as pc:
+        with lb.for_(0, self.k, self.kc) as pc:
             kc = self._min(self.kc, self._sub(self.k, pc.iv))
             self._pack(pc.iv, kc, jc, nc, nr)
             panels = lb.op("arith.divui", nc, lb.index(nr))
             if m_main:
-                with lb.loop(0, m_main, MC) as ic:
+                with lb.for_(0, m_main, MC) as ic:
                     mc = self._min(MC, self._sub(m_main, ic.iv))
-                    with lb.loop(0, panels) as jr:
-                        with lb.loop(0, mc, self.mr) as ir:
-                            self._kernel(lb.add(ic.iv, ir.iv), jc, jr.iv, pc.iv, kc, self.mr, nr)
+                    with lb.for_(0, panels) as jr:
+                        with lb.for_(0, mc, self.mr) as ir:
+                            self._kernel(ic.iv + ir.iv, jc, jr.iv, pc.iv, kc, self.mr, nr)
             if self.m % self.mr:
-                with lb.loop(0, panels) as jr:
+                with lb.for_(0, panels) as jr:
                     self._kernel(lb.index(m_main), jc, jr.iv, pc.iv, kc, self.m % self.mr, nr)
 
     def _pack(self, pc, kc, jc, nc, nr: int) -> None:
         """packed[jr*kc*nr + p*nr + j] = B[pc+p, jc + jr*nr + j]: each panel contiguous, k-major."""
         lb = self.lb
         panels = lb.op("arith.divui", nc, lb.index(nr))
-        with lb.loop(0, kc) as p:
-            src_row = lb.add(self.b_off, lb.add(lb.mul(lb.add(pc, p.iv), self.n), jc))
-            with lb.loop(0, panels) as jr:
-                src = lb.add(src_row, lb.mul(jr.iv, nr))
-                dst = lb.add(lb.mul(lb.mul(jr.iv, kc), nr), lb.mul(p.iv, nr))
+        with lb.for_(0, kc) as p:
+            src_row = self.b_off + ((pc + p.iv) * self.n + jc)
+            with lb.for_(0, panels) as jr:
+                src = src_row + jr.iv * nr
+                dst = jr.iv * kc * nr + p.iv * nr
                 for j in range(nr):
-                    lb.store(lb.load(self.b, [lb.add(src, j)]), self.packed, [lb.add(dst, j)])
+                    lb.store(lb.load(self.b, [src + j]), self.packed, [dst + j])
 
     def _kernel(self, row, jc, jr, pc, kc, mr: int, nr: int) -> None:
         """C[row:row+mr, col:col+nr] += A[row:row+mr, pc:pc+kc] @ panel jr, in registers."""
         lb = self.lb
-        col = lb.add(jc, lb.mul(jr, nr))
-        c_rows = [lb.add(self.c_off, lb.add(lb.mul(lb.add(row, r), self.n), col)) for r in range(mr)]
-        a_rows = [lb.add(self.a_off, lb.add(lb.mul(lb.add(row, r), self.k), pc)) for r in range(mr)]
-        panel = lb.mul(lb.mul(jr, kc), nr)
-        inits = [lb.load(self.c, [lb.add(c_rows[r], j)]) for r in range(mr) for j in range(nr)]
-        with lb.loop(0, kc, inits=inits) as kl:
-            at = lb.add(panel, lb.mul(kl.iv, nr))
-            bs = [lb.load(self.packed, [lb.add(at, j)]) for j in range(nr)]
+        col = jc + jr * nr
+        c_rows = [self.c_off + ((row + r) * self.n + col) for r in range(mr)]
+        a_rows = [self.a_off + ((row + r) * self.k + pc) for r in range(mr)]
+        panel = jr * kc * nr
+        inits = [lb.load(self.c, [c_rows[r] + j]) for r in range(mr) for j in range(nr)]
+        with lb.for_(0, kc, inits=inits) as kl:
+            at = panel + kl.iv * nr
+            bs = [lb.load(self.packed, [at + j]) for j in range(nr)]
             new = []
             for r in range(mr):
-                a = lb.load(self.a, [lb.add(a_rows[r], kl.iv)])
+                a = lb.load(self.a, [a_rows[r] + kl.iv])
                 for j in range(nr):
                     new.append(self._multiply_add(a, bs[j], kl.args[r * nr + j]))
             kl.yield_(*new)
         for r in range(mr):
             for j in range(nr):
-                lb.store(kl.results[r * nr + j], self.c, [lb.add(c_rows[r], j)])
+                lb.store(kl.results[r * nr + j], self.c, [c_rows[r] + j])
 
     def _multiply_add(self, a, b, acc):
         """``acc + a * b``: one fused multiply-add for floats (one rounding), wrapping ops for integers."""
@@ -184,5 +184,5 @@ def lower_matmul(ctx, op, inputs, output) -> None:
     count = 1
     for d in batch:
         count *= d
-    with lb.loop(0, count) as loop:
-        gemm.emit(fa, lb.mul(loop.iv, m * k), fb, lb.mul(loop.iv, k * n), fc, lb.mul(loop.iv, m * n))
+    with lb.for_(0, count) as loop:
+        gemm.emit(fa, loop.iv * (m * k), fb, loop.iv * (k * n), fc, loop.iv * (m * n))

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 
+from irc.builder import Builder
 from irc.types import FloatType, IndexType, i64
 
 from . import lowering
-from .builder import LoopBuilder
 
 TILE = 16
 """Side of the square blocks of a transpose that moves the innermost dimension."""
@@ -36,18 +36,18 @@ def row_major_strides(shape) -> list[int]:
     return strides[::-1]
 
 
-def linear(lb: LoopBuilder, base, ivs, strides):
+def linear(lb: Builder, base, ivs, strides):
     """``base + sum(iv * stride)``, with zero and unit strides folded away."""
     total = base
     for iv, s in zip(ivs, strides):
         if s == 0:
             continue
-        term = iv if s == 1 else lb.mul(iv, s)
-        total = term if isinstance(total, int) and total == 0 else lb.add(total, term)
+        term = iv if s == 1 else iv * s
+        total = term if isinstance(total, int) and total == 0 else total + term
     return lb.index(total)
 
 
-def copy_strided(lb: LoopBuilder, src, src_base, src_strides, dst, dst_base, dst_strides, sizes) -> None:
+def copy_strided(lb: Builder, src, src_base, src_strides, dst, dst_base, dst_strides, sizes) -> None:
     """dst[dst_base + i.dst_strides] = src[src_base + i.src_strides] for every i below ``sizes``
     (flat buffers), after merging the dimensions that are contiguous in both."""
     if math.prod(sizes) == 0:
@@ -100,7 +100,7 @@ def lower_transpose(ctx, op, inputs, output) -> None:
     _tiled_transpose(lb, src, dst, sizes_strides, inner[0])
 
 
-def _tiled_transpose(lb: LoopBuilder, src, dst, dims, q: int) -> None:
+def _tiled_transpose(lb: Builder, src, dst, dims, q: int) -> None:
     """Copy where output dimension ``q`` is the source's contiguous one and the last output
     dimension is the destination's: tile both so reads and writes each use whole lines."""
     last = len(dims) - 1
@@ -109,10 +109,10 @@ def _tiled_transpose(lb: LoopBuilder, src, dst, dims, q: int) -> None:
         src_base = linear(lb, 0, outer_ivs, [dims[d][1] for d in outer])
         dst_base = linear(lb, 0, outer_ivs, [dims[d][2] for d in outer])
         nq, nl = dims[q][0], dims[last][0]
-        with lb.loop(0, nq, TILE, parallel=not outer) as tq, lb.loop(0, nl, TILE) as tl:
-            q_end = lb.op("arith.minsi", lb.add(tq.iv, TILE), lb.index(nq))
-            l_end = lb.op("arith.minsi", lb.add(tl.iv, TILE), lb.index(nl))
-            with lb.loop(tq.iv, q_end) as i, lb.loop(tl.iv, l_end) as j:
+        with lb.for_(0, nq, TILE, parallel=not outer) as tq, lb.for_(0, nl, TILE) as tl:
+            q_end = lb.op("arith.minsi", tq.iv + TILE, lb.index(nq))
+            l_end = lb.op("arith.minsi", tl.iv + TILE, lb.index(nl))
+            with lb.for_(tq.iv, q_end) as i, lb.for_(tl.iv, l_end) as j:
                 ivs = [i.iv, j.iv]
                 value = lb.load(src, [linear(lb, src_base, ivs, [dims[q][1], dims[last][1]])])
                 lb.store(value, dst, [linear(lb, dst_base, ivs, [dims[q][2], dims[last][2]])])
@@ -173,9 +173,9 @@ def lower_pad(ctx, op, inputs, output) -> None:
     copy_strided(lb, lb.flat(inputs[0]), 0, row_major_strides(shape), dst, base, out_strides, shape)
 
 
-def fill(lb: LoopBuilder, flat, value) -> None:
+def fill(lb: Builder, flat, value) -> None:
     """Every element of the flat buffer ``flat`` becomes ``value``."""
-    with lb.loop(0, lb.dim(flat, 0), parallel=True) as loop:
+    with lb.for_(0, lb.dim(flat, 0), parallel=True) as loop:
         lb.store(value, flat, [loop.iv])
 
 
@@ -184,7 +184,7 @@ def lower_reshape(ctx, op, inputs, output) -> None:
     """A reshape that must land in its own buffer (a returned value): a flat copy."""
     lb = ctx.lb
     src, dst = lb.flat(inputs[0]), lb.flat(output)
-    with lb.loop(0, lb.dim(dst, 0), parallel=True) as loop:
+    with lb.for_(0, lb.dim(dst, 0), parallel=True) as loop:
         lb.store(lb.load(src, [loop.iv]), dst, [loop.iv])
 
 
@@ -202,14 +202,14 @@ def lower_iota(ctx, op, inputs, output) -> None:
     dst = lb.flat(output)
     if outer * n * inner == 0:
         return
-    with lb.loop(0, outer, parallel=True) as o, lb.loop(0, n) as t:
+    with lb.for_(0, outer, parallel=True) as o, lb.for_(0, n) as t:
         value = index_to(lb, t.iv, elem)
-        base = lb.mul(lb.add(lb.mul(o.iv, n), t.iv), inner)
-        with lb.loop(0, inner) as j:
-            lb.store(value, dst, [lb.add(base, j.iv)])
+        base = (o.iv * n + t.iv) * inner
+        with lb.for_(0, inner) as j:
+            lb.store(value, dst, [base + j.iv])
 
 
-def index_to(lb: LoopBuilder, value, elem):
+def index_to(lb: Builder, value, elem):
     """An index as ``elem``, as numpy's int64 ``astype`` does it: integers wrap, floats round once."""
     if isinstance(elem, IndexType):
         return value

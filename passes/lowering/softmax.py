@@ -37,10 +37,10 @@ import math
 
 import numpy as np
 
+from irc.builder import Builder
 from irc.types import MemRefType, f64
 
 from . import lowering
-from .builder import LoopBuilder
 
 UNROLL = 32
 """Independent f64 accumulators of the sum along a contiguous row: each step is two AVX-512
@@ -59,20 +59,20 @@ def lower_softmax(ctx, op, inputs, output) -> None:
     log = op.name == "tensor.log_softmax"
     x, out = lb.flat(inputs[0]), lb.flat(output)
     if inner == 1:
-        with lb.loop(0, outer, parallel=True) as row:  # rows are independent
-            _row(lb, x, out, lb.mul(row.iv, n), n, log)
+        with lb.for_(0, outer, parallel=True) as row:  # rows are independent
+            _row(lb, x, out, row.iv * n, n, log)
     else:
         elem = output.type.element_type
         top = ctx.temporary(MemRefType([inner], elem))
         total = ctx.temporary(MemRefType([inner], f64))
-        with lb.loop(0, outer) as row:
-            _strided_rows(lb, x, out, lb.mul(row.iv, n * inner), n, inner, top, total, log)
+        with lb.for_(0, outer) as row:
+            _strided_rows(lb, x, out, row.iv * (n * inner), n, inner, top, total, log)
 
 
 class _Math:
     """The scalar steps shared by both layouts, for one element type."""
 
-    def __init__(self, lb: LoopBuilder, elem):
+    def __init__(self, lb: Builder, elem):
         self.lb = lb
         self.elem = elem
 
@@ -99,16 +99,16 @@ class _Math:
         return lb.op("arith.divf", lb.const(1.0, f64), total)
 
 
-def _row(lb: LoopBuilder, x, out, base, n: int, log: bool) -> None:
+def _row(lb: Builder, x, out, base, n: int, log: bool) -> None:
     """One contiguous row x[base:base+n] -> out[base:base+n]."""
     elem = x.type.element_type
     fm = _Math(lb, elem)
 
     def at(i):
-        return lb.add(base, i)
+        return base + i
 
     # max is exactly associative, so LLVM's loop vectoriser splits this one accumulator itself.
-    with lb.loop(0, n, inits=[lb.const(-np.inf, elem)]) as loop:
+    with lb.for_(0, n, inits=[lb.const(-np.inf, elem)]) as loop:
         loop.yield_(lb.op("arith.maximumf", loop.args[0], lb.load(x, [at(loop.iv)])))
     top = loop.results[0]
 
@@ -124,7 +124,7 @@ def _row(lb: LoopBuilder, x, out, base, n: int, log: bool) -> None:
 
     total = _sum(lb, n, exp_terms)
     scale = fm.scale(total, log)
-    with lb.loop(0, n) as i:
+    with lb.for_(0, n) as i:
         where = at(i.iv)
         if log:
             lb.store(fm.finish(lb.load(x, [where]), top, None, scale, True), out, [where])
@@ -132,19 +132,19 @@ def _row(lb: LoopBuilder, x, out, base, n: int, log: bool) -> None:
             lb.store(fm.finish(None, top, lb.load(out, [where]), scale, False), out, [where])
 
 
-def _sum(lb: LoopBuilder, n: int, terms):
+def _sum(lb: Builder, n: int, terms):
     """The f64 sum of ``terms(indices)`` over i below ``n``: UNROLL accumulators, a tail,
     then the accumulators added in order (see the module docstring for why not a tree)."""
     main = n - n % UNROLL
     zero = lb.const(0.0, f64)
     accs = [zero] * UNROLL
     if main:
-        with lb.loop(0, main, UNROLL, inits=accs) as loop:
-            values = terms([lb.add(loop.iv, k) if k else loop.iv for k in range(UNROLL)])
+        with lb.for_(0, main, UNROLL, inits=accs) as loop:
+            values = terms([loop.iv + k if k else loop.iv for k in range(UNROLL)])
             loop.yield_(*[lb.op("arith.addf", acc, v) for acc, v in zip(loop.args, values)])
         accs = loop.results
     if n % UNROLL:
-        with lb.loop(main, n, inits=[accs[0]]) as tail:
+        with lb.for_(main, n, inits=[accs[0]]) as tail:
             tail.yield_(lb.op("arith.addf", tail.args[0], terms([tail.iv])[0]))
         accs = [tail.results[0], *accs[1:]]
     total = accs[0]
@@ -153,34 +153,34 @@ def _sum(lb: LoopBuilder, n: int, terms):
     return total
 
 
-def _strided_rows(lb: LoopBuilder, x, out, base, n: int, inner: int, top, total, log: bool) -> None:
+def _strided_rows(lb: Builder, x, out, base, n: int, inner: int, top, total, log: bool) -> None:
     """``inner`` interleaved rows (x[base + t*inner + j] for t below n) at once, a whole
     contiguous line of ``inner`` elements per step, with the running max and sum in scratch."""
     elem = x.type.element_type
     fm = _Math(lb, elem)
     lowest, zero = lb.const(-np.inf, elem), lb.const(0.0, f64)
-    with lb.loop(0, inner) as j:
+    with lb.for_(0, inner) as j:
         lb.store(lowest, top, [j.iv])
         lb.store(zero, total, [j.iv])
-    with lb.loop(0, n) as t:
-        line = lb.add(base, lb.mul(t.iv, inner))
-        with lb.loop(0, inner) as j:
+    with lb.for_(0, n) as t:
+        line = base + t.iv * inner
+        with lb.for_(0, inner) as j:
             m = lb.load(top, [j.iv])
-            lb.store(lb.op("arith.maximumf", m, lb.load(x, [lb.add(line, j.iv)])), top, [j.iv])
-    with lb.loop(0, n) as t:
-        line = lb.add(base, lb.mul(t.iv, inner))
-        with lb.loop(0, inner) as j:
-            where = lb.add(line, j.iv)
+            lb.store(lb.op("arith.maximumf", m, lb.load(x, [line + j.iv])), top, [j.iv])
+    with lb.for_(0, n) as t:
+        line = base + t.iv * inner
+        with lb.for_(0, inner) as j:
+            where = line + j.iv
             e = fm.exp_shifted(lb.load(x, [where]), lb.load(top, [j.iv]))
             if not log:
                 lb.store(e, out, [where])
             lb.store(lb.op("arith.addf", lb.load(total, [j.iv]), fm.wide(e)), total, [j.iv])
-    with lb.loop(0, inner) as j:
+    with lb.for_(0, inner) as j:
         lb.store(fm.scale(lb.load(total, [j.iv]), log), total, [j.iv])
-    with lb.loop(0, n) as t:
-        line = lb.add(base, lb.mul(t.iv, inner))
-        with lb.loop(0, inner) as j:
-            where = lb.add(line, j.iv)
+    with lb.for_(0, n) as t:
+        line = base + t.iv * inner
+        with lb.for_(0, inner) as j:
+            where = line + j.iv
             scale = lb.load(total, [j.iv])
             if log:
                 value = fm.finish(lb.load(x, [where]), lb.load(top, [j.iv]), None, scale, True)

@@ -585,6 +585,17 @@ def describe_graph(func) -> None:
             print(f"  {op.name} {shapes} (operands from {', '.join(producers)})")
 
 
+def irc_products(pairs, blas: bool | None):
+    """A compiled ``@products(a0, b0, a1, b1, ...) -> (a0 @ b0, a1 @ b1, ...)`` for these arrays."""
+    b = Builder()
+    module = b.module()
+    types = [tensor_t(*a.shape) for pair in pairs for a in pair]
+    with b.function(module, "products", types) as args:
+        b.ret(*[x @ y for x, y in zip(args[0::2], args[1::2])])
+    options = {} if blas is None else {"blas": blas}
+    return irc.compile(module, cache_dir=tc.IRC_CACHE, **tc.irc_single_thread(), **options).products
+
+
 def profile(net: Net, repeat: int) -> None:
     """What the fused graph holds, and the time of the step's parts: forward, gradient, update, GEMM floor."""
     print(f"\n### profile of irc's step ({net.title()})")
@@ -623,6 +634,22 @@ def profile(net: Net, repeat: int) -> None:
     parts["numpy sgemm: the forward's matmuls"] = gemms("forward")
     parts["numpy sgemm: the backward's (h.T @ dz, dz @ w.T)"] = gemms("backward")
     parts["numpy sgemm: all the step's matmuls"] = gemms("forward backward")
+    # The same products with their transposed operands copied beforehand: GEMM rate alone, per library.
+    pairs = [(h, w) for h, w in zip(hidden, ws)] + [(np.ascontiguousarray(h.T), d) for h, d in zip(hidden, dz)] \
+        + [(d, np.ascontiguousarray(w.T)) for d, w in zip(dz[1:], ws[1:])]
+    flat = [a for pair in pairs for a in pair]
+    for blas in (None, False):
+        gemm = "BLAS path" if blas is None else "native GEMM"
+        parts[f"irc {gemm}: all the step's matmuls, transposes copied before"] = functools.partial(
+            irc_products(pairs, blas), *flat)
+    try:
+        jax = tc.peer("jax")
+        products = jax.jit(lambda *ops: [a @ b for a, b in zip(ops[0::2], ops[1::2])])
+        on_device = [jax.device_put(a) for a in flat]
+        parts["jax.jit: all the step's matmuls, transposes copied before"] = \
+            lambda: jax.block_until_ready(products(*on_device))
+    except tc.Missing:
+        pass
     for fn in parts.values():
         fn()
     times = {k: [] for k in parts}
@@ -631,7 +658,14 @@ def profile(net: Net, repeat: int) -> None:
             t = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t)
-    print(tc.table(("part", "median ms"), [(k, tc.fmt_ms(statistics.median(v))) for k, v in times.items()]))
+    flops = {"forward": 2.0 * sum(net.batch * a * c for a, c in zip(net.dims, net.dims[1:]))}
+    rows = []
+    for k, v in times.items():
+        med = statistics.median(v)
+        work = flops["forward"] if "forward" in k else net.flops() - flops["forward"] if "backward's" in k \
+            else net.flops()
+        rows.append((k, tc.fmt_ms(med), f"{work / med / 1e9:.1f}"))
+    print(tc.table(("part", "median ms", "GFLOP/s of its matmuls"), rows))
 
 
 # ---- memory: planned peak and RSS of the 32-layer step ---------------------------------------------------

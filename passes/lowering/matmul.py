@@ -26,9 +26,10 @@ Arithmetic: floats accumulate in the element type, in k order, one
 ``math.fma`` per term (one rounding: ``llvm.fma``, a single instruction on
 every x86-64 CPU with FMA3 and on AArch64), starting from zero, exactly what
 ``for k: c = fma(a, b, c)`` does; so every element is the correctly rounded
-sequence of K f32 (or f64) fused steps.  A separate multiply and add use half
-of a core's FMA units: on Zen 4 the kernel ran at 66 GFLOP/s that way and at
-95-100 with fma (``benchmarks/autodiff.py``'s profile notes).  The
+sequence of K f32 (or f64) fused steps.  A separate multiply and add keep
+the FMA units half busy: ``benchmarks/tensor_cpu.py --only matmul`` (1024^3
+f32, 2026-11-24, AMD EPYC that LLVM calls znver4) measured 72.2 GFLOP/s with
+them and 96.9 with fma (docs/benchmarks.md, the autodiff section).  The
 interpreter's ``np.matmul`` (BLAS: blocked, maybe with FMA) sums in another
 order, so the two agree to within the bound of a K-term sum,
 (K + 1) * eps * (|A| @ |B|) elementwise (what the tests check), not bit for

@@ -210,6 +210,18 @@ class FusedOp(Operation):
 
     # -- semantics: run the body once over whole arrays --------------------------------------------
 
+    # -- derivatives: none; the ops a gradient is made of are gone inside the body -----------
+
+    def vjp(self, b, operands, results, cotangents):
+        raise self.cannot_differentiate()
+
+    def jvp(self, b, operands, results, tangents):
+        raise self.cannot_differentiate()
+
+    def cannot_differentiate(self) -> IRError:
+        return self.error("cannot be differentiated: differentiate before 'fuse-elementwise' "
+                          "(run grad, vjp or jvp on the unfused graph, then fuse the result)")
+
     def interpret(self, interp, args):
         shape = self._runtime_domain(args)
         arrays = [self._expand(a, m, shape) if isinstance(v.type, TensorType) else a

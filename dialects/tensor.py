@@ -52,6 +52,8 @@ from irc.types import (
     numpy_dtype,
 )
 
+from . import tensor_grad as grad
+
 # Folding materialises a constant; above this many elements it is cheaper to compute at run time.
 MAX_FOLD_ELEMENTS = 1 << 20
 
@@ -419,6 +421,12 @@ class BroadcastOp(ShapeOp):
     def build(cls, operand, type: TensorType, sizes=()):
         return super().build(operand, *sizes, type=type)
 
+    def vjp(self, b, x, y, g):
+        return [grad.unbroadcast(b, g[0], x[0]), *[None] * (len(x) - 1)]
+
+    def jvp(self, b, x, y, t):
+        return [b.built(BroadcastOp.build(t[0].value, y[0].type, [s.value for s in x[1:]]))]
+
 
 class ReshapeOp(ShapeOp):
     """``tensor.reshape %a [, %sizes] : tensor<2x6xf32> to tensor<3x4xf32>``, row-major.
@@ -465,6 +473,12 @@ class ReshapeOp(ShapeOp):
     @classmethod
     def build(cls, operand, type: TensorType, sizes=()):
         return super().build(operand, *sizes, type=type)
+
+    def vjp(self, b, x, y, g):
+        return [grad.reshape(b, g[0], x[0].type.shape, b.dynamic_sizes(x[0])), *[None] * (len(x) - 1)]
+
+    def jvp(self, b, x, y, t):
+        return [b.built(ReshapeOp.build(t[0].value, y[0].type, [s.value for s in x[1:]]))]
 
 
 class ReshapeOfReshape(RewritePattern):
@@ -532,6 +546,9 @@ class ReduceOp(ShapeOp):
     def build(cls, operand, axes, keepdims: bool = False):
         return super().build(operand, axes=list(axes), keepdims=keepdims)
 
+    def reduction(self) -> tuple[list[int], bool]:
+        return list(_int_list(self.attributes, "axes")), "keepdims" in self.attributes
+
 
 def _accumulator(a: np.ndarray):
     return np.float64 if a.dtype.kind == "f" else a.dtype
@@ -545,6 +562,12 @@ class ReduceSumOp(ReduceOp):
     example = "%r = tensor.reduce_sum %mat {axes = [1]} : tensor<3x4xf32> to tensor<3xf32>"
     reduce = staticmethod(lambda a, axes, keep, elem: np.sum(a, axis=axes, dtype=_accumulator(a), keepdims=keep))
 
+    def vjp(self, b, x, y, g):
+        return [grad.unreduce(b, g[0], x[0], *self.reduction())]
+
+    def jvp(self, b, x, y, t):
+        return [b.reduce("sum", t[0], *self.reduction())]
+
 
 class ReduceProdOp(ReduceOp):
     """Product over ``axes``; one over an empty axis."""
@@ -553,6 +576,16 @@ class ReduceProdOp(ReduceOp):
     summary = "Product over the given axes."
     example = "%r = tensor.reduce_prod %t {axes = [0], keepdims} : tensor<4xf32> to tensor<1xf32>"
     reduce = staticmethod(lambda a, axes, keep, elem: np.prod(a, axis=axes, dtype=_accumulator(a), keepdims=keep))
+
+    # d prod / d x_i is the product of the other elements, built without dividing by x_i
+    # (exact with zeros): see tensor_grad.others.
+    def vjp(self, b, x, y, g):
+        axes, keep = self.reduction()
+        return [grad.unreduce(b, g[0], x[0], axes, keep) * grad.others(b, x[0], axes)]
+
+    def jvp(self, b, x, y, t):
+        axes, keep = self.reduction()
+        return [b.reduce("sum", t[0] * grad.others(b, x[0], axes), axes, keep)]
 
 
 def _lowest(a: np.ndarray):
@@ -563,7 +596,20 @@ def _highest(a: np.ndarray):
     return np.inf if a.dtype.kind == "f" else np.iinfo(a.dtype).max
 
 
-class ReduceMaxOp(ReduceOp):
+class ExtremeOp(ReduceOp):
+    """Max and min: the gradient goes to the elements equal to the result, shared evenly
+    among ties (arith.maximumf's rule; JAX's too), see tensor_grad.extreme_weights."""
+
+    def vjp(self, b, x, y, g):
+        axes, keep = self.reduction()
+        return [grad.unreduce(b, g[0], x[0], axes, keep) * grad.extreme_weights(b, x[0], y[0], axes, keep)]
+
+    def jvp(self, b, x, y, t):
+        axes, keep = self.reduction()
+        return [b.reduce("sum", t[0] * grad.extreme_weights(b, x[0], y[0], axes, keep), axes, keep)]
+
+
+class ReduceMaxOp(ExtremeOp):
     """Maximum over ``axes`` (integers signed, NaN propagates); -inf or the lowest integer
     over an empty axis, the identity of max, where numpy raises."""
 
@@ -573,7 +619,7 @@ class ReduceMaxOp(ReduceOp):
     reduce = staticmethod(lambda a, axes, keep, elem: np.max(a, axis=axes, keepdims=keep, initial=_lowest(a)))
 
 
-class ReduceMinOp(ReduceOp):
+class ReduceMinOp(ExtremeOp):
     """Minimum over ``axes`` (integers signed, NaN propagates); +inf or the highest integer
     over an empty axis."""
 
@@ -596,6 +642,13 @@ class ReduceMeanOp(ReduceOp):
     example = "%r = tensor.reduce_mean %mat {axes = [0, 1]} : tensor<3x4xf32> to tensor<f32>"
     element_kind = "float"
     reduce = staticmethod(_mean)
+
+    def vjp(self, b, x, y, g):
+        axes, keep = self.reduction()
+        return [grad.unreduce(b, g[0], x[0], axes, keep) / grad.count(b, x[0], axes)]
+
+    def jvp(self, b, x, y, t):
+        return [b.reduce("mean", t[0], *self.reduction())]
 
 
 # ---- matmul and conv2d ----------------------------------------------------------------------------------
@@ -620,7 +673,31 @@ def _matmul(a: np.ndarray, b: np.ndarray, elem: Type) -> np.ndarray:
     return _finish(np.matmul(a, b), elem)
 
 
-class MatmulOp(NaryOp):
+class ProductRules:
+    """The derivatives of matmul and batch_matmul (the last two dimensions are the matrix)."""
+
+    # d(A B) = dA B + A dB;  A-bar = G B^T,  B-bar = A^T G.
+    def vjp(self, b, x, y, g):
+        return [grad.fit(b, self.product(b, g[0], self.swap(b, x[1])), x[0]),
+                grad.fit(b, self.product(b, self.swap(b, x[0]), g[0]), x[1])]
+
+    def jvp(self, b, x, y, t):
+        terms = [self.product(b, t[0], x[1]) if t[0] is not None else None,
+                 self.product(b, x[0], t[1]) if t[1] is not None else None]
+        terms = [grad.fit(b, term, y[0]) for term in terms if term is not None]
+        return [terms[0] + terms[1] if len(terms) == 2 else terms[0]]
+
+    def product(self, b, a, c):
+        return b.tensor_op(self.name, a, c)
+
+    @staticmethod
+    def swap(b, v):
+        """The last two dimensions exchanged."""
+        rank = v.type.rank
+        return b.transpose(v, [*range(rank - 2), rank - 1, rank - 2])
+
+
+class MatmulOp(ProductRules, NaryOp):
     """``tensor.matmul %a, %b : (tensor<MxKxT>, tensor<KxNxT>) -> tensor<MxNxT>``.
 
     Both operands are matrices of one numeric element type; no vector or
@@ -631,6 +708,7 @@ class MatmulOp(NaryOp):
     name = "tensor.matmul"
     summary = "Matrix product of two rank-2 tensors."
     example = "%r = tensor.matmul %mat, %mat2 : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>"
+
 
     @classmethod
     def infer_type(cls, types, attrs, declared):
@@ -647,7 +725,7 @@ class MatmulOp(NaryOp):
         return _matmul(args[0], args[1], self.results[0].type.element_type)
 
 
-class BatchMatmulOp(NaryOp):
+class BatchMatmulOp(ProductRules, NaryOp):
     """``tensor.batch_matmul %a, %b : (tensor<BxMxKxT>, tensor<BxKxNxT>) -> tensor<BxMxNxT>``.
 
     One matmul per index of the leading batch dimensions, which must be equal
@@ -739,6 +817,16 @@ class Conv2DOp(NaryOp):
     def build(cls, x, w, stride=(1, 1), padding=(0, 0)):
         return super().build(x, w, stride=list(stride), padding=list(padding))
 
+    def vjp(self, b, x, y, g):
+        return grad.conv2d_vjp(b, self, x[0], x[1], g[0])
+
+    def jvp(self, b, x, y, t):
+        stride, padding = self.window(self.attributes)
+        terms = [b.built(Conv2DOp.build(t[0].value, x[1].value, stride, padding)) if t[0] is not None else None,
+                 b.built(Conv2DOp.build(x[0].value, t[1].value, stride, padding)) if t[1] is not None else None]
+        terms = [grad.fit(b, term, y[0]) for term in terms if term is not None]
+        return [terms[0] + terms[1] if len(terms) == 2 else terms[0]]
+
 
 # ---- data movement ------------------------------------------------------------------------------------
 
@@ -785,6 +873,13 @@ class TransposeOp(ShapeOp):
     @classmethod
     def build(cls, operand, perm):
         return super().build(operand, perm=list(perm))
+
+    def vjp(self, b, x, y, g):
+        perm = _int_list(self.attributes, "perm")
+        return [b.transpose(g[0], [perm.index(i) for i in range(len(perm))])]
+
+    def jvp(self, b, x, y, t):
+        return [b.transpose(t[0], _int_list(self.attributes, "perm"))]
 
 
 class ComposeTransposes(RewritePattern):
@@ -864,6 +959,23 @@ class SliceOp(ShapeOp):
         return super().build(operand, offsets=list(offsets), sizes=list(sizes),
                              strides=list(strides) if strides is not None else None)
 
+    def vjp(self, b, x, y, g):
+        """The cotangent is put back where the slice took it, zeros elsewhere: dilated by the
+        strides (reshape, pad, slice: no interior-padding op), then padded (or, along a ``?``
+        dimension of the operand, concatenated with zeros of the size left)."""
+        windows = list(zip(*self.window(self.attributes, x[0].type.rank)))
+        cot = g[0]
+        for axis, (_, n, stride) in enumerate(windows):
+            if stride > 1 and n > 1:  # drop the zeros after the last element
+                cot = grad.window(b, grad.dilate(b, cot, axis, stride), axis, 0, 1 - stride)
+        for axis, (offset, n, stride) in enumerate(windows):
+            cot = grad.place(b, cot, x[0], axis, offset, (n - 1) * stride + 1 if n else 0)
+        return [grad.fit(b, cot, x[0])]
+
+    def jvp(self, b, x, y, t):
+        offsets, sizes, strides = self.window(self.attributes, x[0].type.rank)
+        return [b.built(SliceOp.build(t[0].value, offsets, sizes, strides))]
+
 
 def _slice_fits(dim: int, offset: int, size: int, stride: int) -> bool:
     return offset <= dim if size == 0 else offset + (size - 1) * stride < dim
@@ -921,6 +1033,19 @@ class ConcatOp(NaryOp):
     def build(cls, operands, axis: int):
         return super().build(*operands, axis=axis)
 
+    def vjp(self, b, x, y, g):
+        axis = _int(self.attributes, "axis")
+        out, offset = [], 0
+        for v in x:
+            n = grad.size(b, v, axis)
+            out.append(grad.fit(b, grad.take(b, g[0], axis, offset, n), v))
+            offset = offset + n
+        return out
+
+    def jvp(self, b, x, y, t):
+        ts = [tv if tv is not None else b.zeros_like(v) for v, tv in zip(x, t)]
+        return [b.tensor_op(self.name, *ts, axis=_int(self.attributes, "axis"))]
+
 
 class PadOp(ShapeOp):
     """``tensor.pad %a {low = [1, 0], high = [0, 2], value = 0.0 : f32} : tensor<3x4xf32> to tensor<4x6xf32>``.
@@ -963,6 +1088,19 @@ class PadOp(ShapeOp):
     def build(cls, operand, low, high, value: Attribute):
         return super().build(operand, low=list(low), high=list(high), value=value)
 
+    def vjp(self, b, x, y, g):
+        cot = g[0]
+        for axis, (lo, hi) in enumerate(zip(_int_list(self.attributes, "low"), _int_list(self.attributes, "high"))):
+            if lo or hi:
+                cot = grad.take(b, cot, axis, lo, grad.size(b, x[0], axis))
+        return [grad.fit(b, cot, x[0])]
+
+    def jvp(self, b, x, y, t):
+        # the padding value is a constant: its tangent is zero
+        zero = FloatAttr(0.0, x[0].elem)
+        return [b.built(PadOp.build(t[0].value, _int_list(self.attributes, "low"),
+                                    _int_list(self.attributes, "high"), zero))]
+
 
 # ---- tensors made from scalars and sizes ---------------------------------------------------------------
 
@@ -1001,6 +1139,12 @@ class SplatOp(ShapeOp):
     @classmethod
     def build(cls, scalar, type: TensorType, sizes=()):
         return super().build(scalar, *sizes, type=type)
+
+    def vjp(self, b, x, y, g):
+        return [grad.sum_all(b, g[0]), *[None] * (len(x) - 1)]
+
+    def jvp(self, b, x, y, t):
+        return [b.splat(t[0], y[0].type, x[1:])]
 
 
 class IotaOp(TensorOp):
@@ -1092,6 +1236,84 @@ class DimOp(Operation):
         return cls([tensor, dim], [index])
 
 
+class ExtractOp(Operation):
+    """``%x = tensor.extract %t[%i, %j] : tensor<4x?xf32>``: one element, as MLIR's tensor.extract.
+
+    One index per dimension (none for a rank-0 tensor: ``%t[]``); an index out of
+    range is an error when the op runs.  The gradient of ``tensor.splat`` (a sum,
+    which is a rank-0 tensor) becomes its scalar operand's type through it.
+    """
+
+    name = "tensor.extract"
+    traits = frozenset({Pure})
+    summary = "One element of a tensor, as a scalar; an index out of range is an error."
+    example = "%r = tensor.extract %mat[%i, %n] : tensor<3x4xf32>"
+
+    def verify_op(self) -> None:
+        if not self.operands or len(self.results) != 1:
+            raise self.error("takes a tensor and one index per dimension, and has one result")
+        t = self.operands[0].type
+        if not isinstance(t, TensorType):
+            raise self.error(f"takes a tensor, got {t}")
+        if len(self.operands) != t.rank + 1 or any(v.type is not index for v in self.operands[1:]):
+            raise self.error(f"needs {t.rank} index operand{'s' if t.rank != 1 else ''} for {t}")
+        if self.results[0].type is not t.element_type:
+            raise self.error(f"result type must be {t.element_type}, the element type of {t}, "
+                             f"got {self.results[0].type}")
+
+    def interpret(self, interp, args):
+        a, at = args[0], tuple(args[1:])
+        if any(not 0 <= i < n for i, n in zip(at, a.shape)):
+            raise Fault(f"index {list(at)} is out of range for shape {_dims(a.shape)}")
+        value = a[at]
+        return [value if isinstance(self.results[0].type, FloatType) else int(value)]
+
+    def fold(self, constants):
+        if any(c is None for c in constants) or not isinstance(constants[0], DenseAttr):
+            return None
+        a = attr_to_value(constants[0])
+        at = tuple(c.value for c in constants[1:])
+        if any(not 0 <= i < n for i, n in zip(at, a.shape)):
+            return None
+        elem = self.results[0].type
+        value = a[at]
+        return [FloatAttr(float(value), elem) if isinstance(elem, FloatType) else IntegerAttr(int(value), elem)]
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        t = syn.single_type()
+        if len(syn.args) != 1 or not isinstance(syn.args[0], tuple) or syn.args[0][0] != "indexed":
+            raise IRError("'tensor.extract' expects '%tensor[%i, ...] : tensor<...>'", syn.loc)
+        if not isinstance(t, TensorType):
+            raise IRError(f"'tensor.extract' takes a tensor, got {t}", syn.loc)
+        _, tensor, idx = syn.args[0]
+        return cls([ctx.value(tensor, t), *[ctx.value(i, index) for i in idx]], [t.element_type], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        t = self.operands[0]
+        p.write(f" {p.value(t)}[{p.values(self.operands[1:])}]{_attr_text(p, self.attributes)} : {t.type}")
+
+    @classmethod
+    def build(cls, tensor, indices=()):
+        return cls([tensor, *indices], [tensor.type.element_type])
+
+    def vjp(self, b, x, y, g):
+        t = x[0]
+        spread = b.splat(g[0], t.type, b.dynamic_sizes(t))
+        if not x[1:]:
+            return [spread]
+        shape_sizes = b.dynamic_sizes(t)
+        grid = TensorType(t.type.shape, index)
+        hit = None
+        for axis, i in enumerate(x[1:]):
+            at = b.built(IotaOp.build(grid, axis, [s.value for s in shape_sizes])).eq(i)
+            hit = at if hit is None else b.op("arith.andi", hit, at)
+        return [b.select(hit, spread, b.zeros_like(t)), *[None] * (len(x) - 1)]
+
+    def jvp(self, b, x, y, t):
+        return [b.built(ExtractOp.build(t[0].value, [i.value for i in x[1:]]))]
+
+
 # ---- softmax --------------------------------------------------------------------------------------------
 
 
@@ -1130,6 +1352,12 @@ class SoftmaxOp(SoftmaxFamily):
     example = "%r = tensor.softmax %mat {axis = 1} : tensor<3x4xf32>"
     normalise = staticmethod(lambda x, shifted, total: np.exp(shifted) / total)
 
+    # J = diag(y) - y y^T along the axis, symmetric: both modes are y * (v - sum(v * y)).
+    def vjp(self, b, x, y, g):
+        return [y[0] * (g[0] - grad.axis_sum(b, g[0] * y[0], _int(self.attributes, "axis")))]
+
+    jvp = vjp
+
 
 class LogSoftmaxOp(SoftmaxFamily):
     """``tensor.log_softmax %a {axis = 1} : tensor<3x4xf32>``: x - log(sum(exp(x))) along
@@ -1139,3 +1367,12 @@ class LogSoftmaxOp(SoftmaxFamily):
     summary = "The logarithm of the softmax along an axis (numerically stable)."
     example = "%r = tensor.log_softmax %mat {axis = 1} : tensor<3x4xf32>"
     normalise = staticmethod(lambda x, shifted, total: shifted - np.log(total))
+
+    # J = I - softmax(x) 1^T along the axis: no log and no division, only the softmax.
+    def vjp(self, b, x, y, g):
+        axis = _int(self.attributes, "axis")
+        return [g[0] - b.softmax(x[0], axis) * grad.axis_sum(b, g[0], axis)]
+
+    def jvp(self, b, x, y, t):
+        axis = _int(self.attributes, "axis")
+        return [t[0] - grad.axis_sum(b, b.softmax(x[0], axis) * t[0], axis)]

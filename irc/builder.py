@@ -282,12 +282,21 @@ class Builder:
         return self.full_like(like, 1)
 
     def dynamic_sizes(self, like, t: TensorType | None = None) -> list[V]:
-        """The run-time size of each ``?`` of ``t`` (default: ``like``'s type), read from ``like``
-        with ``tensor.dim`` (``like`` has ``t``'s rank, or sizes aligned at the right)."""
-        src = _raw(like)
-        t = t or src.type
-        offset = src.type.rank - t.rank
-        return [self.dim(src, i + offset) for i, d in enumerate(t.shape) if d is None]
+        """The run-time size of each ``?`` of ``t`` (default: ``like``'s type), read with
+        ``tensor.dim`` from ``like``: a value, or a list of values (numpy's operands), aligned at
+        the right; each ``?`` comes from a value whose dimension there is ``?`` too (not a 1)."""
+        sources = [_raw(v) for v in (like if isinstance(like, (list, tuple)) else [like])]
+        t = t or sources[0].type
+        sizes = []
+        for i, d in enumerate(t.shape):
+            if d is not None:
+                continue
+            fitting = [src for src in sources
+                       if 0 <= i - (t.rank - src.type.rank) < src.type.rank]
+            dynamic = [src for src in fitting if src.type.shape[i - (t.rank - src.type.rank)] is None]
+            src = (dynamic or fitting or sources)[0]
+            sizes.append(self.dim(src, i - (t.rank - src.type.rank)))
+        return sizes
 
     def dim(self, shaped, axis: int) -> V:
         """The size of dimension ``axis`` of a tensor (``tensor.dim``) or a buffer
@@ -324,13 +333,12 @@ class Builder:
             if s is not None:
                 shape = broadcast_shape(shape, s)
         target = TensorType(list(shape), elems.pop())
-        # The tensor operand with the most dimensions supplies the run-time sizes of '?'s.
-        widest = max((v for v, s in zip(vals, shapes) if s is not None), key=lambda v: v.type.rank)
-        return [self.broadcast_to(v, target, like=widest) for v in vals]
+        tensors = [v for v, s in zip(vals, shapes) if s is not None]
+        return [self.broadcast_to(v, target, like=tensors) for v in vals]
 
     def broadcast_to(self, value, t: TensorType, like=None) -> V:
-        """``value`` (a scalar or a tensor) with type ``t``, by numpy's rules; ``like`` (a tensor
-        of ``t``'s rank or larger) gives the run-time sizes of ``t``'s ``?`` dimensions."""
+        """``value`` (a scalar or a tensor) with type ``t``, by numpy's rules; ``like`` (a tensor or
+        a list of them, see ``dynamic_sizes``) gives the run-time sizes of ``t``'s ``?`` dimensions."""
         v = self.wrap(value)
         if v.type is t:
             return v
@@ -428,7 +436,7 @@ class Builder:
 
         v = self.wrap(value)
         t = TensorType(list(shape), element_type(v.type))
-        return self.built(ReshapeOp.build(v.value, *[_raw(s) for s in sizes], type=t))
+        return self.built(ReshapeOp.build(v.value, t, [_raw(s) for s in sizes]))
 
     def transpose(self, value, perm: Sequence[int] | None = None) -> V:
         v = self.wrap(value)

@@ -96,6 +96,29 @@ def unique_name(module, name: str) -> str:
     return f"{name}.{k}"
 
 
+def new_function(module, after: FuncOp, name: str, type: FunctionType, exact: bool) -> FuncOp:
+    """An empty function ``@name`` of ``type`` placed after ``after``.  A declaration of that name
+    and type is replaced (so a program can declare ``@loss_grad`` and call it before the pass
+    defines it).  Another function of that name is an error when ``exact`` (a name the user
+    chose or expects), else the new one takes a fresh name (``@g_vjp.1``)."""
+    existing = module.lookup(name)
+    if isinstance(existing, FuncOp) and existing.is_declaration:
+        if existing.function_type is not type and str(existing.function_type) != str(type):
+            raise IRError(f"@{name} is declared as {existing.function_type}, but the derivative of "
+                          f"@{after.sym_name} has type {type}", existing.loc)
+        if existing.parent is not None:
+            existing.parent.remove(existing)
+    elif existing is not None:
+        if exact:
+            raise IRError(f"@{name} already exists: choose another name for the derivative of "
+                          f"@{after.sym_name} with name=", existing.loc)
+        name = unique_name(module, name)
+    new = FuncOp.build(name, type)
+    new.loc = after.loc
+    module.body.insert_after(new, after)
+    return new
+
+
 def float_positions(types: Sequence[Type]) -> list[int]:
     return [i for i, t in enumerate(types) if is_float(t)]
 
@@ -156,14 +179,12 @@ class Reverse:
         if name is None and key in self.made:
             return self.made[key]
         ft = fn.function_type
-        name = unique_name(self.module, name or f"{key}_vjp")
         fres = float_positions(ft.results)
         fpar = float_positions(ft.inputs)
         new_type = FunctionType([*ft.inputs, *[ft.results[i] for i in fres]],
                                 [*ft.results, *[ft.inputs[i] for i in fpar]])
-        new = FuncOp.build(name, new_type)
-        new.loc = fn.loc
-        self.module.body.insert_after(new, fn)
+        new = new_function(self.module, fn, name or f"{key}_vjp", new_type, exact=name is not None)
+        name = new.sym_name
         self.made.setdefault(key, name)
         b = Builder(loc=fn.loc)
         b.at_end(new.body.entry)
@@ -305,10 +326,9 @@ def make_grad(module, func: str, result: int, wrt: Sequence[int] | None, name: s
         if not is_float(ft.inputs[i]):
             raise IRError(f"parameter {i} of @{func} is {ft.inputs[i]}: only float parameters have a gradient",
                           fn.loc)
-    name = unique_name(module, name or f"{func}_grad")
-    new = FuncOp.build(name, FunctionType(list(ft.inputs), [*ft.results, *[ft.inputs[i] for i in wrt]]))
-    new.loc = fn.loc
-    module.body.insert_after(new, fn)
+    new = new_function(module, fn, name or f"{func}_grad",
+                       FunctionType(list(ft.inputs), [*ft.results, *[ft.inputs[i] for i in wrt]]), exact=True)
+    name = new.sym_name
     b = Builder(loc=fn.loc)
     b.at_end(new.body.entry)
     params = [V(b, a) for a in new.args]
@@ -334,13 +354,12 @@ class Forward:
         if name is None and key in self.made:
             return self.made[key]
         ft = fn.function_type
-        name = unique_name(self.module, name or f"{key}_jvp")
         fpar = float_positions(ft.inputs)
         fres = float_positions(ft.results)
-        new = FuncOp.build(name, FunctionType([*ft.inputs, *[ft.inputs[i] for i in fpar]],
-                                              [*ft.results, *[ft.results[i] for i in fres]]))
-        new.loc = fn.loc
-        self.module.body.insert_after(new, fn)
+        new = new_function(self.module, fn, name or f"{key}_jvp",
+                           FunctionType([*ft.inputs, *[ft.inputs[i] for i in fpar]],
+                                        [*ft.results, *[ft.results[i] for i in fres]]), exact=name is not None)
+        name = new.sym_name
         self.made.setdefault(key, name)
         source = fn
         if any(isinstance(op, (ForOp, IfOp, WhileOp)) for op in fn.walk()):

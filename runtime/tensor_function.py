@@ -232,13 +232,15 @@ class TensorFunction:
         func = next(f for f in module.functions if f.sym_name == self.name)
         bound = dict(zip(self.size_params, sizes))
         _bind_constants(func, bound)
-        for other in list(module.functions):
-            if other is not func and has_tensors(other) and not other.is_declaration:
-                other.erase()
+        # Only this function and the tensor functions it calls are compiled; the callees are
+        # inlined (a tensor function is one graph), then dropped.
+        called = _called_from(module, func)
+        self._drop_tensor_functions(module, func, keep=called)
         types = [TensorType(s, t.element_type) if s is not None else t
                  for s, t in zip(shapes, self.signature.inputs)]
-        if any(op.name == "func.call" for op in func.walk()):
+        if called:
             irc.passes.run(module, "inline")
+            self._drop_tensor_functions(module, func, keep=_called_from(module, func))
         try:
             specialize(func, types)
         except IRError as e:
@@ -246,6 +248,13 @@ class TensorFunction:
             raise ValueError(f"@{self.name} cannot run on arguments of shapes {shown}: {e.message}") from None
         irc.passes.run(module, tensor_pipeline(self.tensor_options))
         return module, func
+
+    @staticmethod
+    def _drop_tensor_functions(module, func, keep: set[str]) -> None:
+        for other in list(module.functions):
+            if other is not func and other.sym_name not in keep and has_tensors(other) \
+                    and not other.is_declaration:
+                other.erase()
 
     def _specialize(self, shapes: tuple, sizes: tuple = ()) -> Specialization:
         from .executable import _compile as compile_module
@@ -341,3 +350,18 @@ class TensorFunction:
         if not results:
             return None
         return results[0] if len(results) == 1 else tuple(results)
+
+
+def _called_from(module, func) -> set[str]:
+    """The names of the functions ``func`` calls, directly or through others."""
+    seen: set[str] = set()
+    work = [func]
+    while work:
+        f = work.pop()
+        for op in f.walk():
+            if op.name == "func.call" and op.callee not in seen:
+                seen.add(op.callee)
+                callee = module.lookup(op.callee)
+                if callee is not None and not callee.is_declaration:
+                    work.append(callee)
+    return seen

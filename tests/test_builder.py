@@ -330,3 +330,26 @@ def test_the_examples_of_docs_builder_md_run():
     assert run(m, 10, name="sum_to") == 45
     pytest.importorskip("llvmlite")
     exec(end_to_end, {})  # noqa: S102 - it asserts compiled == interpreted itself
+
+
+def test_dynamic_sizes_come_from_an_operand_that_has_them():
+    """x: tensor<1x?> + y: tensor<?x?>: the first '?' of the result is y's, not x's 1."""
+    b = Builder()
+    m = b.module()
+    with b.function(m, "f", [TensorType([1, None], f64), TensorType([None, None], f64)]) as (x, y):
+        b.ret(x + y)
+    m.verify()
+    a, c = np.arange(3.0).reshape(1, 3), np.ones((4, 3))
+    out = irc.interpret(m, "f", a, c)
+    np.testing.assert_array_equal(out, a + c)
+
+
+def test_reshape_with_dynamic_sizes():
+    b = Builder()
+    m = b.module()
+    with b.function(m, "f", [TensorType([None], f64)]) as (x,):
+        n = b.dim(x, 0)
+        b.ret(b.reshape(x, [None, 1], [n]))
+    m.verify()
+    out = irc.interpret(m, "f", np.arange(5.0))
+    np.testing.assert_array_equal(out, np.arange(5.0).reshape(5, 1))

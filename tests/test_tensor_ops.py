@@ -526,6 +526,8 @@ func.func @f(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>, %c: tensor<?x3x4xf32>, %d
     %u = arith.addf %t, %s : f32
     tensor.yield %u : f32
   }) : (tensor<3x4xf32>, tensor<?x3x4xf32>, f32) -> tensor<1x3x4xf32>
+  %22 = tensor.extract %c[%n, %n, %n] : tensor<?x3x4xf32>
+  %23 = tensor.extract %3[] : tensor<f32>
   func.return %7 : tensor<3x5xf32>
 }
 """

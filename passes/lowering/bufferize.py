@@ -136,6 +136,9 @@ class Bufferizer:
         if op.name == "tensor.dim":
             self._lower_dim(op)
             return True
+        if op.name == "tensor.extract":
+            self._lower_extract(op)
+            return True
         if not any(isinstance(r.type, TensorType) for r in op.results):
             if any(isinstance(v.type, TensorType) for v in op.operands):
                 raise IRError(f"tensor-to-loops cannot lower '{op.name}' on tensors", op.loc)
@@ -169,6 +172,14 @@ class Bufferizer:
         from irc.dialects.memref import DimOp
 
         new = DimOp([self.buffers[op.operands[0]], op.operands[1]], [index], loc=op.loc)
+        op.parent.insert_before(new, op)
+        op.results[0].replace_all_uses_with(new.results[0])
+
+    def _lower_extract(self, op) -> None:
+        """``tensor.extract`` reads the operand's buffer (which stays alive to the return at least)."""
+        from irc.dialects.memref import LoadOp
+
+        new = LoadOp([self.buffers[op.operands[0]], *op.operands[1:]], [op.results[0].type], loc=op.loc)
         op.parent.insert_before(new, op)
         op.results[0].replace_all_uses_with(new.results[0])
 

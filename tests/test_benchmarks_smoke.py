@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -54,6 +56,17 @@ def test_tensor_cpu_quick_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "sigmoid" in proc.stdout and "irc" in proc.stdout
+
+
+def test_autodiff_quick_runs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "autodiff.py"), "--quick"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    if proc.returncode == 1 and "op has no gradient rule" in proc.stdout:
+        pytest.skip("grad cannot differentiate the MLP step yet (a tensor op has no gradient rule)")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "## step" in proc.stdout and "## grad pass speed" in proc.stdout
 
 
 def test_remat_memory_quick_runs(tmp_path):

@@ -526,6 +526,26 @@ def tie_split(b, first_wins, x0, x1):
     return [d0, 1.0 - d0]
 
 
+def _is_constant(v) -> bool:
+    """An ``arith.constant``, or a ``tensor.splat`` of one."""
+    op = v.value.defining_op
+    if op is not None and op.name == "tensor.splat":
+        op = op.operands[0].defining_op
+    return op is not None and op.name == "arith.constant"
+
+
+def against_constant(b, x, y, strictly_chosen):
+    """max/min of a value and a constant (ReLU is ``maximumf(x, 0)``): the value's derivative is 1
+    where it is strictly chosen, else 0 (relu'(0) = 0, as PyTorch's relu and jax.nn.relu), read
+    from the result and the constant, so the backward keeps the output alive, not the input.
+    None when neither operand is a constant (then ``tie_split`` applies)."""
+    for k in (0, 1):
+        if _is_constant(x[1 - k]) and not _is_constant(x[k]):
+            d = b.select(strictly_chosen(y, x[1 - k]), b.ones_like(y), b.zeros_like(y))
+            return [d, None] if k == 0 else [None, d]
+    return None
+
+
 def number_wins(b, x0_chosen, x1):
     """maxnumf/minnumf return x0 where x1 is a NaN (and x0 is not): x0 takes the gradient there."""
     return b.op("arith.ori", x0_chosen, b.compare("uno", x1, x1))
@@ -540,7 +560,8 @@ class MaximumFOp(FloatBinaryOp):
     fold_partial = _same_operand_fold
 
     # Tie rule (as JAX and PyTorch): where the operands are equal, each gets half the gradient.
-    partials = staticmethod(lambda b, x, y: tie_split(b, x[0] > x[1], x[0], x[1]))
+    partials = staticmethod(lambda b, x, y: against_constant(b, x, y, lambda r, c: r > c)
+                            or tie_split(b, x[0] > x[1], x[0], x[1]))
 
 
 class MinimumFOp(FloatBinaryOp):
@@ -551,7 +572,8 @@ class MinimumFOp(FloatBinaryOp):
     compute = staticmethod(_minimumf)
     fold_partial = _same_operand_fold
 
-    partials = staticmethod(lambda b, x, y: tie_split(b, x[0] < x[1], x[0], x[1]))
+    partials = staticmethod(lambda b, x, y: against_constant(b, x, y, lambda r, c: r < c)
+                            or tie_split(b, x[0] < x[1], x[0], x[1]))
 
 
 class MaxNumFOp(FloatBinaryOp):

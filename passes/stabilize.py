@@ -19,7 +19,8 @@ may be scalars, splat ``dense`` constants or ``tensor.splat`` of a constant):
 | ``x - broadcast(log(reduce_sum(exp(x))))`` | ``tensor.log_softmax`` | the same overflow |
 | ``softmax(x - broadcast(reduce_max(x)))`` | ``softmax(x)`` | (the op subtracts the max itself, in f64) |
 
-``softplus(y)`` is written ``maximumf(y, 0) + log1p(exp(-|y|))``, which neither
+``softplus(y)`` is written ``select(c, y, 0) + log1p(exp(select(c, -y, y)))`` with ``c = y >= 0``
+(that is max(y, 0) + log1p(exp(-|y|)), with softplus's own derivatives at 0), which neither
 overflows nor cancels; the stable ``sigmoid(z)`` is ``select(c, r, e * r)`` with ``c = z >= 0``,
 ``e = exp(select(c, -z, z))``, ``r = 1 / (1 + e)``.  Both forms have stable gradients under the
 rules of docs/autodiff.md, so ``stabilize,grad{...}`` gives stable gradients; the product rules
@@ -72,11 +73,15 @@ class StabilizePattern(RewritePattern):
 
     @staticmethod
     def softplus(b, y):
-        """``maximumf(y, 0) + log1p(exp(-|y|))``, built by ``b``."""
+        """``select(c, y, 0) + log1p(exp(select(c, -y, y)))`` with ``c = y >= 0``, built by ``b``: the
+        exponent is -|y|, so exp never overflows, and written with selects on one condition (not
+        ``maximumf(y, 0)`` and ``absf``), so its derivatives at 0 are softplus's own (1/2, then 1/4)
+        and no unused branch feeds an infinity into the gradient."""
         y = b.wrap(y)
-        zero = b.full_like(y, 0.0)
-        tail = (-y.abs()).exp().log1p()
-        return y.maximum(zero) + tail
+        zero = b.zeros_like(y)
+        nonnegative = y >= zero
+        tail = b.select(nonnegative, -y, y).exp().log1p()
+        return b.select(nonnegative, y, zero) + tail
 
     def sigmoid(self, rewriter, op, z):
         """``select(c, r, e * r)`` with ``c = z >= 0``, ``e = exp(select(c, -z, z))`` (= exp(-|z|)) and

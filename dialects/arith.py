@@ -138,7 +138,7 @@ def _trunc_div(a, b):
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
         q = a // b
         r = a - q * b
-        return q + ((r != 0) & ((r < 0) != (b < 0)))
+        return q + ((r != 0) & ((a < 0) != (b < 0)))  # floor rounded a negative quotient down
     q = abs(a) // abs(b)
     return -q if (a < 0) != (b < 0) else q
 

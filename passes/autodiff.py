@@ -96,7 +96,8 @@ def unique_name(module, name: str) -> str:
     return f"{name}.{k}"
 
 
-def new_function(module, after: FuncOp, name: str, type: FunctionType, exact: bool) -> FuncOp:
+def new_function(module, after: FuncOp, name: str, type: FunctionType, exact: bool,
+                 extra_names: Sequence[str] = ()) -> FuncOp:
     """An empty function ``@name`` of ``type`` placed after ``after``.  A declaration of that name
     and type is replaced (so a program can declare ``@loss_grad`` and call it before the pass
     defines it).  Another function of that name is an error when ``exact`` (a name the user
@@ -113,7 +114,8 @@ def new_function(module, after: FuncOp, name: str, type: FunctionType, exact: bo
             raise IRError(f"@{name} already exists: choose another name for the derivative of "
                           f"@{after.sym_name} with name=", existing.loc)
         name = unique_name(module, name)
-    new = FuncOp.build(name, type)
+    names = [a.name_hint for a in after.args] + list(extra_names)
+    new = FuncOp.build(name, type, arg_names=names + [None] * (len(type.inputs) - len(names)))
     new.loc = after.loc
     module.body.insert_after(new, after)
     return new
@@ -183,7 +185,8 @@ class Reverse:
         fpar = float_positions(ft.inputs)
         new_type = FunctionType([*ft.inputs, *[ft.results[i] for i in fres]],
                                 [*ft.results, *[ft.inputs[i] for i in fpar]])
-        new = new_function(self.module, fn, name or f"{key}_vjp", new_type, exact=name is not None)
+        new = new_function(self.module, fn, name or f"{key}_vjp", new_type, exact=name is not None,
+                           extra_names=[f"cot{i}" for i in range(len(fres))])
         name = new.sym_name
         self.made.setdefault(key, name)
         b = Builder(loc=fn.loc)
@@ -358,7 +361,8 @@ class Forward:
         fres = float_positions(ft.results)
         new = new_function(self.module, fn, name or f"{key}_jvp",
                            FunctionType([*ft.inputs, *[ft.inputs[i] for i in fpar]],
-                                        [*ft.results, *[ft.results[i] for i in fres]]), exact=name is not None)
+                                        [*ft.results, *[ft.results[i] for i in fres]]), exact=name is not None,
+                           extra_names=[f"t_{fn.args[i].name_hint or i}" for i in fpar])
         name = new.sym_name
         self.made.setdefault(key, name)
         source = fn
@@ -427,8 +431,12 @@ class Forward:
                 outs = b.call(name, *op.operands, *ins,
                               results=[*ft.results, *[ft.results[i] for i in float_positions(ft.results)]])
             outs = outs if isinstance(outs, tuple) else (outs,)
+            # The _jvp call computes the results too: it replaces the call.
+            for old, new in zip(op.results, outs):
+                old.replace_all_uses_with(new.value)
             for i, t in zip(float_positions(ft.results), outs[len(ft.results):]):
-                tangents[op.results[i]] = t
+                tangents[outs[i].value] = t
+            op.erase()
             return
         rule = getattr(op, "jvp", None)
         if rule is None:

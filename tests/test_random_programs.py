@@ -21,6 +21,7 @@ from irc.testing.differential import (
     perturbed_outcomes,
     uses_inexact_math,
 )
+from irc.testing.fuzz import DERIVATIVE_REFUSALS, PASS_PIPELINES
 from irc.testing.strategies import cases, features, programs
 
 FAST = settings(max_examples=40, deadline=None)
@@ -99,7 +100,7 @@ def test_feature_subsets_give_valid_programs(feature_set: Features, case):
 
 # -- every pass preserves meaning ------------------------------------------------------------
 
-PIPELINES = sorted(irc.passes.PASSES) + ["canonicalize,dce", "dce,canonicalize,dce"]
+PIPELINES = sorted(PASS_PIPELINES.get(p, p) for p in irc.passes.PASSES) + ["canonicalize,dce", "dce,canonicalize,dce"]
 APPROXIMATE_PASSES = ("math-approx", "stabilize")
 
 
@@ -110,7 +111,12 @@ def test_pass_preserves_semantics(pipeline, case):
     module = _parse(case.text)
     before = [outcome(module, "main", args) for args in case.arguments]
     original = module.clone()
-    irc.passes.run(module, pipeline)
+    try:
+        irc.passes.run(module, pipeline)
+    except irc.IRError as e:
+        if pipeline in PASS_PIPELINES.values() and any(r in str(e) for r in DERIVATIVE_REFUSALS):
+            return
+        raise
     after = [outcome(module, "main", args) for args in case.arguments]
     if pipeline in APPROXIMATE_PASSES and after != before:
         # These passes replace libm by approximations (or by more accurate forms): they may

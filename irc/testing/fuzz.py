@@ -86,6 +86,11 @@ MEMO_THRESHOLD = 0.02       # seconds of oracle time above which outcomes are me
 # Passes that change floating-point results on purpose (polynomial approximations, rewrites into
 # more accurate forms): compared like the JIT, exactly except where inexact math explains it.
 APPROXIMATE_PASSES = ("math-approx", "stabilize")
+# Passes that need an option to run at all.  The derivative passes add functions and must leave
+# @main as it was (irc.testing.grad_check checks the derivatives themselves); they may refuse a
+# program that stores a float to memory, and grad one whose first result is not a float scalar.
+PASS_PIPELINES = {"grad": "grad{func=main}", "vjp": "vjp{func=main}", "jvp": "jvp{func=main}"}
+DERIVATIVE_REFUSALS = ("cannot be differentiated (it writes a float value", "grad needs a float scalar")
 
 # What runs programs of the fault campaign (``--classes``): both JIT levels, the lowering that
 # rewrites loops, and the full pipeline (which must keep every fault where it was).  Programs of
@@ -228,16 +233,21 @@ def _explained_by_math(module, entry: str, case: Case, got: Outcome, max_steps: 
 
 def _check_pipeline(module, config, cases, entry, max_steps, memo=None) -> Finding | None:
     import irc.passes  # noqa: F401
+    from irc.diagnostics import IRError
     from irc.passmanager import PRESETS
     from irc.passmanager import run as run_pipeline
 
     kind, _, name = config.partition(":")
-    pipeline = PRESETS[name] if kind == "preset" else name
+    pipeline = PRESETS[name] if kind == "preset" else PASS_PIPELINES.get(name, name)
     approximate = kind == "pass" and name in APPROXIMATE_PASSES
     try:
         transformed = module.clone()
         run_pipeline(transformed, pipeline)
         key = program_key(transformed) if memo is not None else None
+    except IRError as e:
+        if name in PASS_PIPELINES and any(r in str(e) for r in DERIVATIVE_REFUSALS):
+            return None
+        return _crash(config, e)
     except Exception as e:  # noqa: BLE001 - any exception from a pass is a finding
         return _crash(config, e)
     known = memo.get(key) if memo is not None else None

@@ -42,14 +42,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine_info import cpu_model  # noqa: E402
 
 
-def mlp_step(layers: int, width: int = 1024, batch: int = 256, classes: int = 10, lr: float = 0.01):
-    """``@loss(x, y, w1, b1, ...)``, ``@loss_grad`` and ``@step`` (SGD on every weight and bias)."""
+def _mlp_types(layers: int, width: int, batch: int, classes: int):
+    """A builder, its module, and the types of the MLP step's inputs, parameters and loss."""
     b = Builder()
-    m = b.module()
     x_t, y_t = TensorType([batch, width], f32), TensorType([batch, classes], f32)
     shapes = [(width, width)] * (layers - 1) + [(width, classes)]
     param_types = [t for k, n in shapes for t in (TensorType([k, n], f32), TensorType([n], f32))]
-    scalar = TensorType([], f32)
+    return b, b.module(), x_t, y_t, param_types, TensorType([], f32)
+
+
+def mlp_step(layers: int, width: int = 1024, batch: int = 256, classes: int = 10, lr: float = 0.01):
+    """``@loss(x, y, w1, b1, ...)``, ``@loss_grad`` and ``@step`` (SGD on every weight and bias)."""
+    b, m, x_t, y_t, param_types, scalar = _mlp_types(layers, width, batch, classes)
     with b.function(m, "loss", [x_t, y_t, *param_types], [scalar]) as args:
         h = args[0]
         for i in range(layers):
@@ -71,12 +75,7 @@ def mlp_step_by_hand(layers: int, width: int = 1024, batch: int = 256, classes: 
     """The same ``@step`` with its backward written out by hand (softmax minus target, then per
     layer dW = h^T dz, db = sum(dz), dh = dz W^T, dz = dh where z > 0): what ``grad`` should
     produce, usable before the tensor ops have gradient rules."""
-    b = Builder()
-    m = b.module()
-    x_t, y_t = TensorType([batch, width], f32), TensorType([batch, classes], f32)
-    shapes = [(width, width)] * (layers - 1) + [(width, classes)]
-    param_types = [t for k, n in shapes for t in (TensorType([k, n], f32), TensorType([n], f32))]
-    scalar = TensorType([], f32)
+    b, m, x_t, y_t, param_types, scalar = _mlp_types(layers, width, batch, classes)
     with b.function(m, "step", [x_t, y_t, *param_types], [scalar, *param_types]) as args:
         x, y, params = args[0], args[1], args[2:]
         hs, zs = [x], []

@@ -58,12 +58,6 @@ def no_rule(op: Operation, mode: str = "gradient") -> IRError:
                     f"and results)")
 
 
-def differentiable(op: Operation) -> bool:
-    """Whether a gradient can flow through ``op``: some float operand and some float result
-    (or, for ops with regions, float values inside)."""
-    return any(is_float(v.type) for v in op.operands) and any(is_float(r.type) for r in op.results)
-
-
 def check_no_hidden_flow(fn: FuncOp) -> None:
     """A float value may leave the dataflow only through ops whose effect the engine knows:
     a store or an unknown op with side effects would hide a dependence, so it is an error
@@ -243,18 +237,26 @@ class Reverse:
             adj.add(v, g, op)
 
     def backprop_call(self, b: Builder, op: CallOp, cots: list, adj: Adjoints) -> None:
+        grads = self.call_vjp(b, op, list(op.operands), cots)
+        for v, g in zip(op.operands, grads):
+            adj.add(v, g, op)
+
+    def call_vjp(self, b: Builder, op: CallOp, operands: list, cots: list) -> list:
+        """The cotangent of each of the call's operands (None for non-floats), from a call of the
+        callee's ``_vjp`` function on ``operands`` (the call's operands as available at ``b``)."""
         callee = function(self.module, op.callee, "callee")
         vjp_name = self.vjp_function(callee)
         ft = callee.function_type
         seeds = [cots[i] if cots[i] is not None else b.zeros_like(op.results[i])
                  for i in float_positions(ft.results)]
         with b.located(op.loc):
-            outs = b.call(vjp_name, *op.operands, *seeds,
+            outs = b.call(vjp_name, *operands, *seeds,
                           results=[*ft.results, *[ft.inputs[i] for i in float_positions(ft.inputs)]])
         outs = outs if isinstance(outs, tuple) else (outs,)
-        grads = outs[len(ft.results):]
-        for i, g in zip(float_positions(ft.inputs), grads):
-            adj.add(op.operands[i], g, op)
+        grads: list = [None] * len(operands)
+        for i, g in zip(float_positions(ft.inputs), outs[len(ft.results):]):
+            grads[i] = g
+        return grads
 
     def backprop_if(self, b: Builder, op: IfOp, cots: list, adj: Adjoints) -> None:
         """An ``scf.if`` on the same condition; each branch recomputes its forward and returns the

@@ -37,7 +37,7 @@ from irc.builder import Builder, V, is_float
 from irc.dominance import reverse_postorder
 from irc.types import MemRefType, TensorType, index
 
-from .autodiff import _lowered_copy, apply_vjp, float_positions, function
+from .autodiff import _lowered_copy, apply_vjp
 
 
 def _active(op) -> bool:
@@ -294,7 +294,7 @@ class _Tape:
                 out_cots = [self.take(r) if r in self.useful else None for r in op.results]
                 operands = [value(v) for v in op.operands]
                 if isinstance(op, CallOp):
-                    grads = self.call_vjp(op, operands, out_cots)
+                    grads = self.rev.call_vjp(b, op, operands, out_cots)
                 else:
                     grads = apply_vjp(b, op, operands, [value(r) for r in op.results], out_cots)
                 for v, g in zip(op.operands, grads):
@@ -310,19 +310,6 @@ class _Tape:
                     for v, pred in phi.incoming:
                         if pred in self.ids and v in self.useful:
                             self.accumulate(v, b.select(previous.eq(b.index(self.ids[pred])), cot, zero))
-
-    def call_vjp(self, op: CallOp, operands, cots):
-        b = self.b
-        callee = function(self.rev.module, op.callee, "callee")
-        name = self.rev.vjp_function(callee)
-        ft = callee.function_type
-        seeds = [cots[i] if cots[i] is not None else b.zeros_like(op.results[i]) for i in float_positions(ft.results)]
-        outs = b.call(name, *operands, *seeds, results=[*ft.results, *[ft.inputs[i] for i in float_positions(ft.inputs)]])
-        outs = outs if isinstance(outs, tuple) else (outs,)
-        grads = [None] * len(op.operands)
-        for i, g in zip(float_positions(ft.inputs), outs[len(ft.results):]):
-            grads[i] = g
-        return grads
 
 
 def _is_constant(v) -> bool:

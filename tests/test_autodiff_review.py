@@ -169,3 +169,42 @@ def test_negative_result_is_a_usage_error():
     run = subprocess.run([sys.executable, "-m", "irc.cli", "opt", "-", "-p", "grad{func=f result=-1}"],
                          input=SIMPLE, capture_output=True, text=True)
     assert run.returncode == 2, run.stderr
+
+
+# The taped reverse mode runs the forward twice (count, then record).  A side effect that is not a
+# float store is allowed in the function, so it happens twice; here it also changes the trip count
+# between the two runs, and the record run writes past the tape: the interpreter reports an
+# out-of-bounds store, the JIT corrupts the heap ("free(): invalid next size", the process aborts).
+SIDE_EFFECT = """
+func.func @f(%m: memref<1xindex>, %x: f64) -> f64 {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = memref.load %m[%c0] : memref<1xindex>
+  %n2 = arith.addi %n, %c1 : index
+  memref.store %n2, %m[%c0] : memref<1xindex>
+  %r = scf.for %i = %c0 to %n2 step %c1 iter_args(%a = %x) -> (f64) {
+    %s = math.sin %a : f64
+    scf.yield %s : f64
+  }
+  func.return %r : f64
+}
+"""
+
+
+@REVIEW_BUG
+def test_taped_gradient_runs_side_effects_once():
+    """Either a diagnostic from grad, or one run of the store and the right derivative (interpreter
+    only: the compiled gradient aborts the process)."""
+    m = irc.parse(SIDE_EFFECT)
+    try:
+        irc.passes.run(m, "grad{func=f}")
+    except irc.IRError:
+        return  # refusing a function with side effects is fine
+    buf = np.array([2], dtype=np.int64)
+    _, d = irc.interpret(m, "f_grad", buf, 0.5)
+    assert buf[0] == 3
+    a, expected = 0.5, 1.0
+    for _ in range(3):
+        expected *= np.cos(a)
+        a = np.sin(a)
+    assert d == pytest.approx(expected)

@@ -208,3 +208,36 @@ def test_taped_gradient_runs_side_effects_once():
         expected *= np.cos(a)
         a = np.sin(a)
     assert d == pytest.approx(expected)
+
+
+# Straight-line mode: a call is differentiated by calling @g_vjp, which recomputes @g's forward
+# after the forward call already ran, so @g's store happens twice and the derivative (which reads
+# the counter) is 2 where it should be 1.
+CALL_SIDE_EFFECT = """
+func.func @g(%m: memref<1xi64>, %x: f64) -> f64 {
+  %c0 = arith.constant 0 : index
+  %one = arith.constant 1 : i64
+  %n = memref.load %m[%c0] : memref<1xi64>
+  %n2 = arith.addi %n, %one : i64
+  memref.store %n2, %m[%c0] : memref<1xi64>
+  %nf = arith.sitofp %n2 : i64 to f64
+  %y = arith.mulf %x, %nf : f64
+  func.return %y : f64
+}
+func.func @f(%m: memref<1xi64>, %x: f64) -> f64 {
+  %y = func.call @g(%m, %x) : (memref<1xi64>, f64) -> f64
+  func.return %y : f64
+}
+"""
+
+
+@REVIEW_BUG
+def test_call_with_a_side_effect_runs_once():
+    m = irc.parse(CALL_SIDE_EFFECT)
+    try:
+        irc.passes.run(m, "grad{func=f}")
+    except irc.IRError:
+        return  # refusing is fine
+    buf = np.array([0], dtype=np.int64)
+    assert irc.interpret(m, "f_grad", buf, 0.5) == (0.5, 1.0)
+    assert buf[0] == 1

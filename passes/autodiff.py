@@ -44,6 +44,7 @@ from irc.dialects.cf import PhiOp
 from irc.dialects.func import CallOp, FuncOp, ReturnOp
 from irc.dialects.scf import ForOp, IfOp, WhileOp
 
+from irc.attributes import UnitAttr
 from irc.block import Block, Region
 from irc.builder import Builder, V, is_float
 from irc.diagnostics import IRError
@@ -58,26 +59,41 @@ def no_rule(op: Operation, mode: str = "gradient") -> IRError:
                     f"and results)")
 
 
-def check_no_hidden_flow(fn: FuncOp) -> None:
-    """A float value may leave the dataflow only through ops whose effect the engine knows:
-    a store or an unknown op with side effects would hide a dependence, so it is an error
-    rather than a zero gradient."""
+TAPED = "taped"  # the unit attribute of a reverse-mode function that keeps a tape in memory
+
+WRITES_MEMORY = ("memref.store", "memref.copy")
+
+
+def check_differentiable(fn: FuncOp, mode: str) -> None:
+    """Refuse what the engine cannot follow, rather than give a wrong or zero derivative: a float
+    leaving the dataflow through an op with side effects (a store: the derivative does not follow
+    values through memory), and in reverse mode any write to memory, since a gradient runs the
+    forward again (a called function's ``_vjp`` recomputes it, a taped loop runs twice)."""
+    if TAPED in fn.attributes:
+        raise IRError(f"@{fn.sym_name} keeps a tape in memory (the function it differentiates has loops): "
+                      f"derivatives of it are not supported (second derivatives through loops)", fn.loc)
     for op in fn.walk():
         if op is fn or op.is_pure or op.is_terminator or isinstance(op, (CallOp, ForOp, IfOp, WhileOp)):
             continue
         if any(is_float(v.type) for v in op.operands) and not any(is_float(r.type) for r in op.results):
             raise op.error(f"has no gradient rule: '{op.name}' cannot be differentiated (it writes a float "
                            f"value where the gradient cannot follow it)")
+        if mode == "reverse" and op.name in WRITES_MEMORY:
+            raise op.error("writes memory: a function differentiated in reverse mode (or called from one) must "
+                           "not, since its gradient runs its forward again")
 
 
-def function(module, name: str, what: str = "function") -> FuncOp:
+def function(module, name: str, what: str = "function", mode: str = "reverse", at: Operation | None = None) -> FuncOp:
+    """The function to differentiate, checked; errors point at ``at`` (a call) when given."""
     fn = module.lookup(name)
+    where = at.loc if at is not None else module.loc
     if not isinstance(fn, FuncOp):
         known = ", ".join("@" + f.sym_name for f in module.functions) or "none"
-        raise IRError(f"no {what} @{name} in the module (functions: {known})", module.loc)
+        raise IRError(f"no {what} @{name} in the module (functions: {known})", where)
     if fn.is_declaration:
-        raise IRError(f"@{name} is a declaration: there is no body to differentiate", fn.loc)
-    check_no_hidden_flow(fn)
+        raise IRError(f"@{name} is a declaration: there is no body to differentiate",
+                      where if at is not None else fn.loc)
+    check_differentiable(fn, mode)
     return fn
 
 
@@ -97,6 +113,10 @@ def new_function(module, after: FuncOp, name: str, type: FunctionType, exact: bo
     defines it).  Another function of that name is an error when ``exact`` (a name the user
     chose or expects), else the new one takes a fresh name (``@g_vjp.1``)."""
     existing = module.lookup(name)
+    if isinstance(existing, FuncOp) and existing.is_declaration and not exact \
+            and str(existing.function_type) != str(type):
+        existing = None
+        name = unique_name(module, name)  # an unrelated declaration: not ours to define
     if isinstance(existing, FuncOp) and existing.is_declaration:
         if existing.function_type is not type and str(existing.function_type) != str(type):
             raise IRError(f"@{name} is declared as {existing.function_type}, but the derivative of "
@@ -189,6 +209,7 @@ class Reverse:
         params = args[:len(ft.inputs)]
         cots = dict(zip(fres, args[len(ft.inputs):]))
         results, grads = self.body(b, fn, params, cots)
+        mark_taped(new, fn)
         b.ret(*results, *[grads[i] if grads[i] is not None else b.zeros_like(params[i]) for i in fpar])
         return name
 
@@ -244,7 +265,7 @@ class Reverse:
     def call_vjp(self, b: Builder, op: CallOp, operands: list, cots: list) -> list:
         """The cotangent of each of the call's operands (None for non-floats), from a call of the
         callee's ``_vjp`` function on ``operands`` (the call's operands as available at ``b``)."""
-        callee = function(self.module, op.callee, "callee")
+        callee = function(self.module, op.callee, "callee", at=op)
         vjp_name = self.vjp_function(callee)
         ft = callee.function_type
         seeds = [cots[i] if cots[i] is not None else b.zeros_like(op.results[i])
@@ -298,6 +319,13 @@ def _free_values(op: Operation) -> list[Value]:
     return list(seen)
 
 
+def mark_taped(new: FuncOp, source: FuncOp) -> None:
+    """Say in the IR that ``new`` keeps a tape (``attributes {taped}``): it cannot be
+    differentiated again, and ``check_differentiable`` says so at the function."""
+    if _is_cfg(source):
+        new.attributes[TAPED] = UnitAttr()
+
+
 def _is_cfg(fn: FuncOp) -> bool:
     """Whether reverse mode must tape: several blocks, or a loop anywhere."""
     if fn.body.first_block is not fn.body.last_block:
@@ -339,6 +367,7 @@ def make_grad(module, func: str, result: int, wrt: Sequence[int] | None, name: s
     params = [V(b, a) for a in new.args]
     one = b.const(1.0, rt)  # the seed: d result / d result
     results, grads = Reverse(module).body(b, fn, params, {result: one})
+    mark_taped(new, fn)
     b.ret(*results, *[grads[i] if grads[i] is not None else b.zeros_like(params[i]) for i in wrt])
     return name
 
@@ -410,6 +439,12 @@ class Forward:
                 if op.is_terminator or isinstance(op, PhiOp):
                     continue
                 self.tangent_of(b, op, tangents)
+        reached = set(reverse_postorder(entry))
+        for block in new.body.blocks:
+            term = block.terminator
+            if block not in reached and isinstance(term, ReturnOp):  # never runs; must still verify
+                b.before_op(term)
+                term.set_operands([*term.operands, *[b.zeros_like(term.operands[i]).value for i in fres]])
         for phi, tphi in tangent_phis:
             for value, pred in phi.incoming:
                 t = tangents.get(value)
@@ -425,7 +460,7 @@ class Forward:
             return
         b.after_op(op)
         if isinstance(op, CallOp):
-            callee = function(self.module, op.callee, "callee")
+            callee = function(self.module, op.callee, "callee", mode="forward", at=op)
             ft = callee.function_type
             name = self.jvp_function(callee)
             ins = [ts[i] if ts[i] is not None else b.zeros_like(op.operands[i]) for i in float_positions(ft.inputs)]
@@ -465,5 +500,5 @@ def _lowered_copy(fn: FuncOp) -> FuncOp:
 
 
 def make_jvp(module, func: str, name: str | None) -> str:
-    return Forward(module).jvp_function(function(module, func), name or f"{func}_jvp")
+    return Forward(module).jvp_function(function(module, func, mode="forward"), name or f"{func}_jvp")
 

@@ -34,6 +34,7 @@ from irc.dialects.scf import ForOp, IfOp, WhileOp
 
 from irc.block import Block, Region
 from irc.builder import Builder, V, is_float
+from irc.diagnostics import IRError
 from irc.dominance import reverse_postorder
 from irc.types import MemRefType, TensorType, index
 
@@ -55,23 +56,25 @@ class _Tape:
         self.source = source
         self.blocks = reverse_postorder(source.body.entry)
         self.ids = {blk: i for i, blk in enumerate(self.blocks)}
-        for blk in self.blocks:
-            for op in blk.ops:
-                for v in op.results:
-                    if isinstance(v.type, TensorType):
-                        raise op.error(f"produces {v.type} inside control flow: reverse mode through loops "
-                                       f"and branches tapes scalars only (tensor values are not supported yet)")
         self.useful = self.useful_values(cots)
-        # The values each block's adjoint reads (constants are copied instead of taped).
+        # The values each block's adjoint reads: constants are copied and parameters read
+        # directly instead of taped (both are the same in every iteration).
+        arguments = set(source.args)
         self.needed: dict[Block, list] = {}
         for blk in self.blocks:
             seen: dict = {}
             for op in blk.ops:
                 if self.has_adjoint(op):
                     for v in (*op.operands, *op.results):
-                        if not _is_constant(v):
+                        if not _is_constant(v) and v not in arguments:
                             seen.setdefault(v, None)
             self.needed[blk] = list(seen)
+        for v in [*self.useful, *(v for values in self.needed.values() for v in values)]:
+            if isinstance(v.type, TensorType):
+                op = v.defining_op
+                message = (f"a gradient through loops keeps {v.type} values in memory slots and on the tape, "
+                           f"which hold scalars only (tensors through loops are not supported yet)")
+                raise op.error(message) if op is not None else IRError(message, fn.loc)
         self.entry_block = b.block
         self.slots: dict = {}
 
@@ -165,6 +168,7 @@ class _Tape:
 
     def emit(self, params, cots):
         b = self.b
+        self.arguments = {a: p for a, p in zip(self.source.args, params)}
         region = self.entry_block.parent
         m = len(self.blocks)
         # Counters, made in the entry; the anchor keeps allocas above the first branch.
@@ -279,6 +283,8 @@ class _Tape:
         def value(v):
             if v in primal:
                 return primal[v]
+            if v in self.arguments:
+                return self.arguments[v]
             if _is_constant(v):
                 primal[v] = b.built(v.defining_op.clone({}))
                 return primal[v]
@@ -303,9 +309,14 @@ class _Tape:
         phis = [op for op in blk.ops if isinstance(op, PhiOp) and op.results[0] in self.useful]
         if phis:
             previous = self.load(trace, p - 1)
+            # Phis read their incoming values at once (a parallel copy: '%a = phi [%b]' and
+            # '%b = phi [%a]' swap), so every phi's adjoint is taken before any is passed on.
+            taken = []
             for phi in phis:
                 with b.located(phi.loc):
-                    cot = self.take(phi.results[0])
+                    taken.append(self.take(phi.results[0]))
+            for phi, cot in zip(phis, taken):
+                with b.located(phi.loc):
                     zero = b.zeros_like(phi.results[0])
                     for v, pred in phi.incoming:
                         if pred in self.ids and v in self.useful:

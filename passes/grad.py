@@ -11,6 +11,7 @@ differentiated (a tape in memref buffers) is described in ``passes/autodiff.py``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from irc.passmanager import Pass, PipelineError
@@ -20,11 +21,12 @@ from .remat import remat_function
 
 
 def positions(text: str, option: str, pass_name: str) -> list[int] | None:
-    """``"2,3,5"`` -> [2, 3, 5]; empty -> None (the pass's default)."""
+    """``"2,3,5"`` -> [2, 3, 5], sorted (gradients come in parameter order); empty -> None (the
+    pass's default)."""
     if not text:
         return None
     try:
-        values = [int(p) for p in text.replace(" ", "").split(",") if p]
+        values = sorted(int(p) for p in text.replace(" ", "").split(","))
     except ValueError:
         raise PipelineError(f"option '{option}' of pass '{pass_name}' expects parameter positions such as "
                             f"'{option}=0,2', got '{text}'") from None
@@ -32,6 +34,16 @@ def positions(text: str, option: str, pass_name: str) -> list[int] | None:
         raise PipelineError(f"option '{option}' of pass '{pass_name}' expects distinct non-negative "
                             f"positions, got '{text}'")
     return values
+
+
+SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.\-]*")
+
+
+def check_name(text: str, pass_name: str) -> None:
+    """A name= option must be a symbol the printer writes bare (and so the parser reads back)."""
+    if text and not SYMBOL.fullmatch(text):
+        raise PipelineError(f"option 'name' of pass '{pass_name}' expects a symbol name such as 'loss_grad' "
+                            f"(letters, digits, '_', '$', '.', '-'; no '@'), got '{text}'")
 
 
 @dataclass
@@ -48,6 +60,10 @@ class Grad(Pass):
     def __post_init__(self):
         if not self.func:
             raise PipelineError("pass 'grad' needs func=NAME, the function to differentiate")
+        if self.result < 0:
+            raise PipelineError(f"option 'result' of pass 'grad' expects a result position (0, 1, ...), "
+                                f"got {self.result}")
+        check_name(self.name_, "grad")
         self.positions = positions(self.wrt, "wrt", "grad")
 
     def run(self, module, stats) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from irc.passmanager import Pass, PipelineError
 
 from .autodiff import make_jvp
+from .grad import check_name
 
 
 @dataclass
@@ -27,6 +28,7 @@ class JVP(Pass):
     def __post_init__(self):
         if not self.func:
             raise PipelineError("pass 'jvp' needs func=NAME, the function to differentiate")
+        check_name(self.name_, "jvp")
 
     def run(self, module, stats) -> None:
         make_jvp(module, self.func, self.name_ or None)

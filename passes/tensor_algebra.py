@@ -428,6 +428,11 @@ class ElementwiseOfExpansions(RewritePattern):
             parts.append(part)
         if sizes is None:
             return False  # only constants: folding's business
+        dynamic = sum(d is None for d in result_t.shape)
+        if dynamic == 0:
+            sizes = ()  # specialize-shapes made the result static; the expansions' sizes are moot
+        elif len(sizes) != dynamic:
+            return False
         if not ((result_t.has_static_shape and result_t.num_elements) or cannot_fault(op)):
             return False
         new_operands = []

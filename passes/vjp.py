@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from irc.passmanager import Pass, PipelineError
 
 from .autodiff import make_vjp
+from .grad import check_name
 
 
 @dataclass
@@ -25,6 +26,7 @@ class VJP(Pass):
     def __post_init__(self):
         if not self.func:
             raise PipelineError("pass 'vjp' needs func=NAME, the function to differentiate")
+        check_name(self.name_, "vjp")
 
     def run(self, module, stats) -> None:
         make_vjp(module, self.func, self.name_ or None)

@@ -159,5 +159,38 @@ def test_a_tensor_in_a_loop_is_a_diagnostic():
     }
     """
     module = irc.parse(text)
-    with pytest.raises(irc.IRError, match="tapes scalars only"):
+    with pytest.raises(irc.IRError, match="hold scalars only"):
         irc.passes.run(module, "vjp{func=f}")
+
+
+def test_taped_gradient_round_trips_and_refuses_a_second_derivative():
+    module = irc.parse_file(str(HERE / "scf_loops.ir"))
+    irc.passes.run(module, "grad{func=f}")
+    again = irc.parse(str(module))
+    point = (0.6, 0.8, 5)
+    assert irc.interpret(again, "f_grad", *point) == irc.interpret(module, "f_grad", *point)
+    with pytest.raises(irc.IRError, match="keeps a tape in memory"):
+        irc.passes.run(again, "grad{func=f_grad result=1}")
+
+
+def test_reverse_mode_refuses_a_function_that_writes_memory():
+    """Its gradient runs the forward again (a taped loop twice, a callee's _vjp once more)."""
+    text = """
+    func.func @g(%x: f64, %m: memref<1xi64>) -> f64 {
+      %c0 = arith.constant 0 : index
+      %k = memref.load %m[%c0] : memref<1xi64>
+      %c1 = arith.constant 1 : i64
+      %k1 = arith.addi %k, %c1 : i64
+      memref.store %k1, %m[%c0] : memref<1xi64>
+      %y = math.sin %x : f64
+      func.return %y : f64
+    }
+    func.func @f(%x: f64, %m: memref<1xi64>) -> f64 {
+      %y = func.call @g(%x, %m) : (f64, memref<1xi64>) -> f64
+      func.return %y : f64
+    }
+    """
+    module = irc.parse(text)
+    with pytest.raises(irc.IRError, match="writes memory"):
+        irc.passes.run(module, "grad{func=f}")
+    irc.passes.run(module, "jvp{func=f}")  # forward mode runs the forward once: fine

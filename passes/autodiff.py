@@ -38,6 +38,7 @@ tangent beside every float value (a tangent phi beside every float phi).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from irc.dialects.cf import PhiOp
@@ -336,11 +337,35 @@ def _is_cfg(fn: FuncOp) -> bool:
 # ---- grad and vjp entry points ------------------------------------------------------------------
 
 
+def all_or_nothing(make):
+    """``make(module, ...)`` either succeeds or leaves the module as it was: a rule missing deep in
+    a callee is found after functions were added (and a matching declaration replaced)."""
+
+    @functools.wraps(make)
+    def run(module, *args, **kwargs):
+        saved = list(module.body.ops)
+        try:
+            return make(module, *args, **kwargs)
+        except BaseException:
+            keep = set(saved)
+            for op in list(module.body.ops):
+                module.body.remove(op)
+                if op not in keep:
+                    op.drop_all_references()
+            for op in saved:
+                module.body.append(op)
+            raise
+
+    return run
+
+
+@all_or_nothing
 def make_vjp(module, func: str, name: str | None) -> str:
     fn = function(module, func)
     return Reverse(module).vjp_function(fn, name or f"{func}_vjp")
 
 
+@all_or_nothing
 def make_grad(module, func: str, result: int, wrt: Sequence[int] | None, name: str | None) -> str:
     """``@name(params) -> (results..., d result / d each wrt parameter)``."""
     fn = function(module, func)
@@ -499,6 +524,7 @@ def _lowered_copy(fn: FuncOp) -> FuncOp:
     return copy
 
 
+@all_or_nothing
 def make_jvp(module, func: str, name: str | None) -> str:
     return Forward(module).jvp_function(function(module, func, mode="forward"), name or f"{func}_jvp")
 

@@ -191,6 +191,8 @@ def test_reverse_mode_refuses_a_function_that_writes_memory():
     }
     """
     module = irc.parse(text)
+    before = str(module)
     with pytest.raises(irc.IRError, match="writes memory"):
         irc.passes.run(module, "grad{func=f}")
+    assert str(module) == before  # a refused request adds nothing (here: no half-built @f_grad)
     irc.passes.run(module, "jvp{func=f}")  # forward mode runs the forward once: fine

@@ -25,11 +25,14 @@ class TensorToLoops(Pass):
 
     name = "tensor-to-loops"
     blas: bool = False  # large f32/f64 matmuls call BLAS gemm (compiled code only; see lowering/blas.py)
+    vector_bits: int = 0  # the target's vector width, for the GEMM's register tile (0: 512; lowering/matmul.py)
+    vector_registers: int = 0  # its number of vector registers (0: 32)
 
     def run(self, module, stats) -> None:
         for func in list(module.functions):
             if not func.is_declaration:
                 before = len(func.attributes)
-                bufferize(func, {"blas": self.blas})
+                bufferize(func, {"blas": self.blas, "vector_bits": self.vector_bits,
+                                 "vector_registers": self.vector_registers})
                 if len(func.attributes) != before:
                     stats.add("functions-bufferized")

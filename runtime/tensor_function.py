@@ -61,6 +61,19 @@ class TensorOptions:
     threads: int = 1  # parallel loops split across this many threads (the caller's included)
 
 
+def host_vectors() -> tuple[int, int]:
+    """(bits, registers) of the host CPU's vector registers, from the features LLVM detects:
+    what ``tensor-to-loops`` sizes the GEMM's register tile by (lowering/matmul.py)."""
+    from irc.runtime.cpu.engine import host_cpu
+
+    features = set(host_cpu()[1].split(","))
+    if "+avx512f" in features:
+        return 512, 32
+    if "+avx" in features:
+        return 256, 16
+    return 128, 32 if "+neon" in features else 16
+
+
 def tensor_pipeline(options: TensorOptions = TensorOptions()) -> str:
     """Stages 2-7 of the module docstring as a pipeline string, for ``options``."""
     from irc.passmanager import PASSES
@@ -69,8 +82,10 @@ def tensor_pipeline(options: TensorOptions = TensorOptions()) -> str:
     for name, pipeline in TENSOR_STAGES[1:]:
         if name == "approximate math" and not (options.math_approx and "math-approx" in PASSES):
             continue
-        if name == "bufferize and lower to loops" and options.blas:
-            pipeline = "tensor-to-loops{blas=true}"
+        if name == "bufferize and lower to loops":
+            bits, registers = host_vectors()
+            flags = ["blas=true"] if options.blas else []
+            pipeline = f"tensor-to-loops{{{' '.join([*flags, f'vector-bits={bits}', f'vector-registers={registers}'])}}}"
         stages.append(pipeline)
     if options.threads > 1:
         stages.append("split-parallel")

@@ -74,6 +74,22 @@ def host_vectors() -> tuple[int, int]:
     return 128, 32 if "+neon" in features else 16
 
 
+def host_caches() -> tuple[int, int]:
+    """(L1 data, last level) cache sizes in bytes from Linux's sysfs (0 where not known)."""
+    from pathlib import Path
+
+    sizes = {}
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            kind, level, size = ((entry / f).read_text().strip() for f in ("type", "level", "size"))
+            value = int(size.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified"):
+            sizes[int(level)] = value
+    return sizes.get(1, 0), sizes[max(sizes)] if sizes and max(sizes) > 1 else 0
+
+
 def tensor_pipeline(options: TensorOptions = TensorOptions()) -> str:
     """Stages 2-7 of the module docstring as a pipeline string, for ``options``."""
     from irc.passmanager import PASSES
@@ -84,8 +100,10 @@ def tensor_pipeline(options: TensorOptions = TensorOptions()) -> str:
             continue
         if name == "bufferize and lower to loops":
             bits, registers = host_vectors()
+            l1, l3 = host_caches()
             flags = ["blas=true"] if options.blas else []
-            pipeline = f"tensor-to-loops{{{' '.join([*flags, f'vector-bits={bits}', f'vector-registers={registers}'])}}}"
+            flags += [f"vector-bits={bits}", f"vector-registers={registers}", f"l1-bytes={l1}", f"l3-bytes={l3}"]
+            pipeline = f"tensor-to-loops{{{' '.join(flags)}}}"
         stages.append(pipeline)
     if options.threads > 1:
         stages.append("split-parallel")

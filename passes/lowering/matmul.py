@@ -49,10 +49,11 @@ from irc.types import FloatType, MemRefType
 from . import lowering
 
 KC = 256
-"""Depth of a packed panel: KC x NR elements of B stay in L1 during a micro-kernel."""
+"""Depth of a packed panel where the L1 size is not given: KC x NR elements of B (32 KiB of f32
+at NR 32) stay in L1 during a micro-kernel."""
 
 NC = 512
-"""Columns of B packed at once (KC x NC elements, 512 KiB of f32: half of a 1 MiB L2)."""
+"""Columns of B packed at once where the L3 size is not given (KC x NC elements, 512 KiB of f32)."""
 
 MC = 96
 """Rows of A swept per packed block of B (rounded down to a multiple of MR)."""
@@ -86,6 +87,22 @@ def tile_sizes(elem, vector_bits: int = 0, vector_registers: int = 0) -> tuple[i
     return mr, 2 * lanes
 
 
+def block_sizes(elem, nr: int, l1_bytes: int = 0, l3_bytes: int = 0) -> tuple[int, int]:
+    """(KC, NC): the depth of a packed panel of B and the columns packed at once.
+
+    KC fills the L1 data cache with one KC x NR panel (the A elements of a k step
+    come from L2 and are broadcast); NC makes the packed KC x NC block of B a
+    quarter of the L3 (the cores share it; A and C pass through it too), so that
+    A's rows are swept once per KC panel rather than once per NC columns.  On the
+    AMD EPYC of docs/benchmarks.md (L1 32 KiB, L3 32 MiB: KC 256, NC 8192) NC
+    from 512 to 1024 or more took the step's 8 matmuls from 26.3 to 25.3-25.9 ms;
+    KC half the L1 was slower (27.1)."""
+    size = max(1, getattr(elem, "width", 64) // 8)
+    kc = KC if not l1_bytes else max(16, min(1024, l1_bytes // (nr * size)))
+    nc = NC if not l3_bytes else max(nr, (l3_bytes // 4) // (kc * size))
+    return kc, nc - nc % nr
+
+
 class Gemm:
     """Emits one C += A @ B over flat buffers (element offsets ``*_off``), sizes static."""
 
@@ -98,12 +115,13 @@ class Gemm:
         options = ctx.options
         self.mr, self.nr = tile_sizes(elem, options.get("vector_bits", 0), options.get("vector_registers", 0))
         self.mc = max(self.mr, MC - MC % self.mr)
-        self.kc = min(KC, k)
+        kc, nc_max = block_sizes(elem, self.nr, options.get("l1_bytes", 0), options.get("l3_bytes", 0))
+        self.kc = min(kc, k)
         is_float = self.is_float = isinstance(elem, FloatType)
         self.mul = "arith.mulf" if is_float else "arith.muli"
         self.add = "arith.addf" if is_float else "arith.addi"
         self.zero = self.lb.const(0, elem)
-        nc = min(NC, max(self.nr, n - n % self.nr))
+        nc = min(nc_max, max(self.nr, n - n % self.nr))
         self.nc = nc - nc % self.nr or self.nr
         self.packed = ctx.temporary(MemRefType([self.kc * max(self.nc, n % self.nr)], elem)) if k else None
 
@@ -122,9 +140,9 @@ class Gemm:
         self.a, self.b, self.c = a, b, c
         self.a_off, self.b_off, self.c_off = a_off, b_off, c_off
         m, n, k = self.m, self.n, self.k
-        with lb.for_(0, m * n) as loop:
-            lb.store(self.zero, c, [c_off + loop.iv])
-        if k == 0:
+        if k == 0:  # otherwise the first K panel's kernels start from zero instead of reading C
+            with lb.for_(0, m * n) as loop:
+                lb.store(self.zero, c, [c_off + loop.iv])
             return
         n_main = n - n % self.nr
         if n_main:
@@ -156,13 +174,16 @@ class Gemm:
         """packed[jr*kc*nr + p*nr + j] = B[pc+p, jc + jr*nr + j]: each panel contiguous, k-major."""
         lb = self.lb
         panels = lb.op("arith.divui", nc, lb.index(nr))
-        if self.tb:  # the buffer is B^T (n x k): B[p, j] = buf[j * k + p]; each column's p run contiguous
+        if self.tb:  # the buffer is B^T (n x k): B[p, j] = buf[j * k + p]
+            # One column of B (a row of the buffer) at a time, contiguous along p: reading
+            # the NR columns of a k step together would touch NR lines k*size bytes apart,
+            # which for k a multiple of 1024 f32 all fall into one L1 set.
             with lb.for_(0, panels) as jr:
-                with lb.for_(0, kc) as p:
-                    src = self.b_off + ((jc + jr.iv * nr) * self.k + pc + p.iv)
-                    dst = jr.iv * kc * nr + p.iv * nr
-                    for j in range(nr):
-                        lb.store(lb.load(self.b, [src + j * self.k]), self.packed, [dst + j])
+                with lb.for_(0, nr) as j:
+                    src = self.b_off + ((jc + jr.iv * nr + j.iv) * self.k + pc)
+                    dst = jr.iv * kc * nr + j.iv
+                    with lb.for_(0, kc) as p:
+                        lb.store(lb.load(self.b, [src + p.iv]), self.packed, [dst + p.iv * nr])
             return
         with lb.for_(0, kc) as p:
             src_row = self.b_off + ((pc + p.iv) * self.n + jc)
@@ -182,7 +203,14 @@ class Gemm:
         else:
             a_rows = [self.a_off + ((row + r) * self.k + pc) for r in range(mr)]
         panel = jr * kc * nr
-        inits = [lb.load(self.c, [c_rows[r] + j]) for r in range(mr) for j in range(nr)]
+        # The first K panel starts from zero (C is not cleared beforehand: one pass over C
+        # less, and C is read once less); the others continue C's partial sums.
+        with lb.if_(lb.compare("eq", lb.index(pc), lb.index(0)), [self.elem] * (mr * nr)) as first:
+            with first.then_():
+                first.yield_(*[self.zero] * (mr * nr))
+            with first.else_():
+                first.yield_(*[lb.load(self.c, [c_rows[r] + j]) for r in range(mr) for j in range(nr)])
+        inits = first.results
         with lb.for_(0, kc, inits=inits) as kl:
             at = panel + kl.iv * nr
             bs = [lb.load(self.packed, [at + j]) for j in range(nr)]

@@ -928,7 +928,8 @@ def main(argv=None) -> int:
     print(f"versions: Python {info['python']}, irc {info['irc']}, llvmlite {info['llvmlite']} (LLVM {info['llvm']}), "
           f"numpy {info['numpy']}, scipy {info['scipy']}, jax {info['jax']} (jaxlib {info['jaxlib']}), "
           f"torch {info['torch']}, pytensor {version('pytensor')}, numba {info['numba']}")
-    print(f"threads: {' '.join(f'{k}={v!r}' if ' ' in v else f'{k}={v}' for k, v in tc.THREAD_ENV.items())}; "
+    print(f"threads: pinned to CPU {tc.PINNED_CPU}; "
+          f"{' '.join(f'{k}={v!r}' if ' ' in v else f'{k}={v}' for k, v in tc.THREAD_ENV.items())}; "
           f"torch.set_num_threads(1); irc.compile({'threads=1' if tc.irc_single_thread() else 'no threads option'})")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M')}{'; --quick: small sizes' if opts.quick else ''}")
     checks, problems = [], []

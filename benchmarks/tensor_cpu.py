@@ -115,6 +115,16 @@ THREAD_ENV = {
 }
 os.environ.update(THREAD_ENV)  # before numpy, BLAS or any peer is loaded
 
+PINNED_CPU = None
+"""The one core this process (and the processes it starts) may run on.  jax 0.10's XLA CPU
+runtime runs a large dot on a pool of every core the process may use, whatever XLA_FLAGS say:
+a 256x1024x1024 f32 jax.jit matmul took 1.95 s of CPU time per second (200 GFLOP/s on the
+2-core EPYC of docs/benchmarks.md, 2026-11-24) with the flags above, and 1.00 (105 GFLOP/s)
+pinned.  The affinity mask is the one setting every contender obeys."""
+if hasattr(os, "sched_setaffinity"):
+    PINNED_CPU = max(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {PINNED_CPU})
+
 import argparse  # noqa: E402
 import ctypes  # noqa: E402
 import functools  # noqa: E402
@@ -1274,7 +1284,8 @@ def main(argv=None) -> int:
           f"numpy {info['numpy']}, scipy {info['scipy']}, numexpr {info['numexpr']}, numba {info['numba']}, "
           f"jax {info['jax']} (jaxlib {info['jaxlib']}), torch {info['torch']}, gcc: {info['gcc']} "
           f"({' '.join(C_FLAGS)})")
-    print(f"threads: {' '.join(f'{k}={v!r}' if ' ' in v else f'{k}={v}' for k, v in THREAD_ENV.items())}; "
+    print(f"threads: pinned to CPU {PINNED_CPU}; "
+          f"{' '.join(f'{k}={v!r}' if ' ' in v else f'{k}={v}' for k, v in THREAD_ENV.items())}; "
           f"torch.set_num_threads(1); irc.compile({'threads=1' if irc_single_thread() else 'has no threads option'})")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M')}; {'--quick: small sizes; ' if opts.quick else ''}"
           "outputs: 'out=' writes into a preallocated array, 'allocates' returns a new one")

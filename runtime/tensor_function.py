@@ -61,6 +61,35 @@ class TensorOptions:
     threads: int = 1  # parallel loops split across this many threads (the caller's included)
 
 
+def host_vectors() -> tuple[int, int]:
+    """(bits, registers) of the host CPU's vector registers, from the features LLVM detects:
+    what ``tensor-to-loops`` sizes the GEMM's register tile by (lowering/matmul.py)."""
+    from irc.runtime.cpu.engine import host_cpu
+
+    features = set(host_cpu()[1].split(","))
+    if "+avx512f" in features:
+        return 512, 32
+    if "+avx" in features:
+        return 256, 16
+    return 128, 32 if "+neon" in features else 16
+
+
+def host_caches() -> tuple[int, int]:
+    """(L1 data, last level) cache sizes in bytes from Linux's sysfs (0 where not known)."""
+    from pathlib import Path
+
+    sizes = {}
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            kind, level, size = ((entry / f).read_text().strip() for f in ("type", "level", "size"))
+            value = int(size.rstrip("KMG")) * {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified"):
+            sizes[int(level)] = value
+    return sizes.get(1, 0), sizes[max(sizes)] if sizes and max(sizes) > 1 else 0
+
+
 def tensor_pipeline(options: TensorOptions = TensorOptions()) -> str:
     """Stages 2-7 of the module docstring as a pipeline string, for ``options``."""
     from irc.passmanager import PASSES
@@ -69,8 +98,12 @@ def tensor_pipeline(options: TensorOptions = TensorOptions()) -> str:
     for name, pipeline in TENSOR_STAGES[1:]:
         if name == "approximate math" and not (options.math_approx and "math-approx" in PASSES):
             continue
-        if name == "bufferize and lower to loops" and options.blas:
-            pipeline = "tensor-to-loops{blas=true}"
+        if name == "bufferize and lower to loops":
+            bits, registers = host_vectors()
+            l1, l3 = host_caches()
+            flags = ["blas=true"] if options.blas else []
+            flags += [f"vector-bits={bits}", f"vector-registers={registers}", f"l1-bytes={l1}", f"l3-bytes={l3}"]
+            pipeline = f"tensor-to-loops{{{' '.join(flags)}}}"
         stages.append(pipeline)
     if options.threads > 1:
         stages.append("split-parallel")

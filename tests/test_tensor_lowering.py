@@ -223,6 +223,119 @@ def test_batch_matmul():
     _assert_product(cases, lambda c: c.params[0][-1])
 
 
+class TransposedMatmulCase(MatmulCase):
+    """``op(A) @ op(B)``, op a ``tensor.transpose`` for the flagged operands: tensor-to-loops
+    reads the transpose's source with swapped indices instead of copying it."""
+
+    def __init__(self, m, k, n, ta, tb, elem, pipeline="fuse-elementwise,tensor-to-loops"):
+        shapes = [(k, m) if ta else (m, k), (n, k) if tb else (k, n)]
+        super().__init__("", shapes, elem, tensor((m, n), elem), pipeline)
+        self.k, self.flags = k, (ta, tb)
+        operands, lines = [], []
+        for i, (flag, shape) in enumerate(zip(self.flags, shapes)):
+            if flag:
+                lines.append(f"%t{i} = tensor.transpose %p{i} {{perm = [1, 0]}} : {tensor(shape, elem)} to "
+                             f"{tensor(shape[::-1], elem)}")
+            operands.append(f"%t{i}" if flag else f"%p{i}")
+        logical = [s[::-1] if f else s for f, s in zip(self.flags, shapes)]
+        lines.append(f"%r = tensor.matmul {', '.join(operands)} : ({tensor(logical[0], elem)}, "
+                     f"{tensor(logical[1], elem)}) -> {self.result}")
+        self.body = "; ".join(lines)
+        self.lines = lines
+
+    def function(self, name: str) -> str:
+        ps = ", ".join(f"%p{i}: {tensor(s, self.elem)}" for i, s in enumerate(self.params))
+        body = "".join(f"  {line}\n" for line in self.lines)
+        return f"func.func @{name}({ps}) -> {self.result} {{\n{body}  func.return %r : {self.result}\n}}\n"
+
+    def _logical(self, f):
+        return [f(x.T if flag else x) for x, flag in zip(self.args, self.flags)]
+
+    def exact(self):
+        a, b = self._logical(lambda x: x.astype(np.float64))
+        return a @ b
+
+    def magnitude(self):
+        a, b = self._logical(lambda x: np.abs(x.astype(np.float64)))
+        return a @ b
+
+
+TRANSPOSED_SIZES = [(13, 37, 45), (9, 300, 70), (16, 5, 64), (1, 1, 1), (0, 4, 3), (3, 0, 4), (33, 7, 31)]
+
+
+@pytest.mark.parametrize("flags", [(True, False), (False, True), (True, True)], ids=["tn", "nt", "tt"])
+def test_matmul_reads_transposed_operands(flags):
+    """Odd sizes (remainder rows and columns, K over two packed panels, empty products), f32, f64
+    and i32: the same bound as a plain matmul; compiled loops equal interpreted ones exactly."""
+    cases = [TransposedMatmulCase(*s, *flags, "f32") for s in TRANSPOSED_SIZES]
+    cases += [TransposedMatmulCase(5, 17, 35, *flags, "f64"), TransposedMatmulCase(6, 11, 33, *flags, "i32")]
+    _assert_product(cases, lambda c: c.k)
+
+
+def test_transposed_matmul_operands_are_not_copied():
+    """The transposes become views: the only buffer the lowered function allocates is the GEMM's packing
+    scratch; a transpose that is also used elsewhere is still materialised (and right)."""
+    case = TransposedMatmulCase(13, 37, 45, True, True, "f32")
+    module = irc.parse(case.function("f"))
+    irc.passes.run(module, case.pipeline)
+    text = module.print()
+    assert text.count("memref.alloc") == 1, text
+    shared = irc.parse("""
+func.func @g(%a: tensor<5x4xf32>, %b: tensor<5x3xf32>) -> (tensor<4x3xf32>, tensor<4x5xf32>) {
+  %at = tensor.transpose %a {perm = [1, 0]} : tensor<5x4xf32> to tensor<4x5xf32>
+  %c = tensor.matmul %at, %b : (tensor<4x5xf32>, tensor<5x3xf32>) -> tensor<4x3xf32>
+  func.return %c, %at : tensor<4x3xf32>, tensor<4x5xf32>
+}""")
+    a, b = rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+    c, at = irc.compile(shared).g(a, b)
+    np.testing.assert_array_equal(at, a.T)
+    np.testing.assert_allclose(c, a.T.astype(np.float64) @ b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("flags", [(False, False), (True, False), (False, True), (True, True)],
+                         ids=["nn", "tn", "nt", "tt"])
+def test_blas_matmul_with_transposed_operands(flags):
+    """``?`` dimensions, specialised per call; BLAS gets transpose flags and the source buffers."""
+    from irc.runtime.cpu import blas as blas_runtime
+
+    if not blas_runtime.available():
+        pytest.skip("scipy's BLAS is not installed")
+    ta, tb = flags
+    dyn = "tensor<?x?xf32>"
+    lines = [f"%t0 = tensor.transpose %a {{perm = [1, 0]}} : {dyn} to {dyn}" if ta else "",
+             f"%t1 = tensor.transpose %b {{perm = [1, 0]}} : {dyn} to {dyn}" if tb else ""]
+    text = (f"func.func @mm(%a: {dyn}, %b: {dyn}) -> {dyn} {{\n" + "\n".join(f"  {x}" for x in lines if x)
+            + f"\n  %c = tensor.matmul {'%t0' if ta else '%a'}, {'%t1' if tb else '%b'} : ({dyn}, {dyn}) -> {dyn}"
+            f"\n  func.return %c : {dyn}\n}}")
+    exe = irc.compile(irc.parse(text), blas=True)
+    for m, k, n in [(70, 90, 50), (33, 129, 65), (257, 1, 130)]:  # each over BLAS_MIN_WORK
+        a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+        la, lb = (a.T if ta else a).astype(np.float64), (b.T if tb else b).astype(np.float64)
+        got = exe.mm(a, b)
+        bound = (k + 1) * np.finfo(np.float32).eps * (np.abs(la) @ np.abs(lb))
+        assert got.shape == (m, n) and np.all(np.abs(got - la @ lb) <= bound)
+        module, _ = exe.mm.lower((a.shape, b.shape))
+        suffix = "" if not (ta or tb) else "_" + "nt"[ta] + "nt"[tb]
+        assert f"@irc_blas_sgemm{suffix}(" in module.print()
+
+
+@pytest.mark.parametrize("bits,registers,tile", [(512, 32, (8, 32)), (256, 16, (6, 16)), (128, 16, (6, 8)),
+                                                 (128, 32, (8, 8))])
+def test_gemm_register_tile_follows_the_target(bits, registers, tile):
+    """MR x NR from tensor-to-loops' vector options (irc.compile sets them from the host's features);
+    every tile gives right products, with remainders and M over one MC block."""
+    from irc.passes.lowering.matmul import tile_sizes
+
+    from irc.types import f32
+
+    assert tile_sizes(f32, bits, registers) == tile
+    pipeline = f"fuse-elementwise,tensor-to-loops{{vector-bits={bits} vector-registers={registers}}}"
+    cases = [TransposedMatmulCase(*s, ta, tb, "f32", pipeline) for s in [(13, 37, 45), (101, 20, 19)]
+             for ta, tb in [(False, False), (True, True)]]
+    _assert_product(cases, lambda c: c.k)
+
+
 class ConvCase(Case):
     def __init__(self, x, w, stride, padding, elem):
         n, c, h, wd = x

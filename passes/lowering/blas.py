@@ -36,12 +36,19 @@ def wants_blas(op, inputs) -> bool:
     return m * n * k >= BLAS_MIN_WORK and max(m, n, k) < 2**31
 
 
+def transpose_suffix(transposed) -> str:
+    """``""``, ``"_tn"``, ``"_nt"`` or ``"_tt"``: which operand buffers hold their operand's transpose
+    (the shim passes gemm's transpose flags instead of a copy; runtime/cpu/blas.py)."""
+    ta, tb = transposed or (False, False)
+    return "" if not (ta or tb) else "_" + ("t" if ta else "n") + ("t" if tb else "n")
+
+
 def lower_matmul_blas(ctx, op, inputs, output) -> None:
     from irc.dialects.func import CallOp, FuncOp
 
     lb = ctx.lb
     elem = output.type.element_type
-    symbol = SYMBOLS[elem.kind]
+    symbol = SYMBOLS[elem.kind] + transpose_suffix(ctx.transposed)
     dynamic = MemRefType([None, None], elem)
     module = ctx.bufferizer.func.parent_op
     if not any(f.sym_name == symbol for f in module.functions):

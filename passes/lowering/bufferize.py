@@ -37,6 +37,22 @@ from . import LOWERINGS, blas
 VIEW_OPS = frozenset({"tensor.reshape"})
 
 
+def reads_transposed(op) -> bool:
+    """Whether ``op`` is a 2-D ``tensor.transpose`` that need not be materialised: every
+    user is a 2-D ``tensor.matmul``, whose lowering reads the transpose's source with
+    its indices swapped (BLAS transpose flags, or the native GEMM's packing and
+    kernel; ``LoweringContext.transposed``).  The gradient rules of matmul emit
+    exactly this (x^T @ g for dW, g @ W^T for dx)."""
+    if op.name != "tensor.transpose" or op.results[0].type.rank != 2:
+        return False
+    if [e.value for e in op.attributes["perm"].elements] != [1, 0]:
+        return False
+    result = op.results[0]
+    return result.first_use is not None and all(
+        use.owner.name == "tensor.matmul" and use.owner.parent is op.parent
+        and all(v.type.rank == 2 for v in use.owner.operands) for use in result.uses)
+
+
 def memref_of(t: TensorType) -> MemRefType:
     return MemRefType(t.shape, t.element_type)
 
@@ -44,10 +60,13 @@ def memref_of(t: TensorType) -> MemRefType:
 class LoweringContext:
     """What a lowering function gets besides its op: a builder and the function's buffers."""
 
-    def __init__(self, lb: Builder, bufferizer: Bufferizer):
+    def __init__(self, lb: Builder, bufferizer: Bufferizer, transposed: tuple = ()):
         self.lb = lb
         self.bufferizer = bufferizer
         self.options = bufferizer.options
+        self.transposed = transposed
+        """Per operand: True where its buffer holds the operand's transpose (``reads_transposed``):
+        a 2-D matmul operand of shape (r, c) whose buffer is the (c, r) source, row-major."""
 
     def temporary(self, type: MemRefType, sizes=()) -> object:
         """A scratch buffer freed after the op being lowered (planned like any other)."""
@@ -65,6 +84,7 @@ class Bufferizer:
         self.owned: set = set()  # live roots allocated here (not parameters)
         self.root_last: dict = {}  # root -> position of the last use of any tensor on it
         self.scratch: list = []
+        self.transposed: set = set()  # tensor Values bound to their transpose's source buffer
 
     # -- the signature -----------------------------------------------------------------------
 
@@ -145,8 +165,12 @@ class Bufferizer:
             return False
         if op.name == "arith.constant" and op.results[0].first_use is None:
             return True
+        if reads_transposed(op) and op.results[0] not in destination:
+            self._bind(op.results[0], self.buffers[op.operands[0]])  # a view, read with swapped indices
+            self.transposed.add(op.results[0])
+            return True
         lower = LOWERINGS.get(op.name)
-        if self.options.get("blas") and blas.wants_blas(op, [self.buffers.get(v, v) for v in op.operands]):
+        if self.options.get("blas") and blas.wants_blas(op, list(op.operands)):
             lower = blas.lower_matmul_blas
         if lower is None:
             raise IRError(f"tensor-to-loops has no lowering for '{op.name}' (elementwise ops on "
@@ -163,7 +187,10 @@ class Bufferizer:
         else:
             output = destination.get(result) or self._in_place(op, inputs, position) \
                 or self._allocate(lb, result, op)
-            lower(LoweringContext(lb, self), op, inputs, output)
+            transposed = tuple(v in self.transposed for v in op.operands)
+            if any(transposed) and op.name != "tensor.matmul":
+                raise IRError(f"tensor-to-loops: '{op.name}' cannot read a transposed operand", op.loc)
+            lower(LoweringContext(lb, self, transposed), op, inputs, output)
         self._bind(result, output)
         self._free_dead(op, inputs, position)
         return True

@@ -1,6 +1,10 @@
 """Loops for ``tensor.matmul`` and ``tensor.batch_matmul``: a blocked, register-tiled GEMM.
 
-C = A @ B with A: MxK, B: KxN, row-major and contiguous, all sizes static.  The
+C = A @ B with A: MxK, B: KxN, row-major and contiguous, all sizes static; or
+either operand given as the buffer of its transpose (the source of a
+``tensor.transpose`` that the bufferizer did not copy: ``reads_transposed`` in
+bufferize.py), which the packing of B and the kernel's loads of A read with
+swapped indices (for A^T the MR values of one k step are adjacent).  The
 loop nest is the classic Goto/BLIS one, written out so that LLVM's SLP
 vectoriser turns the innermost part into vector code:
 
@@ -45,44 +49,79 @@ from irc.types import FloatType, MemRefType
 from . import lowering
 
 KC = 256
-"""Depth of a packed panel: KC x NR elements of B stay in L1 during a micro-kernel."""
+"""Depth of a packed panel where the L1 size is not given: KC x NR elements of B (32 KiB of f32
+at NR 32) stay in L1 during a micro-kernel."""
 
 NC = 512
-"""Columns of B packed at once (KC x NC elements, 512 KiB of f32: half of a 1 MiB L2)."""
+"""Columns of B packed at once where the L3 size is not given (KC x NC elements, 512 KiB of f32)."""
 
 MC = 96
-"""Rows of A swept per packed block of B (a multiple of every MR below)."""
+"""Rows of A swept per packed block of B (rounded down to a multiple of MR)."""
+
+VECTOR_BITS = 512
+"""Default width of a vector register in bits, where the target does not say (``tensor-to-loops``'s
+``vector-bits`` option, which ``irc.compile`` sets from the host CPU's features)."""
+
+VECTOR_REGISTERS = 32
+"""Default number of vector registers (``tensor-to-loops``'s ``vector-registers``)."""
 
 
-def tile_sizes(elem) -> tuple[int, int]:
-    """(MR, NR): rows and columns of the micro-kernel for elements of ``elem``.
+def tile_sizes(elem, vector_bits: int = 0, vector_registers: int = 0) -> tuple[int, int]:
+    """(MR, NR): rows and columns of the micro-kernel for elements of ``elem`` on a target
+    with ``vector_registers`` registers of ``vector_bits`` bits (0: the defaults above).
 
-    NR is two 512-bit vectors of 4-byte elements (two of 8-byte ones), so the
-    MR x NR/W accumulators plus operands fit in the 32 vector registers of AVX-512
-    (and spill little on AVX2).  On the development machine (Zen 5) MR = 4, 6 and 8
-    ran within noise of each other at 1024^3; 4 divides the usual sizes, so the
-    remainder kernels (more code to compile) are rarely needed."""
+    NR is two vectors (V = 2 registers a row of C), so that each k step loads two
+    vectors of the packed panel and broadcasts MR elements of A.  MR is as large as
+    the registers allow, MR * V accumulators + V panel vectors + 1 broadcast, up to
+    8: more accumulators hide the FMA latency (4 cycles, 2 a cycle on current x86
+    and AArch64 cores: at least 8 in flight) and amortise the panel's loads over more
+    rows.  At 1024^3 f32 on AVX-512 (32 registers: MR 8) the step from MR 4 to 8 took
+    the native GEMM from about 88 to 100 GFLOP/s (numpy's OpenBLAS: 99); MR 12 was
+    slower again (85: the 12 rows of A, 4 KiB apart, collide in L1's sets).  On
+    AVX2 (16 registers) MR is 6, on 16-byte vectors (SSE, NEON) with 16 registers 6."""
+    bits = vector_bits or VECTOR_BITS
+    registers = vector_registers or VECTOR_REGISTERS
     width = getattr(elem, "width", 64)
-    if width >= 64:
-        return 4, 16
-    return 4, 32
+    lanes = max(1, bits // max(8, width))
+    mr = max(1, min(8, (registers - 3) // 2))
+    return mr, 2 * lanes
+
+
+def block_sizes(elem, nr: int, l1_bytes: int = 0, l3_bytes: int = 0) -> tuple[int, int]:
+    """(KC, NC): the depth of a packed panel of B and the columns packed at once.
+
+    KC fills the L1 data cache with one KC x NR panel (the A elements of a k step
+    come from L2 and are broadcast); NC makes the packed KC x NC block of B a
+    quarter of the L3 (the cores share it; A and C pass through it too), so that
+    A's rows are swept once per KC panel rather than once per NC columns.  On the
+    AMD EPYC of docs/benchmarks.md (L1 32 KiB, L3 32 MiB: KC 256, NC 8192) NC
+    from 512 to 1024 or more took the step's 8 matmuls from 26.3 to 25.3-25.9 ms;
+    KC half the L1 was slower (27.1)."""
+    size = max(1, getattr(elem, "width", 64) // 8)
+    kc = KC if not l1_bytes else max(16, min(1024, l1_bytes // (nr * size)))
+    nc = NC if not l3_bytes else max(nr, (l3_bytes // 4) // (kc * size))
+    return kc, nc - nc % nr
 
 
 class Gemm:
     """Emits one C += A @ B over flat buffers (element offsets ``*_off``), sizes static."""
 
-    def __init__(self, ctx, elem, m: int, n: int, k: int):
+    def __init__(self, ctx, elem, m: int, n: int, k: int, transposed=(False, False)):
         self.ctx = ctx
+        self.ta, self.tb = transposed  # A's (B's) buffer holds A^T (B^T): read with swapped indices
         self.lb: Builder = ctx.lb
         self.elem = elem
         self.m, self.n, self.k = m, n, k
-        self.mr, self.nr = tile_sizes(elem)
-        self.kc = min(KC, k)
+        options = ctx.options
+        self.mr, self.nr = tile_sizes(elem, options.get("vector_bits", 0), options.get("vector_registers", 0))
+        self.mc = max(self.mr, MC - MC % self.mr)
+        kc, nc_max = block_sizes(elem, self.nr, options.get("l1_bytes", 0), options.get("l3_bytes", 0))
+        self.kc = min(kc, k)
         is_float = self.is_float = isinstance(elem, FloatType)
         self.mul = "arith.mulf" if is_float else "arith.muli"
         self.add = "arith.addf" if is_float else "arith.addi"
         self.zero = self.lb.const(0, elem)
-        nc = min(NC, max(self.nr, n - n % self.nr))
+        nc = min(nc_max, max(self.nr, n - n % self.nr))
         self.nc = nc - nc % self.nr or self.nr
         self.packed = ctx.temporary(MemRefType([self.kc * max(self.nc, n % self.nr)], elem)) if k else None
 
@@ -101,9 +140,9 @@ class Gemm:
         self.a, self.b, self.c = a, b, c
         self.a_off, self.b_off, self.c_off = a_off, b_off, c_off
         m, n, k = self.m, self.n, self.k
-        with lb.for_(0, m * n) as loop:
-            lb.store(self.zero, c, [c_off + loop.iv])
-        if k == 0:
+        if k == 0:  # otherwise the first K panel's kernels start from zero instead of reading C
+            with lb.for_(0, m * n) as loop:
+                lb.store(self.zero, c, [c_off + loop.iv])
             return
         n_main = n - n % self.nr
         if n_main:
@@ -122,8 +161,8 @@ class Gemm:
             self._pack(pc.iv, kc, jc, nc, nr)
             panels = lb.op("arith.divui", nc, lb.index(nr))
             if m_main:
-                with lb.for_(0, m_main, MC) as ic:
-                    mc = self._min(MC, self._sub(m_main, ic.iv))
+                with lb.for_(0, m_main, self.mc) as ic:
+                    mc = self._min(self.mc, self._sub(m_main, ic.iv))
                     with lb.for_(0, panels) as jr:
                         with lb.for_(0, mc, self.mr) as ir:
                             self._kernel(ic.iv + ir.iv, jc, jr.iv, pc.iv, kc, self.mr, nr)
@@ -135,6 +174,17 @@ class Gemm:
         """packed[jr*kc*nr + p*nr + j] = B[pc+p, jc + jr*nr + j]: each panel contiguous, k-major."""
         lb = self.lb
         panels = lb.op("arith.divui", nc, lb.index(nr))
+        if self.tb:  # the buffer is B^T (n x k): B[p, j] = buf[j * k + p]
+            # One column of B (a row of the buffer) at a time, contiguous along p: reading
+            # the NR columns of a k step together would touch NR lines k*size bytes apart,
+            # which for k a multiple of 1024 f32 all fall into one L1 set.
+            with lb.for_(0, panels) as jr:
+                with lb.for_(0, nr) as j:
+                    src = self.b_off + ((jc + jr.iv * nr + j.iv) * self.k + pc)
+                    dst = jr.iv * kc * nr + j.iv
+                    with lb.for_(0, kc) as p:
+                        lb.store(lb.load(self.b, [src + p.iv]), self.packed, [dst + p.iv * nr])
+            return
         with lb.for_(0, kc) as p:
             src_row = self.b_off + ((pc + p.iv) * self.n + jc)
             with lb.for_(0, panels) as jr:
@@ -148,15 +198,25 @@ class Gemm:
         lb = self.lb
         col = jc + jr * nr
         c_rows = [self.c_off + ((row + r) * self.n + col) for r in range(mr)]
-        a_rows = [self.a_off + ((row + r) * self.k + pc) for r in range(mr)]
+        if self.ta:  # the buffer is A^T (k x m): A[i, p] = buf[p * m + i]; the MR values of a k step adjacent
+            a_col = self.a_off + (pc * self.m + row)
+        else:
+            a_rows = [self.a_off + ((row + r) * self.k + pc) for r in range(mr)]
         panel = jr * kc * nr
-        inits = [lb.load(self.c, [c_rows[r] + j]) for r in range(mr) for j in range(nr)]
+        # The first K panel starts from zero (C is not cleared beforehand: one pass over C
+        # less, and C is read once less); the others continue C's partial sums.
+        with lb.if_(lb.compare("eq", lb.index(pc), lb.index(0)), [self.elem] * (mr * nr)) as first:
+            with first.then_():
+                first.yield_(*[self.zero] * (mr * nr))
+            with first.else_():
+                first.yield_(*[lb.load(self.c, [c_rows[r] + j]) for r in range(mr) for j in range(nr)])
+        inits = first.results
         with lb.for_(0, kc, inits=inits) as kl:
             at = panel + kl.iv * nr
             bs = [lb.load(self.packed, [at + j]) for j in range(nr)]
             new = []
             for r in range(mr):
-                a = lb.load(self.a, [a_rows[r] + kl.iv])
+                a = lb.load(self.a, [a_col + (kl.iv * self.m + r)] if self.ta else [a_rows[r] + kl.iv])
                 for j in range(nr):
                     new.append(self._multiply_add(a, bs[j], kl.args[r * nr + j]))
             kl.yield_(*new)
@@ -175,9 +235,9 @@ class Gemm:
 def lower_matmul(ctx, op, inputs, output) -> None:
     lb = ctx.lb
     a, b = inputs
-    *batch, m, k = a.type.shape
-    n = b.type.shape[-1]
-    gemm = Gemm(ctx, output.type.element_type, m, n, k)
+    *batch, m, k = op.operands[0].type.shape  # the operand's shape: its buffer may hold its transpose
+    n = op.operands[1].type.shape[-1]
+    gemm = Gemm(ctx, output.type.element_type, m, n, k, ctx.transposed or (False, False))
     fa, fb, fc = lb.flat(a), lb.flat(b), lb.flat(output)
     if not batch:
         gemm.emit(fa, lb.index(0), fb, lb.index(0), fc, lb.index(0))

@@ -14,6 +14,7 @@ from irc import registry
 from irc.attributes import DenseAttr, FloatAttr, IntegerAttr, float_bits
 from irc.diagnostics import IRError
 from irc.operation import Commutative, ConstantLike, Elementwise, Operation, Pure
+from irc.patterns import constant_value
 from irc.semantics import (
     Fault,
     attr_to_value,
@@ -527,11 +528,11 @@ def tie_split(b, first_wins, x0, x1):
 
 
 def _is_constant(v) -> bool:
-    """An ``arith.constant``, or a ``tensor.splat`` of one."""
+    """A constant, or a ``tensor.splat`` of one."""
     op = v.value.defining_op
     if op is not None and op.name == "tensor.splat":
-        op = op.operands[0].defining_op
-    return op is not None and op.name == "arith.constant"
+        return constant_value(op.operands[0]) is not None
+    return constant_value(v.value) is not None
 
 
 def against_constant(b, x, y, strictly_chosen):

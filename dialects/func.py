@@ -96,10 +96,15 @@ class FuncOp(Operation):
             p.region(self.body, print_entry_args=False)
 
 
-def _symbol(name: str) -> str:
+def is_bare_symbol(name: str) -> bool:
+    """Whether ``@name`` prints without quotes (and so parses back as written)."""
     import re
 
-    return name if re.fullmatch(r"[A-Za-z0-9_$.\-]+", name) else '"' + name + '"'
+    return re.fullmatch(r"[A-Za-z0-9_$.\-]+", name) is not None
+
+
+def _symbol(name: str) -> str:
+    return name if is_bare_symbol(name) else '"' + name + '"'
 
 
 @syntax_rule("func_header")

@@ -131,19 +131,24 @@ def take(b, v, axis: int, offset, length):
         if offsets == [0] * len(shape) and sizes == shape:
             return v
         return b.tensor_op("tensor.slice", v, offsets=offsets, sizes=sizes)
+    return _select_sum(b, v, axis, shape, length, lambda rows, cols: rows.eq(cols + as_index(b, offset)))
+
+
+def _select_sum(b, v, axis: int, shape: list, length, hit_of):
+    """Element j of the result along ``axis`` is the sum over i of ``v[i]`` where
+    ``hit_of(i, j)`` (i along ``axis``, j < ``length``): a gather written as a one-hot
+    [N, length] mask, a select and a sum (exact: each sum adds zeros to one element)."""
     n = shape[axis]
     grid = [n, length]
     sizes = [as_index(b, d) for d in grid if not isinstance(d, int)]
     grid_t = TensorType([static(d) for d in grid], index)
     rows = b.tensor_op("tensor.iota", *sizes, type=grid_t, axis=0)
     cols = b.tensor_op("tensor.iota", *sizes, type=grid_t, axis=1)
-    hit = rows.eq(cols + as_index(b, offset))  # [N, length] i1
     wide = shape[:axis + 1] + [length] + shape[axis + 1:]
     mask_shape = [1] * axis + grid + [1] * (len(shape) - axis - 1)
-    hit = expand(b, with_sizes(b, hit, mask_shape), wide)
+    hit = expand(b, with_sizes(b, hit_of(rows, cols), mask_shape), wide)
     spread = expand(b, with_sizes(b, v, shape[:axis + 1] + [1] + shape[axis + 1:]), wide)
-    picked = b.select(hit, spread, zeros(b, v, wide))
-    return b.reduce("sum", picked, [axis])
+    return b.reduce("sum", b.select(hit, spread, zeros(b, v, wide)), [axis])
 
 
 def window(b, v, axis: int, low: int, high: int):
@@ -193,16 +198,7 @@ def reverse(b, v, axis: int):
     """``v`` reversed along ``axis`` (no reverse op: a select-and-sum with the anti-diagonal)."""
     shape = [size(b, v, i) for i in range(v.type.rank)]
     n = shape[axis]
-    grid = [n, n]
-    sizes = [as_index(b, d) for d in grid if not isinstance(d, int)]
-    grid_t = TensorType([static(d) for d in grid], index)
-    rows = b.tensor_op("tensor.iota", *sizes, type=grid_t, axis=0)
-    cols = b.tensor_op("tensor.iota", *sizes, type=grid_t, axis=1)
-    hit = (rows + cols).eq(as_index(b, n) - as_index(b, 1))
-    wide = shape[:axis + 1] + [n] + shape[axis + 1:]
-    hit = expand(b, with_sizes(b, hit, [1] * axis + grid + [1] * (len(shape) - axis - 1)), wide)
-    spread = expand(b, with_sizes(b, v, shape[:axis + 1] + [1] + shape[axis + 1:]), wide)
-    return b.reduce("sum", b.select(hit, spread, zeros(b, v, wide)), [axis])
+    return _select_sum(b, v, axis, shape, n, lambda rows, cols: (rows + cols).eq(as_index(b, n) - as_index(b, 1)))
 
 
 # ---- products of all the other elements ---------------------------------------------------------

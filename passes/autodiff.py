@@ -87,13 +87,11 @@ def check_differentiable(fn: FuncOp, mode: str) -> None:
 def function(module, name: str, what: str = "function", mode: str = "reverse", at: Operation | None = None) -> FuncOp:
     """The function to differentiate, checked; errors point at ``at`` (a call) when given."""
     fn = module.lookup(name)
-    where = at.loc if at is not None else module.loc
     if not isinstance(fn, FuncOp):
         known = ", ".join("@" + f.sym_name for f in module.functions) or "none"
-        raise IRError(f"no {what} @{name} in the module (functions: {known})", where)
+        raise IRError(f"no {what} @{name} in the module (functions: {known})", (at or module).loc)
     if fn.is_declaration:
-        raise IRError(f"@{name} is a declaration: there is no body to differentiate",
-                      where if at is not None else fn.loc)
+        raise IRError(f"@{name} is a declaration: there is no body to differentiate", (at or fn).loc)
     check_differentiable(fn, mode)
     return fn
 
@@ -164,8 +162,6 @@ class Adjoints:
     def pop(self, value: Value) -> V | None:
         return self.table.pop(value, None)
 
-    def get(self, value: Value) -> V | None:
-        return self.table.get(value)
 
 
 def apply_vjp(b: Builder, op: Operation, operands: list[V], results: list[V], cots: list) -> list:
@@ -292,7 +288,7 @@ class Reverse:
                         continue
                     seeds = {i: c for i, c in enumerate(cots) if c is not None}
                     _, table = self.region(b, region.entry, {}, seeds)
-                    branch.yield_(*[table.get(v) if table.get(v) is not None else b.zeros_like(v) for v in free])
+                    branch.yield_(*[table[v] if v in table else b.zeros_like(v) for v in free])
         for v, g in zip(free, branch.results):
             adj.add(v, g, op)
 

@@ -26,7 +26,6 @@ function with loops is a diagnostic.
 
 from __future__ import annotations
 
-from irc.dialects.arith import ConstantOp
 from irc.dialects.cf import PhiOp
 from irc.dialects.func import CallOp, ReturnOp
 from irc.dialects.memref import AllocaOp, AllocOp, DeallocOp, LoadOp, StoreOp
@@ -36,6 +35,7 @@ from irc.block import Block, Region
 from irc.builder import Builder, V, is_float
 from irc.diagnostics import IRError
 from irc.dominance import reverse_postorder
+from irc.patterns import constant_value
 from irc.types import MemRefType, TensorType, index
 
 from .autodiff import _lowered_copy, apply_vjp
@@ -172,10 +172,10 @@ class _Tape:
         region = self.entry_block.parent
         m = len(self.blocks)
         # Counters, made in the entry; the anchor keeps allocas above the first branch.
-        self.entry_anchor = b.insert(ConstantOp.build(index_attr(0)))
+        zero_index = b.index(0)
+        self.entry_anchor = zero_index.value.defining_op
         counts = b.built(AllocaOp.build(MemRefType([m], index)))
         total = b.built(AllocaOp.build(MemRefType([1], index)))
-        zero_index = V(b, self.entry_anchor.results[0])
 
         def reset():
             for i in range(m):
@@ -324,13 +324,7 @@ class _Tape:
 
 
 def _is_constant(v) -> bool:
-    return isinstance(v.defining_op, ConstantOp)
-
-
-def index_attr(value: int):
-    from irc.attributes import IntegerAttr
-
-    return IntegerAttr(value, index)
+    return constant_value(v) is not None
 
 
 def taped_body(rev, b: Builder, fn, params, cots):

@@ -11,8 +11,9 @@ differentiated (a tape in memref buffers) is described in ``passes/autodiff.py``
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from irc.dialects.func import is_bare_symbol
 
 from irc.passmanager import Pass, PipelineError
 
@@ -36,12 +37,9 @@ def positions(text: str, option: str, pass_name: str) -> list[int] | None:
     return values
 
 
-SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.\-]*")
-
-
 def check_name(text: str, pass_name: str) -> None:
     """A name= option must be a symbol the printer writes bare (and so the parser reads back)."""
-    if text and not SYMBOL.fullmatch(text):
+    if text and not is_bare_symbol(text):
         raise PipelineError(f"option 'name' of pass '{pass_name}' expects a symbol name such as 'loss_grad' "
                             f"(letters, digits, '_', '$', '.', '-'; no '@'), got '{text}'")
 

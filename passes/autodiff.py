@@ -48,7 +48,7 @@ from irc.dialects.scf import ForOp, IfOp, WhileOp
 from irc.attributes import UnitAttr
 from irc.block import Block, Region
 from irc.builder import Builder, V, is_float
-from irc.diagnostics import IRError
+from irc.diagnostics import UNKNOWN, IRError
 from irc.dominance import reverse_postorder
 from irc.operation import Operation
 from irc.types import FunctionType, TensorType, Type
@@ -89,7 +89,10 @@ def function(module, name: str, what: str = "function", mode: str = "reverse", a
     fn = module.lookup(name)
     if not isinstance(fn, FuncOp):
         known = ", ".join("@" + f.sym_name for f in module.functions) or "none"
-        raise IRError(f"no {what} @{name} in the module (functions: {known})", (at or module).loc)
+        # At the call; else at the module, or (a parsed module has no location of its own) at its
+        # first function, so that the message names the file.
+        where = at or (module if module.loc is not UNKNOWN else next(iter(module.functions), module))
+        raise IRError(f"no {what} @{name} in the module (functions: {known})", where.loc)
     if fn.is_declaration:
         raise IRError(f"@{name} is a declaration: there is no body to differentiate", (at or fn).loc)
     check_differentiable(fn, mode)

@@ -23,8 +23,9 @@ grad pass  ``grad`` alone on chains of 1k, 10k, 100k scalar and        linear: o
 (its default pipeline; inlining, fusion and memory planning included) compiles
 it, and ``exe.step(..., out=...)`` is timed writing into preallocated outputs
 (the parameters are not overwritten, so every call is the same step).  Rows:
-irc's BLAS path (scipy's sgemm for large matmuls, ``irc.compile``'s default
-where scipy is installed) and irc's own GEMM (``blas=False``).
+irc's default (its own GEMM library function for large matmuls, compiled once per
+host: passes/lowering/gemm_library.py) and its BLAS path (``blas=True``: scipy's
+sgemm).
 
 **Peers**, each only where installed: ``jax.jit`` of ``value_and_grad`` plus the
 update (returns new parameters); ``pytensor.function`` with ``updates=`` on
@@ -402,10 +403,10 @@ class Contender:
 
 
 CONTENDERS = [
-    Contender("irc (BLAS path, the default)", build_irc(None), "irc"),
-    Contender("irc native GEMM (blas=False)", build_irc(False), "irc"),
+    Contender("irc (the default: irc's GEMM)", build_irc(None), "irc"),
+    Contender("irc BLAS path (blas=True)", build_irc(True), "irc"),
     Contender("irc, backward by hand in IR (no grad pass)", build_irc(None, by_hand=True), "yardstick"),
-    Contender("irc, backward by hand, native GEMM", build_irc(False, by_hand=True), "yardstick"),
+    Contender("irc, backward by hand, BLAS path", build_irc(True, by_hand=True), "yardstick"),
     Contender("jax.jit (value_and_grad + update)", build_jax),
     Contender("pytensor.function (C backend)", build_pytensor(None)),
     Contender("pytensor.function (mode=NUMBA)", build_pytensor("NUMBA"), quick=False),
@@ -606,16 +607,16 @@ def profile(net: Net, repeat: int) -> None:
         try:
             describe_graph(graph_after_fusion(manual_step_module(net) if by_hand else step_module(net)))
             print(f"  (the step through the {label}, above)")
-            for blas in (None, False):
+            for blas in (None, True):
                 fn = irc_step(net, blas, by_hand=by_hand)
-                gemm = "BLAS path" if blas is None else "native GEMM"
+                gemm = "irc's GEMM" if blas is None else "BLAS path"
                 parts[f"@step ({label}, {gemm})"] = functools.partial(fn, *args)
         except Exception as e:  # noqa: BLE001
             print(f"the step through the {label}: {tc.one_line(e)}")
-    for blas in (None, False):
+    for blas in (None, True):
         exe = irc.compile(loss_module(net), cache_dir=tc.IRC_CACHE, **tc.irc_single_thread(),
                           **({} if blas is None else {"blas": blas}))
-        gemm = "BLAS path" if blas is None else "native GEMM"
+        gemm = "irc's GEMM" if blas is None else "BLAS path"
         parts[f"@loss (forward only, {gemm})"] = functools.partial(exe.loss, *args)
     hidden = [x] + [np.ones((net.batch, d), np.float32) for d in net.dims[1:-1]]
     dz = [np.ones((net.batch, d), np.float32) for d in net.dims[1:]]
@@ -638,8 +639,8 @@ def profile(net: Net, repeat: int) -> None:
     pairs = [(h, w) for h, w in zip(hidden, ws)] + [(np.ascontiguousarray(h.T), d) for h, d in zip(hidden, dz)] \
         + [(d, np.ascontiguousarray(w.T)) for d, w in zip(dz[1:], ws[1:])]
     flat = [a for pair in pairs for a in pair]
-    for blas in (None, False):
-        gemm = "BLAS path" if blas is None else "native GEMM"
+    for blas in (None, True):
+        gemm = "irc's GEMM" if blas is None else "BLAS path"
         parts[f"irc {gemm}: all the step's matmuls, transposes copied before"] = functools.partial(
             irc_products(pairs, blas), *flat)
     try:
@@ -671,7 +672,7 @@ def profile(net: Net, repeat: int) -> None:
 # ---- memory: planned peak and RSS of the 32-layer step ---------------------------------------------------
 
 
-MEMORY_CONTENDERS = ["irc (BLAS path)", "irc, backward by hand", "torch eager", "jax.jit"]
+MEMORY_CONTENDERS = ["irc (the default GEMM)", "irc, backward by hand", "torch eager", "jax.jit"]
 
 
 def release_torch_grads() -> None:

@@ -25,6 +25,7 @@ class TensorToLoops(Pass):
 
     name = "tensor-to-loops"
     blas: bool = False  # large f32/f64 matmuls call BLAS gemm (compiled code only; see lowering/blas.py)
+    gemm_library: bool = False  # large f32/f64 matmuls call irc's GEMM function (lowering/gemm_library.py)
     vector_bits: int = 0  # the target's vector width, for the GEMM's register tile (0: 512; lowering/matmul.py)
     vector_registers: int = 0  # its number of vector registers (0: 32)
     l1_bytes: int = 0  # the L1 data cache, for the GEMM's panel depth (0: not known)
@@ -34,7 +35,7 @@ class TensorToLoops(Pass):
         for func in list(module.functions):
             if not func.is_declaration:
                 before = len(func.attributes)
-                bufferize(func, {"blas": self.blas, "vector_bits": self.vector_bits,
+                bufferize(func, {"blas": self.blas, "gemm_library": self.gemm_library, "vector_bits": self.vector_bits,
                                  "vector_registers": self.vector_registers,
                                  "l1_bytes": self.l1_bytes, "l3_bytes": self.l3_bytes})
                 if len(func.attributes) != before:

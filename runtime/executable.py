@@ -25,7 +25,7 @@ from irc.diagnostics import IRError, Location, SourceFile
 from . import cache as _cache
 from . import tensor_function
 from .cpu import blas as blas_runtime
-from .cpu import callconv, engine, fastcall, stack, symbols
+from .cpu import callconv, engine, fastcall, gemm_library, stack, symbols
 from .cpu.translate import Options, translate
 
 CPU_STAGES = [
@@ -55,9 +55,11 @@ class CompileOptions:
 class Executable:
     """Compiled functions of one module: ``exe.name(...)`` or ``exe["name"](...)``."""
 
-    def __init__(self, functions: dict, library, llvm_ir: str | None, stats: dict):
+    def __init__(self, functions: dict, library, llvm_ir: str | None, stats: dict,
+                 addresses: dict | None = None):
         self._functions = functions
         self._library = library  # keeps the machine code alive
+        self._addresses = addresses or {}  # function name -> address of its C-ABI entry
         self.llvm_ir = llvm_ir
         self.stats = stats
 
@@ -113,8 +115,9 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     """Compile every function of ``module`` for ``target``; see the module docstring.
 
     Functions over tensors compile per argument shapes when first called (see
-    tensor_function.py); for them ``blas`` sends large f32/f64 matmuls to scipy's
-    BLAS gemm (None: when scipy is installed), ``math_approx`` replaces libm
+    tensor_function.py); for them ``blas=True`` sends large f32/f64 matmuls to scipy's
+    BLAS gemm instead of irc's own (the default, None or False: passes/lowering/gemm_library.py),
+    ``math_approx`` replaces libm
     calls by vectorisable polynomial approximations, and ``threads`` (None: the
     cores this process may use) runs parallel loops on that many threads.
 
@@ -141,7 +144,7 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
     tensor_funcs = [f for f in module.functions if not f.is_declaration and tensor_function.has_tensors(f)]
     if tensor_funcs:
         if blas is None:
-            blas = blas_runtime.available()
+            blas = False  # irc's own GEMM (cpu/gemm_library.py): as fast as BLAS here, see docs/benchmarks.md
         elif blas and not blas_runtime.available():
             raise ValueError("blas=True needs scipy (its cython_blas gemm); install scipy or pass blas=False")
         if threads is None:
@@ -196,7 +199,8 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
                                                    addresses.get(fastcall.fast_name(f.sym_name)), library)
                  for f in funcs}
     timings["total"] = time.perf_counter() - start
-    return Executable(functions, library, llvm_ir, timings)
+    return Executable(functions, library, llvm_ir, timings,
+                      {f.sym_name: addresses[symbols.jit_symbol(f.sym_name)] for f in funcs})
 
 
 def _check_compile_arguments(module, target, opt_level, checks, bounds_checks, fast_math, cache, cache_dir,
@@ -266,6 +270,7 @@ def _link_extras(lowered, extern: dict) -> dict:
     addresses of the ``extern`` functions it declares (an IRError at a declaration not found)."""
     declared = {f.sym_name: f for f in lowered.functions if f.is_declaration}
     extra_ir, imports = blas_runtime.link_extras(declared.keys() - extern.keys())
+    imports.update(gemm_library.imports(declared.keys() - extern.keys()))
     for name in sorted(declared.keys() & extern.keys()):
         address = extern[name] or symbols.process_address(name)
         if address is None:

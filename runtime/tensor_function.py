@@ -56,7 +56,7 @@ def has_tensors(func) -> bool:
 class TensorOptions:
     """How tensor functions are lowered (the rest of ``irc.compile``'s options apply after)."""
 
-    blas: bool = False  # large f32/f64 matmuls call scipy's BLAS gemm
+    blas: bool = False  # large f32/f64 matmuls call scipy's BLAS gemm, not irc's GEMM library function
     math_approx: bool = True  # exp, tanh... as vectorisable polynomials instead of libm calls
     threads: int = 1  # parallel loops split across this many threads (the caller's included)
 
@@ -101,7 +101,7 @@ def tensor_pipeline(options: TensorOptions = TensorOptions()) -> str:
         if name == "bufferize and lower to loops":
             bits, registers = host_vectors()
             l1, l3 = host_caches()
-            flags = ["blas=true"] if options.blas else []
+            flags = ["blas=true"] if options.blas else ["gemm-library=true"]
             flags += [f"vector-bits={bits}", f"vector-registers={registers}", f"l1-bytes={l1}", f"l3-bytes={l3}"]
             pipeline = f"tensor-to-loops{{{' '.join(flags)}}}"
         stages.append(pipeline)

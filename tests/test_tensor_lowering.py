@@ -436,6 +436,7 @@ func.func @conv(%x: tensor<?x?x?x?xf64>, %w: tensor<?x?x?x?xf64>) -> tensor<?x?x
 
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="checks x86-64 vector instructions")
 def test_matmul_kernel_and_softmax_use_vector_instructions():
+    from irc.passes.lowering import gemm_library
     from irc.runtime import aot
 
     exe = irc.compile(irc.parse("""
@@ -448,9 +449,12 @@ func.func @sm(%a: tensor<?x?xf32>) -> tensor<?x?xf32> {
   func.return %s : tensor<?x?xf32>
 }"""), blas=False)
     packed = r"\bv?{op}p{t}\s[^\n]*%[xyz]mm"  # packed single/double precision on a vector register
-    module, _ = exe.mm.lower(((64, 64), (64, 64)))
-    asm = aot.emit(module, "asm")
-    assert re.search(r"\bvfmadd\d{3}ps\s[^\n]*%[xyz]mm", asm)  # the kernel's math.fma, on packed registers
+    fma = r"\bvfmadd\d{3}ps\s[^\n]*%[xyz]mm"  # the kernel's math.fma, on packed registers
+    module, _ = exe.mm.lower(((48, 48), (48, 48)))  # small: inline loops (lowering/matmul.py)
+    assert re.search(fma, aot.emit(module, "asm"))
+    module, _ = exe.mm.lower(((64, 64), (64, 64)))  # large: a call of the GEMM library function
+    (name,) = [f.sym_name for f in module.functions if f.is_declaration]
+    assert re.search(fma, aot.emit(gemm_library.build(name), "asm"))
     module, _ = exe.sm.lower(((8, 1024),))
     asm = aot.emit(module, "asm")
     # The max and the scaling passes (exp vectorises only once math-approx makes it arithmetic).

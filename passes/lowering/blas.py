@@ -43,19 +43,27 @@ def transpose_suffix(transposed) -> str:
     return "" if not (ta or tb) else "_" + ("t" if ta else "n") + ("t" if tb else "n")
 
 
+def declare(ctx, symbol: str, inputs: list) -> None:
+    """A private declaration of ``@symbol(inputs) -> ()`` at the top of the module being lowered
+    (once): the runtime links its body."""
+    from irc.dialects.func import FuncOp
+
+    module = ctx.bufferizer.func.parent_op
+    if not any(f.sym_name == symbol for f in module.functions):
+        decl = FuncOp(attributes={"sym_name": StringAttr(symbol), "sym_visibility": StringAttr("private"),
+                                  "function_type": TypeAttr(FunctionType(inputs, []))},
+                      regions=[Region()])  # a declaration: no body
+        module.body.prepend(decl)
+
+
 def lower_matmul_blas(ctx, op, inputs, output) -> None:
-    from irc.dialects.func import CallOp, FuncOp
+    from irc.dialects.func import CallOp
 
     lb = ctx.lb
     elem = output.type.element_type
     symbol = SYMBOLS[elem.kind] + transpose_suffix(ctx.transposed)
     dynamic = MemRefType([None, None], elem)
-    module = ctx.bufferizer.func.parent_op
-    if not any(f.sym_name == symbol for f in module.functions):
-        decl = FuncOp(attributes={"sym_name": StringAttr(symbol), "sym_visibility": StringAttr("private"),
-                                  "function_type": TypeAttr(FunctionType([dynamic] * 3, []))},
-                      regions=[Region()])  # a declaration: no body
-        module.body.prepend(decl)
+    declare(ctx, symbol, [dynamic] * 3)
     views = [lb.view(buf, 0, dynamic, [lb.dim(buf, 0), lb.dim(buf, 1)]).value for buf in (*inputs, output)]
     call = CallOp.build(symbol, views, [])
     call.attributes["nocapture"] = UnitAttr()  # gemm keeps no pointer: plan-memory may reuse the buffers

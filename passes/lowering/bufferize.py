@@ -31,7 +31,7 @@ from irc.diagnostics import IRError
 from irc.types import FunctionType, MemRefType, TensorType, index
 from irc.values import OpResult
 
-from . import LOWERINGS, blas
+from . import LOWERINGS, blas, gemm_library
 
 # Ops whose result may share its operand's buffer (no copy): they only re-read it.
 VIEW_OPS = frozenset({"tensor.reshape"})
@@ -172,6 +172,8 @@ class Bufferizer:
         lower = LOWERINGS.get(op.name)
         if self.options.get("blas") and blas.wants_blas(op, list(op.operands)):
             lower = blas.lower_matmul_blas
+        elif self.options.get("gemm_library") and gemm_library.wants_library(op, list(op.operands)):
+            lower = gemm_library.lower_matmul_library
         if lower is None:
             raise IRError(f"tensor-to-loops has no lowering for '{op.name}' (elementwise ops on "
                           "tensors are lowered after 'fuse-elementwise')", op.loc)

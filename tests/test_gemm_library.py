@@ -1,0 +1,143 @@
+"""irc's GEMM library function (passes/lowering/gemm_library.py, runtime/cpu/gemm_library.py).
+
+The interpreter runs the library function's IR directly: it is the oracle for the
+compiled function (same order of fused steps, so equal bits) and both are checked
+against numpy in f64 within the bound of a K-term sum.  Small blockings make every
+loop of the nest (several column blocks, K panels, row blocks, edge tiles) run on
+small sizes.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from irc.passes.lowering import gemm_library as gl
+
+import irc
+from irc.diagnostics import IRError
+from irc.types import FloatType
+
+SMALL = gl.Blocking(mr=3, nr=4, mc=6, kc=5, nc=8)  # every loop and edge case on small sizes
+SHAPES = [(1, 1, 1), (3, 4, 5), (7, 9, 11), (6, 8, 10), (13, 17, 4), (2, 3, 0), (0, 3, 4), (4, 0, 2), (20, 5, 23)]
+
+
+def operands(m, n, k, dtype, transposed, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    ta, tb = transposed
+    return a, b, (np.ascontiguousarray(a.T) if ta else a), (np.ascontiguousarray(b.T) if tb else b)
+
+
+def within_sum_bound(c, a, b):
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    eps = np.finfo(c.dtype).eps
+    bound = (a.shape[1] + 1) * eps * (np.abs(a64) @ np.abs(b64))
+    return np.all(np.abs(c - a64 @ b64) <= bound)
+
+
+def scratch(blocking, m, n, k, dtype):
+    pa, pb = blocking.scratch_sizes(m, n, k)
+    return np.full(pa, np.nan, dtype), np.full(pb, np.nan, dtype)  # NaN: a read of stale scratch shows
+
+
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+@pytest.mark.parametrize("transposed", list(itertools.product([False, True], repeat=2)))
+def test_interpreted_and_compiled_agree_bit_for_bit_and_with_numpy(kind, transposed):
+    dtype = np.float32 if kind == "f32" else np.float64
+    name = gl.symbol(FloatType(kind), transposed, SMALL)
+    module = gl.build(name)
+    exe = irc.compile(module, cache=False)
+    for m, n, k in SHAPES:
+        a, b, a_buf, b_buf = operands(m, n, k, dtype, transposed, seed=m * 100 + n * 10 + k)
+        interpreted = np.full((m, n), np.nan, dtype)
+        irc.interpret(module, name, a_buf, b_buf, interpreted, *scratch(SMALL, m, n, k, dtype))
+        compiled = np.full((m, n), np.nan, dtype)
+        exe[name](a_buf, b_buf, compiled, *scratch(SMALL, m, n, k, dtype))
+        assert within_sum_bound(interpreted, a, b), (m, n, k)
+        np.testing.assert_array_equal(compiled, interpreted)
+
+
+def test_sizes_that_disagree_fault_before_touching_memory():
+    name = gl.symbol(FloatType("f32"), (False, False), SMALL)
+    module = gl.build(name)
+    exe = irc.compile(module, cache=False)
+    a, b, _, _ = operands(7, 9, 11, np.float32, (False, False))
+    pa, pb = scratch(SMALL, 7, 9, 11, np.float32)
+    cases = [(a, b[:10], np.zeros((7, 9), np.float32), pa, pb),  # B has 10 rows for A's 11 columns
+             (a, b, np.zeros((7, 8), np.float32), pa, pb),  # C is too narrow
+             (a, b, np.zeros((7, 9), np.float32), pa[:3], pb),  # packing scratch too small
+             (a, b, np.zeros((7, 9), np.float32), pa, pb[:3])]
+    for args in cases:
+        args = [np.ascontiguousarray(x) for x in args]
+        c = args[2]
+        c[:] = 5.0
+        with pytest.raises(IRError, match="do not agree"):
+            irc.interpret(module, name, *args)
+        with pytest.raises(irc.diagnostics.ExecutionError, match="do not agree"):
+            exe[name](*args)
+        assert (c == 5.0).all()
+
+
+@pytest.mark.parametrize("name", [
+    "irc_gemm_f16_nn_3x4_6x5x8",  # no f16 kernel
+    "irc_gemm_f32_xn_3x4_6x5x8",
+    "irc_gemm_f32_nn_0x4_6x5x8",  # sizes must be positive
+    "irc_gemm_f32_nn_3x4_7x5x8",  # MC not a multiple of MR
+    "irc_gemm_f32_nn_3x4_6x5x9",  # NC not a multiple of NR
+    "irc_gemm_f32_nn_32x32_32x5x32",  # a tile larger than MAX_TILE
+    "irc_gemm_f32_nn_3x4_6x5x8_",
+    "irc_gemm_f32_nn_3x4_6x5x99999999",
+])
+def test_names_that_are_not_library_gemms_are_refused(name):
+    assert gl.parse_symbol(name) is None
+    with pytest.raises(ValueError, match="does not name a library GEMM"):
+        gl.build(name)
+
+
+def test_blocking_for_the_host_and_narrow_products():
+    host = dict(vector_bits=512, vector_registers=32, l1_bytes=32 << 10, l3_bytes=32 << 20)
+    wide = gl.Blocking.for_host(FloatType("f32"), host)
+    assert (wide.mr, wide.nr) == (8, 32) and wide.kc == gl.KC_MAX and wide.mc % wide.mr == 0
+    narrow = gl.Blocking.for_host(FloatType("f32"), host, n=10)
+    assert narrow.nr == 16 and narrow.nc % narrow.nr == 0
+    avx2 = gl.Blocking.for_host(FloatType("f64"), dict(vector_bits=256, vector_registers=16))
+    assert (avx2.mr, avx2.nr) == (6, 8)
+    for blocking in (wide, narrow, avx2):
+        assert gl.parse_symbol(gl.symbol(FloatType("f64"), (True, False), blocking))[2] == blocking
+
+
+@pytest.mark.parametrize("shape", [(70, 130, 90), (100, 10, 300), (64, 64, 64)])
+def test_tensor_functions_call_the_library_for_large_products(shape):
+    m, n, k = shape
+    src = f"""
+func.func @mm(%a: tensor<{k}x{m}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
+  %at = tensor.transpose %a {{perm = [1, 0]}} : tensor<{k}x{m}xf32> to tensor<{m}x{k}xf32>
+  %c = tensor.matmul %at, %b : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  func.return %c : tensor<{m}x{n}xf32>
+}}"""
+    exe = irc.compile(irc.parse(src), blas=False)
+    lowered, _ = exe.mm.lower(((k, m), (k, n)))
+    declared = [f.sym_name for f in lowered.functions if f.is_declaration]
+    assert len(declared) == 1 and gl.parse_symbol(declared[0])[1] == (True, False)  # A read transposed in place
+    a, b, a_buf, _ = operands(m, n, k, np.float32, (True, False))
+    assert within_sum_bound(exe.mm(a_buf, b), a, b)
+
+
+def test_small_products_stay_inline():
+    src = """
+func.func @mm(%a: tensor<20x30xf32>, %b: tensor<30x40xf32>) -> tensor<20x40xf32> {
+  %c = tensor.matmul %a, %b : (tensor<20x30xf32>, tensor<30x40xf32>) -> tensor<20x40xf32>
+  func.return %c : tensor<20x40xf32>
+}"""
+    exe = irc.compile(irc.parse(src), blas=False)
+    lowered, _ = exe.mm.lower(((20, 30), (30, 40)))
+    assert not any(f.is_declaration for f in lowered.functions)
+
+
+def test_a_program_cannot_declare_the_library_itself():
+    src = """
+func.func private @irc_gemm_f32_nn_3x4_6x5x8(memref<?x?xf32>, memref<?x?xf32>, memref<?x?xf32>, memref<?xf32>, memref<?xf32>)
+func.func @f() { func.return }"""
+    with pytest.raises(IRError, match="declared but not defined"):
+        irc.compile(irc.parse(src))

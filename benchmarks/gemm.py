@@ -1,0 +1,212 @@
+"""GEMM on one core: irc's GEMM library function beside numpy (OpenBLAS), jax.jit and torch.
+
+    python benchmarks/gemm.py                 # the shapes below, f32 (and 1024^3 f64)
+    python benchmarks/gemm.py --blockings     # irc's library at other tile/block sizes, for tuning
+    python benchmarks/gemm.py --quick         # small sizes, few runs (smoke test)
+
+Shapes: square 256, 1024 and 2048, and the products of the MLP training step of
+benchmarks/autodiff.py (784-1024-1024-10, batch 256), with the transposed
+operands its backward pass reads in place (``A^T`` given as the buffer of A,
+``B^T`` as that of B: irc's library packs them; numpy, jax and torch get the same
+transposed views).  Each product runs through ``irc.compile`` of a one-matmul
+tensor function (what a user's program calls), after its first call.  Every
+contender's result is checked against a float64 product.  Medians of 7 rounds of
+5 calls, the contenders interleaved round by round; GFLOP/s = 2*M*N*K / time.
+
+``--blockings`` calls the library function itself at explicit sizes
+(``irc_gemm_f32_nn_8x32_96x512x8192``: tile MRxNR, blocks MCxKCxNC) on the MLP's
+shapes, the evidence behind ``Blocking.for_host`` (passes/lowering/gemm_library.py).
+
+The process is pinned to one core (tensor_cpu.py: jax would otherwise use every core).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+tc = importlib.import_module("tensor_cpu")  # pins the process and sets the thread variables first
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import irc  # noqa: E402
+
+SHAPES = [  # (label, m, n, k, A given transposed, B given transposed)
+    ("square 256", 256, 256, 256, False, False),
+    ("square 1024", 1024, 1024, 1024, False, False),
+    ("square 2048", 2048, 2048, 2048, False, False),
+    ("MLP x @ W1", 256, 1024, 784, False, False),
+    ("MLP h @ W2", 256, 1024, 1024, False, False),
+    ("MLP h @ W3 (10 columns)", 256, 10, 1024, False, False),
+    ("MLP h^T @ dz (dW2)", 1024, 1024, 256, True, False),
+    ("MLP x^T @ dz (dW1)", 784, 1024, 256, True, False),
+    ("MLP h^T @ dz3 (dW3)", 1024, 10, 256, True, False),
+    ("MLP dz @ W2^T", 256, 1024, 1024, False, True),
+    ("MLP dz3 @ W3^T (K 10)", 256, 1024, 10, False, True),
+]
+QUICK_SHAPES = [("square 128", 128, 128, 128, False, False), ("A^T 96x80x64", 96, 80, 64, True, False),
+                ("B^T 64x96x80", 64, 96, 80, False, True)]
+
+
+def matmul_ir(m, n, k, ta, tb, elem="f32") -> str:
+    a_shape, b_shape = (f"{k}x{m}" if ta else f"{m}x{k}"), (f"{n}x{k}" if tb else f"{k}x{n}")
+    lines, a, b = [], "%a", "%b"
+    if ta:
+        lines.append(f"%at = tensor.transpose %a {{perm = [1, 0]}} : tensor<{a_shape}x{elem}> to tensor<{m}x{k}x{elem}>")
+        a = "%at"
+    if tb:
+        lines.append(f"%bt = tensor.transpose %b {{perm = [1, 0]}} : tensor<{b_shape}x{elem}> to tensor<{k}x{n}x{elem}>")
+        b = "%bt"
+    body = "\n  ".join(lines)
+    return f"""func.func @mm(%a: tensor<{a_shape}x{elem}>, %b: tensor<{b_shape}x{elem}>) -> tensor<{m}x{n}x{elem}> {{
+  {body}
+  %c = tensor.matmul {a}, {b} : (tensor<{m}x{k}x{elem}>, tensor<{k}x{n}x{elem}>) -> tensor<{m}x{n}x{elem}>
+  func.return %c : tensor<{m}x{n}x{elem}>
+}}"""
+
+
+def operands(m, n, k, ta, tb, dtype):
+    rng = np.random.default_rng(m * 7 + n * 3 + k)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    return a, b, (np.ascontiguousarray(a.T) if ta else a), (np.ascontiguousarray(b.T) if tb else b)
+
+
+def contenders(m, n, k, ta, tb, dtype):
+    """(name, callable returning the product) for each contender available here."""
+    a, b, a_buf, b_buf = operands(m, n, k, ta, tb, dtype)
+    elem = "f32" if dtype == np.float32 else "f64"
+    exe = irc.compile(irc.parse(matmul_ir(m, n, k, ta, tb, elem)), cache_dir=tc.IRC_CACHE, **tc.irc_single_thread())
+    out = np.empty((m, n), dtype)
+    rows = [("irc (GEMM library)", lambda: exe.mm(a_buf, b_buf, out=out))]
+    a_view = a_buf.T if ta else a_buf
+    b_view = b_buf.T if tb else b_buf
+    rows.append(("numpy (OpenBLAS)", lambda: np.matmul(a_view, b_view, out=out)))
+    try:
+        jax = tc.peer("jax")
+        fn = jax.jit(lambda x, y: (x.T if ta else x) @ (y.T if tb else y))
+        xa, ya = jax.device_put(a_buf), jax.device_put(b_buf)
+        rows.append(("jax.jit", lambda: jax.block_until_ready(fn(xa, ya))))
+    except tc.Missing:
+        pass
+    try:
+        torch = tc.peer("torch")
+        ta_, tb_ = torch.from_numpy(a_buf), torch.from_numpy(b_buf)
+        tout = torch.from_numpy(out)
+        rows.append(("torch", lambda: torch.matmul(ta_.T if ta else ta_, tb_.T if tb else tb_, out=tout)))
+    except tc.Missing:
+        pass
+    return rows, a.astype(np.float64) @ b.astype(np.float64)
+
+
+def timed(calls: list, rounds: int, per_round: int) -> list[float]:
+    """Median seconds per call of each callable, interleaved round by round."""
+    times = [[] for _ in calls]
+    for _ in range(rounds):
+        for i, fn in enumerate(calls):
+            for _ in range(per_round):
+                t = time.perf_counter()
+                fn()
+                times[i].append(time.perf_counter() - t)
+    return [statistics.median(t) for t in times]
+
+
+def check(got, ref, k, dtype) -> bool:
+    got = np.asarray(got, dtype=np.float64)
+    scale = np.sqrt(k) * np.abs(ref).max() + 1
+    return bool(np.abs(got - ref).max() <= 16 * np.finfo(dtype).eps * scale)
+
+
+def shapes_part(shapes, rounds, per_round) -> list[tuple[str, bool]]:
+    checks = []
+    print("| product (M x N x K) | dtype | irc GFLOP/s | numpy | jax.jit | torch | irc / best peer |")
+    print("|---|---|---|---|---|---|---|")
+    for label, m, n, k, ta, tb in shapes:
+        for dtype in ([np.float32, np.float64] if label == "square 1024" else [np.float32]):
+            rows, ref = contenders(m, n, k, ta, tb, dtype)
+            names = [name for name, _ in rows]
+            ok = {name: check(fn(), ref, k, dtype) for name, fn in rows}
+            medians = timed([fn for _, fn in rows], rounds, per_round)
+            rate = {name: 2 * m * n * k / t / 1e9 for name, t in zip(names, medians)}
+            peers = [r for name, r in rate.items() if not name.startswith("irc") and ok[name]]
+            best = max(peers) if peers else None
+            irc_rate = rate[names[0]]
+
+            def cell(name, rate=rate, ok=ok):
+                if name not in rate:
+                    return "-"
+                return f"{rate[name]:.1f}" + ("" if ok[name] else " (wrong)")
+            ratio = f"{irc_rate / best:.2f}" if best else "-"
+            shape = f"{m}x{n}x{k}" + (" A^T" if ta else "") + (" B^T" if tb else "")
+            print(f"| {label}: {shape} | {np.dtype(dtype).name} | {cell(names[0])} | {cell('numpy (OpenBLAS)')} "
+                  f"| {cell('jax.jit')} | {cell('torch')} | {ratio} |", flush=True)
+            if not ok[names[0]]:
+                checks.append((f"{label} {np.dtype(dtype).name}: irc's product is wrong", False))
+            elif best:
+                checks.append((f"{label} {np.dtype(dtype).name}: irc >= 85% of the best peer ({ratio})",
+                               irc_rate >= 0.85 * best))
+    return checks
+
+
+def blockings_part(rounds, per_round) -> None:
+    from irc.passes.lowering import gemm_library as gl
+    from irc.runtime.executable import compile as compile_module
+    from irc.runtime.tensor_function import host_caches, host_vectors
+
+    from irc.types import FloatType
+
+    bits, registers = host_vectors()
+    l1, l3 = host_caches()
+    host = gl.Blocking.for_host(FloatType("f32"), dict(vector_bits=bits, vector_registers=registers,
+                                                        l1_bytes=l1, l3_bytes=l3))
+    print(f"host blocking: tile {host.mr}x{host.nr}, MC {host.mc}, KC {host.kc}, NC {host.nc} "
+          f"({bits}-bit vectors x {registers}, L1 {l1 >> 10} KiB, L3 {l3 >> 20} MiB)")
+    variants = sorted({(host.mr, host.nr, host.mc, kc, host.nc) for kc in (host.kc // 2, host.kc, 2 * host.kc)}
+                      | {(host.mr, host.nr, mc, host.kc, host.nc) for mc in (host.mc // 2, 2 * host.mc)}
+                      | {(max(1, host.mr // 2), 2 * host.nr, host.mc, host.kc // 2, host.nc)})
+    print("| product | " + " | ".join("x".join(map(str, v)) for v in variants) + " |")
+    print("|---|" + "---|" * len(variants))
+    for label, m, n, k, ta, tb in SHAPES[3:]:
+        a, b, a_buf, b_buf = operands(m, n, k, ta, tb, np.float32)
+        calls = []
+        for v in variants:
+            blocking = gl.Blocking(*v)
+            name = gl.symbol(FloatType("f32"), (ta, tb), blocking)
+            fn = compile_module(gl.build(name), cache_dir=tc.IRC_CACHE)[name]
+            pa, pb = blocking.scratch_sizes(m, n, k)
+            args = (a_buf, b_buf, np.empty((m, n), np.float32), np.empty(pa, np.float32), np.empty(pb, np.float32))
+            calls.append(lambda fn=fn, args=args: fn(*args))
+        medians = timed(calls, rounds, per_round)
+        print(f"| {label} | " + " | ".join(f"{2 * m * n * k / t / 1e9:.1f}" for t in medians) + " |", flush=True)
+    print("(GFLOP/s; columns: MR x NR x MC x KC x NC)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, few runs")
+    ap.add_argument("--blockings", action="store_true", help="irc's library at other blockings (tuning)")
+    opts = ap.parse_args(argv)
+    info = tc.machine()
+    print(f"gemm: one core (pinned to CPU {tc.PINNED_CPU}); {info['cpu']} (LLVM {info['llvm_cpu']}, {info['vector']})")
+    print(f"versions: irc {info['irc']}, numpy {info['numpy']}, jax {info['jax']}, torch {info['torch']}, "
+          f"llvmlite {info['llvmlite']} (LLVM {info['llvm']})")
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M')}\n")
+    rounds, per_round = (2, 2) if opts.quick else (7, 5)
+    if opts.blockings:
+        blockings_part(rounds, per_round)
+        return 0
+    checks = shapes_part(QUICK_SHAPES if opts.quick else SHAPES, rounds, per_round)
+    print()
+    for text, ok in checks:
+        print(f"{'PASS' if ok else 'FAIL'}  {text}")
+    return 1 if any("wrong" in text for text, ok in checks if not ok) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -260,7 +260,7 @@ def _as_array(leaf, what: str) -> np.ndarray:
     if _dtype_name(a.dtype) is None:
         raise TypeError(f"irc.save: {what} has dtype {a.dtype}; a checkpoint holds arrays of "
                         f"{', '.join(str(d.newbyteorder('=')) for d in DTYPES.values())} only")
-    return np.ascontiguousarray(a, dtype=DTYPES[_dtype_name(a.dtype)])
+    return a.astype(DTYPES[_dtype_name(a.dtype)], order="C", copy=False)  # 0-d stays 0-d
 
 
 def _write_tensor(f, a: np.ndarray) -> None:
@@ -487,7 +487,7 @@ def _check_tensors(path: str, header: dict, data_size: int) -> dict[str, tuple]:
         if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
             raise _fail(path, f"{what} is not {{dtype, shape, data_offsets}}")
         dtype = info["dtype"]
-        if dtype not in DTYPES:
+        if not isinstance(dtype, str) or dtype not in DTYPES:
             known = "BF16 F8_E4M3 F8_E5M2 U8 U16 U32 U64".split()
             reason = "a dtype irc does not compute with" if dtype in known else "not a dtype"
             raise _fail(path, f"{what} has dtype {_clip(str(dtype))!r}: {reason} "
@@ -547,7 +547,7 @@ def _check_inputs(path: str, meta: dict, count: int) -> list[InputSpec]:
     out = []
     for s in specs:
         if not isinstance(s, dict) or set(s) != {"name", "dtype", "shape"} or not isinstance(s["name"], str) \
-                or s["dtype"] not in DTYPES or not isinstance(s["shape"], list) or len(s["shape"]) > MAX_RANK \
+                or not isinstance(s["dtype"], str) or s["dtype"] not in DTYPES or not isinstance(s["shape"], list) or len(s["shape"]) > MAX_RANK \
                 or not all(type(d) is int and d >= 0 for d in s["shape"]):
             raise _fail(path, f"metadata 'inputs' has an entry that is not {{name, dtype, shape}}: {_clip(str(s))}")
         out.append(InputSpec(s["name"], DTYPES[s["dtype"]], tuple(s["shape"])))
@@ -618,7 +618,7 @@ class Model:
         self.param_names = contents.names
         self.params = contents.in_tree.children[0].unflatten(contents.params)
         self._function = function
-        self._inputs_tree = TreeDef("tuple", (), contents.in_tree.children[1:])
+        self.inputs_tree = TreeDef("tuple", (), contents.in_tree.children[1:])
         types = module.lookup(entry).function_type
         self._param_types = types.inputs[:len(contents.names)]
         self.input_types = types.inputs[len(contents.names):]
@@ -640,15 +640,15 @@ class Model:
         """The inputs as the entry takes them after the parameters: flattened, each checked
         against its parameter type; TypeError (dtype) or ValueError (structure, shape) naming it."""
         leaves, tree = flatten(inputs)
-        if tree != self._inputs_tree:
-            if len(tree.children) != len(self._inputs_tree.children):
-                raise TypeError(f"the model {self.path} takes {len(self._inputs_tree.children)} input(s) "
+        if tree != self.inputs_tree:
+            if len(tree.children) != len(self.inputs_tree.children):
+                raise TypeError(f"the model {self.path} takes {len(self.inputs_tree.children)} input(s) "
                                 f"({self.describe_inputs()}), got {len(tree.children)}")
-            check_same(self._inputs_tree, tree, "the model's inputs")
+            check_same(self.inputs_tree, tree, "the model's inputs")
         return [_check_input(spec.name, leaf, t) for spec, leaf, t in zip(self.inputs, leaves, self.input_types)]
 
     def describe_inputs(self) -> str:
-        return ", ".join(f"{spec.name}: {t}" for spec, t in zip(self.inputs, self.input_types))
+        return ", ".join(f"input {spec.name}: {t}" for spec, t in zip(self.inputs, self.input_types))
 
     def _rebuild(self, results):
         if len(self.result_types) == 1:

@@ -47,6 +47,7 @@ MAX_HEADER = 256 << 20
 """The largest header ``load`` reads unless told otherwise (irc's input limit, fileio.py)."""
 
 MAX_RANK = 32
+MAX_ARRAY_BYTES = (1 << 63) - 1  # numpy's limit, for the sizes other than 0 too (shape [0, 2**61])
 
 # safetensors' dtype names for the dtypes irc computes with (irc has no unsigned integers and
 # numpy no bf16, so U8..U64, BF16 and the F8 kinds are refused by name).
@@ -496,6 +497,8 @@ def _check_tensors(path: str, header: dict, data_size: int) -> dict[str, tuple]:
         if not isinstance(shape, list) or len(shape) > MAX_RANK or \
                 not all(type(d) is int and 0 <= d < 1 << 62 for d in shape):
             raise _fail(path, f"{what} has shape {_clip(str(shape))}: not a list of at most {MAX_RANK} sizes")
+        if math.prod(d for d in shape if d) * DTYPES[dtype].itemsize > MAX_ARRAY_BYTES:
+            raise _fail(path, f"{what} has shape {_clip(str(shape))}: larger than any array can be")
         offsets = info["data_offsets"]
         if not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets) \
                 or not 0 <= offsets[0] <= offsets[1]:

@@ -305,6 +305,18 @@ def _module_text(old, new):
     return mutate
 
 
+def _add_empty_param(shape):
+    """A consistent extra parameter 'z' holding no bytes: only its shape can be wrong."""
+    def mutate(h):
+        meta = h["__metadata__"]
+        h["z"] = {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}
+        meta["params"] = json.dumps(json.loads(meta["params"]) + ["z"])
+        tree = json.loads(meta["in_tree"])
+        tree["tuple"][0]["dict"]["z"] = "*"
+        meta["in_tree"] = json.dumps(tree)
+    return mutate
+
+
 BAD_HEADERS = [
     (_set_tensor("layers.0.w", "dtype", "F33"), "'F33': not a dtype"),
     (_set_tensor("layers.0.w", "dtype", "O"), "'O': not a dtype"),
@@ -320,6 +332,8 @@ BAD_HEADERS = [
     (lambda h: h.pop("layers.1.b"), "unused bytes before tensor"),
     (_set_meta("params", '["layers.0.b", "layers.0.w", "layers.1.b", "layers.1.x"]'), "no tensor for 'layers.1.x'"),
     (lambda h: h.update(extra={"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}), "belong to no parameter"),
+    (_add_empty_param([0, 2 ** 61]), "larger than any array can be"),
+    (_add_empty_param([0, 5]), r"'@main' takes 5 argument\(s\), but the signature has 5 parameter"),
     (lambda h: h.pop("__metadata__"), "weights only, not an irc checkpoint"),
     (_set_meta("format", "pytorch"), "not an irc checkpoint"),
     (_set_meta("format_version", "2"), "checkpoint format 2; this irc .* reads format 1"),
@@ -354,6 +368,18 @@ def test_a_damaged_header_is_refused(saved, mutate, message):
     with pytest.raises(CheckpointError, match=message) as e:
         irc.load(saved)
     assert str(e.value).startswith(f"{saved}: ") and "\n" not in str(e.value)
+
+
+def test_a_newer_irc_is_named_when_its_graph_is_not_understood(saved, example):
+    header, data = header_of(saved)
+    meta = header["__metadata__"]
+    meta["irc_version"] = "99.0.0"
+    rewrite(saved, header, data)
+    irc.load(saved)(example[1])  # the same format: a newer irc's file loads if this irc reads its graph
+    meta["module"] = meta["module"].replace("math.tanh", "math.tanh_v2")
+    rewrite(saved, header, data)
+    with pytest.raises(CheckpointError, match="written by irc 99.0.0, newer than this irc .*: upgrade irc"):
+        irc.load(saved)
 
 
 def _retext(raw: bytes, old: bytes, new: bytes) -> bytes:

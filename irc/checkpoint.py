@@ -37,14 +37,15 @@ from typing import Any
 
 import numpy as np
 
+from .fileio import DEFAULT_MAX_INPUT
 from .pytree import TreeDef, TreeMismatch, check_same, flatten, leaf_paths
 
 FORMAT = "irc.checkpoint"
 FORMAT_VERSION = 1
 """Raised when a change makes files that an older irc would misread; readers refuse newer."""
 
-MAX_HEADER = 256 << 20
-"""The largest header ``load`` reads unless told otherwise (irc's input limit, fileio.py)."""
+MAX_HEADER = DEFAULT_MAX_INPUT
+"""The largest header ``load`` reads unless told otherwise: irc's input limit (fileio.py)."""
 
 MAX_RANK = 32
 MAX_ARRAY_BYTES = (1 << 63) - 1  # numpy's limit, for the sizes other than 0 too (shape [0, 2**61])
@@ -191,7 +192,9 @@ def write(path, traced, params, *example_inputs) -> None:
     TypeError or ValueError before anything is written.
     """
     from .checks import check_module, check_type
+    from .diagnostics import IRError
     from .fileio import write_file
+    from .parser import parse
     from .verifier import verify
 
     check_type("irc.save", "path", path, (str, os.PathLike))
@@ -205,7 +208,9 @@ def write(path, traced, params, *example_inputs) -> None:
     param_tree = tree.children[0]
     count = param_tree.num_leaves
     names = leaf_paths(param_tree)
-    clash = next((n for i, n in enumerate(names) if n in names[:i] or n == "__metadata__"), None)
+    if "__metadata__" in names:
+        raise ValueError("irc.save: a parameter may not be named '__metadata__' (the header's own key)")
+    clash = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if clash is not None:
         raise ValueError(f"irc.save: two parameters are both named '{clash}' in the checkpoint (dict keys "
                          "with dots collide with nesting); rename one")
@@ -220,13 +225,18 @@ def write(path, traced, params, *example_inputs) -> None:
                                   traced.out_tree.num_leaves)
     if problem:
         raise ValueError(f"irc.save: the traced graph does not fit its arguments: {problem}")
+    text = module.print()
+    try:  # what is saved must load: a graph of unregistered ops, say, would not
+        parse(text, "<saved module>")
+    except IRError as e:
+        raise ValueError(f"irc.save: the graph does not read back from its text: {_one_line(e)}") from None
     import irc
 
     metadata = {
         "format": FORMAT,
         "format_version": str(FORMAT_VERSION),
         "irc_version": irc.__version__,
-        "module": module.print(),
+        "module": text,
         "entry": entry,
         "in_tree": json.dumps(traced.in_tree.to_json()),
         "out_tree": json.dumps(traced.out_tree.to_json()),
@@ -243,12 +253,12 @@ def write(path, traced, params, *example_inputs) -> None:
         offset += arrays[i].nbytes
     for i, (name, a) in enumerate(zip(names, arrays)):
         header[name] = {"dtype": _dtype_name(a.dtype), "shape": list(a.shape), "data_offsets": list(spans[i])}
-    text = json.dumps(header, separators=(",", ":")).encode("ascii")
-    text += b" " * (-(8 + len(text)) % 8)  # the data starts 8-byte aligned, as safetensors pads it
+    encoded = json.dumps(header, separators=(",", ":")).encode("ascii")
+    encoded += b" " * (-(8 + len(encoded)) % 8)  # the data starts 8-byte aligned, as safetensors pads it
 
     def write_to(f) -> None:
-        f.write(len(text).to_bytes(8, "little"))
-        f.write(text)
+        f.write(len(encoded).to_bytes(8, "little"))
+        f.write(encoded)
         for i in order:
             _write_tensor(f, arrays[i])
 

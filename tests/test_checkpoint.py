@@ -253,6 +253,11 @@ def test_save_checks_its_arguments(tmp_path, example):
     clash = {"a.b": np.zeros(1, np.float32), "a": {"b": np.zeros(1, np.float32)}}
     with pytest.raises(ValueError, match="both named 'a.b'"):
         write(path, Traced(traced.module, "main", flatten((clash, x))[1], traced.out_tree), clash, x)
+    unregistered = irc.parse(MLP.replace("math.tanh %a : tensor<2x8xf32>",
+                                         '"my.tanh"(%a) : (tensor<2x8xf32>) -> tensor<2x8xf32>'),
+                             allow_unregistered=True)
+    with pytest.raises(ValueError, match="does not read back from its text.*my.tanh"):
+        write(path, Traced(unregistered, "main", traced.in_tree, traced.out_tree), params, x)
     with pytest.raises(ValueError, match="'@nope' is not in the module"):
         write(path, Traced(traced.module, "nope", traced.in_tree, traced.out_tree), params, x)
     assert not path.exists()

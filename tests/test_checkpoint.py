@@ -274,6 +274,28 @@ def test_irc_save_takes_a_traced_object_and_traces_a_function(tmp_path, example)
         irc.save(tmp_path / "c.irc", 3, params, x)
 
 
+def test_irc_save_traces_with_irc_jit(tmp_path, example, monkeypatch):
+    """The contract with the front end: irc.jit(fn).trace(params, *inputs) gives the traced graph."""
+    params, x = example
+    calls = []
+
+    class FakeJit:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def trace(self, *args):
+            calls.append((self.fn, args))
+            return traced_mlp(*args)
+
+    def forward(p, x):
+        raise AssertionError("irc.save traces; it does not call fn eagerly")
+
+    monkeypatch.setattr(irc, "jit", FakeJit, raising=False)
+    irc.save(tmp_path / "m.irc", forward, params, x)
+    assert calls == [(forward, (params, x))]
+    np.testing.assert_allclose(irc.load(tmp_path / "m.irc")(x)["probs"], reference(params, x)["probs"], rtol=1e-5)
+
+
 def test_inputs_are_checked_against_the_signature(saved, example):
     params, x = example
     model = irc.load(saved)

@@ -161,6 +161,9 @@ def save(path, fn, params, *example_inputs) -> None:
     ``fn`` may also be what ``irc.jit(fn).trace(...)`` returned (anything with ``module``,
     ``entry``, ``in_tree`` and ``out_tree``).  See ``write``.
     """
+    from .checks import check_type
+
+    check_type("irc.save", "path", path, (str, os.PathLike))
     if all(hasattr(fn, a) for a in ("module", "entry", "in_tree", "out_tree")):
         traced = fn
     elif callable(fn):

@@ -215,7 +215,7 @@ def test_scalar_and_bool_leaves_and_no_params(tmp_path):
 def test_save_replaces_a_file_atomically(saved, example, monkeypatch):
     params, x = example
     before = saved.read_bytes()
-    import irc.checkpoint as ck
+    import irc.checkpoint.writer as ck
 
     calls = []
 

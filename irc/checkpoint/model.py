@@ -27,8 +27,8 @@ def load(path, *, max_header_size: int = MAX_HEADER, **compile_options) -> Model
     module = parse_module(name, contents)
     meta = contents.metadata
     problem = signature_problems(module, meta["entry"], contents.names,
-                                  [(a.dtype, a.shape) for a in contents.params], contents.inputs,
-                                  contents.out_tree.num_leaves)
+                                 [(a.dtype, a.shape) for a in contents.params], contents.inputs,
+                                 contents.out_tree.num_leaves)
     if problem:
         raise fail(name, f"the graph does not fit the checkpoint's signature: {problem}")
     import irc

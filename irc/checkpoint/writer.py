@@ -91,7 +91,7 @@ def write(path, traced, params, *example_inputs) -> None:
         inputs.append(InputSpec(name, a.dtype, a.shape))
     verify(module)
     problem = signature_problems(module, entry, names, [(a.dtype, a.shape) for a in arrays], inputs,
-                                  traced.out_tree.num_leaves)
+                                 traced.out_tree.num_leaves)
     if problem:
         raise ValueError(f"irc.save: the traced graph does not fit its arguments: {problem}")
     text = module.print()

@@ -64,11 +64,11 @@ def read(path: str, max_header_size: int) -> Contents:
         if header_len + 8 > size or header_len < 2:
             if foreign:
                 raise fail(path, f"is {foreign}, not an irc checkpoint; irc never unpickles or imports "
-                                  "anything from a file")
+                                 "anything from a file")
             if header_len < 2:
                 raise fail(path, f"the header length is {header_len} bytes: not a checkpoint")
             raise fail(path, f"the header length ({header_len} bytes) runs past the end of the file "
-                              f"({size} bytes): truncated, or not a checkpoint")
+                             f"({size} bytes): truncated, or not a checkpoint")
         if header_len > max_header_size:
             raise fail(path, f"the header is {header_len} bytes, more than the limit of {max_header_size}")
         raw = _pread_all(fd, header_len, 8)
@@ -92,7 +92,7 @@ def read(path: str, max_header_size: int) -> Contents:
             raise fail(path, "metadata 'in_tree' is not the structure of a tuple (params, *inputs)")
         if in_tree.children[0].num_leaves != len(names):
             raise fail(path, f"metadata 'in_tree' has {in_tree.children[0].num_leaves} parameter leaves, "
-                              f"but there are {len(names)} parameters")
+                             f"but there are {len(names)} parameters")
         inputs = _check_inputs(path, metadata, TreeDef("tuple", (), in_tree.children[1:]).num_leaves)
         if size - data_start == 0:
             read_only = private = b""
@@ -184,7 +184,7 @@ def _check_metadata(path: str, meta) -> dict[str, str]:
         raise fail(path, "'__metadata__' is not a map of strings to strings")
     if meta.get("format") != FORMAT:
         raise fail(path, f"'__metadata__' does not say format '{FORMAT}': a safetensors file, but not an "
-                          "irc checkpoint")
+                         "irc checkpoint")
     version = meta.get("format_version", "")
     if not re.fullmatch(r"[0-9]{1,9}", version) or int(version) < 1:
         raise fail(path, f"the format version {clip(version)!r} is not a positive integer")
@@ -195,7 +195,7 @@ def _check_metadata(path: str, meta) -> dict[str, str]:
         import irc
 
         raise fail(path, f"was written by irc {written_by} in checkpoint format {version}; this irc "
-                          f"({irc.__version__}) reads format {FORMAT_VERSION} and older: upgrade irc")
+                         f"({irc.__version__}) reads format {FORMAT_VERSION} and older: upgrade irc")
     missing = [k for k in _META_KEYS if k not in meta]
     if missing:
         raise fail(path, f"'__metadata__' lacks {', '.join(map(repr, missing))}")
@@ -216,7 +216,7 @@ def _check_tensors(path: str, header: dict, data_size: int) -> dict[str, tuple]:
             known = "BF16 F8_E4M3 F8_E5M2 U8 U16 U32 U64".split()
             reason = "a dtype irc does not compute with" if dtype in known else "not a dtype"
             raise fail(path, f"{what} has dtype {clip(str(dtype))!r}: {reason} "
-                              f"(irc's: {', '.join(DTYPES)})")
+                             f"(irc's: {', '.join(DTYPES)})")
         shape = info["shape"]
         if not isinstance(shape, list) or len(shape) > MAX_RANK or \
                 not all(type(d) is int and 0 <= d < 1 << 62 for d in shape):
@@ -227,15 +227,15 @@ def _check_tensors(path: str, header: dict, data_size: int) -> dict[str, tuple]:
         if not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets) \
                 or not 0 <= offsets[0] <= offsets[1]:
             raise fail(path, f"{what} has data_offsets {clip(str(offsets))}: not [begin, end] with "
-                              "0 <= begin <= end")
+                             "0 <= begin <= end")
         begin, end = offsets
         if end > data_size:
             raise fail(path, f"{what} ends at byte {end} of the data, past its end ({data_size} bytes): "
-                              "truncated, or damaged")
+                             "truncated, or damaged")
         nbytes = math.prod(shape) * DTYPES[dtype].itemsize
         if nbytes != end - begin:
             raise fail(path, f"{what}: shape {shape} of {dtype} takes {nbytes} bytes, but its offsets "
-                              f"span {end - begin}")
+                             f"span {end - begin}")
         tensors[name] = (DTYPES[dtype], tuple(shape), begin)
         spans.append((begin, end, name))
     expected = 0
@@ -247,7 +247,7 @@ def _check_tensors(path: str, header: dict, data_size: int) -> dict[str, tuple]:
         expected = end
     if expected != data_size:
         raise fail(path, f"the tensors take {expected} bytes but the file holds {data_size} after the "
-                          "header: damaged, or data appended")
+                         "header: damaged, or data appended")
     return tensors
 
 

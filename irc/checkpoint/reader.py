@@ -84,8 +84,8 @@ def read(path: str, max_header_size: int) -> Contents:
             missing = sorted(set(names) - set(tensors))
             extra = sorted(set(tensors) - set(names))
             raise fail(path, "the parameters and the tensors differ: "
-                              + (f"no tensor for {', '.join(map(repr, missing[:5]))}" if missing else
-                                 f"tensor(s) {', '.join(map(repr, extra[:5]))} belong to no parameter"))
+                             + (f"no tensor for {', '.join(map(repr, missing[:5]))}" if missing else
+                                f"tensor(s) {', '.join(map(repr, extra[:5]))} belong to no parameter"))
         in_tree = _tree_field(path, metadata, "in_tree")
         out_tree = _tree_field(path, metadata, "out_tree")
         if in_tree.kind != "tuple" or not in_tree.children:

@@ -34,7 +34,7 @@ def compile(module, target: str = "cpu", **options):  # noqa: A001 - the natural
 
 def save(path, fn, params, *example_inputs) -> None:
     """Trace ``fn(params, *example_inputs)`` and write it with ``params`` to one file at ``path``
-    (IR text and safetensors weights: see irc/checkpoint.py and docs/checkpoints.md)."""
+    (IR text and safetensors weights: see irc/checkpoint/ and docs/checkpoints.md)."""
     from .checkpoint import save as save_checkpoint
 
     save_checkpoint(path, fn, params, *example_inputs)

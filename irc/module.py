@@ -98,7 +98,7 @@ class ModuleOp(Operation):
         """A module pickles as its text and unpickles by parsing it: the text is the one stable,
         versioned form of a module (its Python objects hold use lists, interned types and
         parser state), and it is what a reader can inspect.  Unpickling is the user's own
-        choice; checkpoints never pickle (irc/checkpoint.py).  Locations refer to the printed
+        choice; checkpoints never pickle (irc/checkpoint/).  Locations refer to the printed
         text, named after the module's source."""
         name = self.source.name if self.source is not None else "<module>"
         return (_module_from_text, (self.print(), f"{name} (unpickled)"))

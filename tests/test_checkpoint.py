@@ -212,6 +212,21 @@ def test_scalar_and_bool_leaves_and_no_params(tmp_path):
     assert model.params["mask"].dtype == np.bool_
 
 
+def test_a_loaded_graph_is_bounds_checked(tmp_path):
+    """A checkpoint is code someone else wrote: irc.load compiles it with bounds checks unless
+    told otherwise, so an input index out of range faults at the op instead of reading memory."""
+    module = irc.parse("func.func @f(%t: tensor<4xf32>, %i: index) -> f32 {\n"
+                       "  %x = tensor.extract %t[%i] : tensor<4xf32>\n  func.return %x : f32\n}\n")
+    table = np.arange(4, dtype=np.float32) * 1.5
+    path = tmp_path / "e.irc"
+    write(path, Traced(module, "f", flatten((table, 1))[1], flatten(0.0)[1]), table, 1)
+    model = irc.load(path)
+    assert model(3) == 4.5
+    with pytest.raises(irc.IRError, match="index out of bounds") as e:
+        model(10 ** 6)
+    assert str(e.value).startswith(f"{path} (module):2:")
+
+
 def test_save_replaces_a_file_atomically(saved, example, monkeypatch):
     params, x = example
     before = saved.read_bytes()

@@ -12,7 +12,9 @@ from .reader import Contents, parse_module, read
 
 
 def load(path, *, max_header_size: int = MAX_HEADER, **compile_options) -> Model:
-    """The model saved at ``path``, compiled with ``irc.compile(module, **compile_options)``.
+    """The model saved at ``path``, compiled with ``irc.compile(module, **compile_options)``;
+    ``bounds_checks`` defaults to True, as docs/reliability.md advises for code someone else
+    wrote (pass ``bounds_checks=False`` for a model you trust and want faster).
 
     A missing file is a FileNotFoundError; anything that is not a sound irc checkpoint is a
     CheckpointError naming the file and the fault.  Nothing in the file is executed: the IR is
@@ -36,7 +38,7 @@ def load(path, *, max_header_size: int = MAX_HEADER, **compile_options) -> Model
     from ..diagnostics import IRError
 
     try:
-        exe = irc.compile(module, **compile_options)
+        exe = irc.compile(module, **{"bounds_checks": True, **compile_options})
     except IRError as e:
         raise fail(name, f"the model cannot be compiled: {one_line(e)}") from None
     return Model(name, module, meta["entry"], exe[meta["entry"]], contents, meta["irc_version"])

@@ -31,5 +31,22 @@ def compile(module, target: str = "cpu", **options):  # noqa: A001 - the natural
 
     return compile_for_target(module, target=target, **options)
 
-__all__ = ["IRError", "Location", "Module", "ModuleOp", "compile", "interpret", "parse", "parse_file", "verify",
-           "__version__"]
+
+def save(path, fn, params, *example_inputs) -> None:
+    """Trace ``fn(params, *example_inputs)`` and write it with ``params`` to one file at ``path``
+    (IR text and safetensors weights: see irc/checkpoint/ and docs/checkpoints.md)."""
+    from .checkpoint import save as save_checkpoint
+
+    save_checkpoint(path, fn, params, *example_inputs)
+
+
+def load(path, **options):
+    """The model saved by ``irc.save``: ``model(*inputs)``, ``model.params``, ``model.module``.
+    Nothing in the file is executed; a damaged file is an ``irc.checkpoint.CheckpointError``."""
+    from .checkpoint import load as load_checkpoint
+
+    return load_checkpoint(path, **options)
+
+
+__all__ = ["IRError", "Location", "Module", "ModuleOp", "compile", "interpret", "load", "parse", "parse_file",
+           "save", "verify", "__version__"]

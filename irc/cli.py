@@ -3,6 +3,7 @@
     irc opt FILE|- [-p PIPELINE] [-o OUT | --in-place] [--generic] [--print-after-all]
                    [--print-after-change] [--timing] [--stats] [--no-verify]
     irc run FILE|- [--entry NAME] [--interp] [--] ARGS...
+    irc run MODEL.irc [--interp] [--] ARGS...        (a checkpoint written by irc.save)
     irc compile FILE|- --emit llvm|asm|obj -o OUT
     irc passes
 
@@ -225,6 +226,8 @@ def format_result(value, t) -> str:
 def cmd_run(args) -> int:
     from .interpreter import Interpreter
 
+    if _is_checkpoint(args.file):
+        return _run_checkpoint(args)
     module = _read_module(args.file, limit=args.max_input_size)
     from .verifier import verify
 
@@ -262,6 +265,58 @@ def cmd_run(args) -> int:
         raise UsageError(str(e)) from None
     results = () if result is None else (result if len(ft.results) > 1 else (result,))
     for value, t in zip(results, ft.results):
+        print(format_result(value, t))
+    return EXIT_OK
+
+
+def _is_checkpoint(path: str) -> bool:
+    """Whether ``irc run`` reads ``path`` as a checkpoint: its name ends in .irc, or it starts as
+    one does (8 bytes of header length, which hold NUL bytes no .ir text has, then '{')."""
+    import stat
+
+    if path == "-":
+        return False
+    if path.endswith(".irc"):
+        return True
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False  # never read a FIFO or a device to guess: the program reader reports those
+        with open(path, "rb") as f:
+            head = f.read(9)
+    except OSError:
+        return False
+    return len(head) == 9 and b"\0" in head[:8] and head[8:] == b"{"
+
+
+def _run_checkpoint(args) -> int:
+    """``irc run model.irc ARGS``: the checkpoint's inputs from the command line, its results
+    printed one leaf per line as ``irc run`` prints a function's results."""
+    from .checkpoint import load
+    from .fileio import DEFAULT_MAX_INPUT
+    from .pytree import flatten
+
+    if args.entry:
+        raise UsageError(f"{args.file} is a checkpoint: it runs the function it was saved with; "
+                         "--entry is for .ir files")
+    try:
+        model = load(args.file, max_header_size=args.max_input_size or DEFAULT_MAX_INPUT,
+                     opt_level=args.opt_level, cache=not args.no_cache, checks=not args.no_checks,
+                     bounds_checks=not args.no_checks, fast_math=args.fast_math, extern=_extern_names(args))
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {args.file}") from None
+    except OSError as e:
+        raise UsageError(f"cannot read {args.file}: {e.strerror or e}") from None
+    raw = args.args
+    if len(raw) != len(model.inputs):
+        raise UsageError(f"{args.file} takes {len(model.inputs)} input(s) ({model.describe_inputs()}), "
+                         f"got {len(raw)}")
+    values = [parse_argument(text, t, i, args.max_input_size) for i, (text, t) in enumerate(zip(raw, model.input_types))]
+    inputs = model.inputs_tree.unflatten(values)
+    try:
+        result = model.interpret(*inputs) if args.interp else model(*inputs)
+    except (TypeError, ValueError) as e:
+        raise UsageError(str(e)) from None
+    for value, t in zip(flatten(result)[0], model.result_types):
         print(format_result(value, t))
     return EXIT_OK
 
@@ -373,9 +428,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_options(opt)
     opt.set_defaults(func=cmd_opt)
 
-    run = sub.add_parser("run", help="run a function and print its results")
-    run.add_argument("file", help="an .ir file, or - for standard input")
-    run.add_argument("--entry", help="the function to run (default: @main)")
+    run = sub.add_parser("run", help="run a function, or a saved model, and print its results",
+                         description="Run a function of an .ir file, or a model saved by irc.save (a .irc\n"
+                                     "checkpoint: its inputs are the arguments, its parameters come from the\n"
+                                     "file), and print each result on a line.",
+                         epilog="examples:  irc run examples/fib.ir --entry fib 10\n"
+                                "           irc run model.irc @x.npy")
+    run.formatter_class = argparse.RawDescriptionHelpFormatter
+    run.add_argument("file", help="an .ir file, a checkpoint written by irc.save (.irc), or - for standard input")
+    run.add_argument("--entry", help="the function to run (default: @main; not for checkpoints)")
     run.add_argument("--interp", action="store_true",
                      help="run on the reference interpreter instead of the CPU JIT")
     run.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2, metavar="N",
@@ -412,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .checkpoint import CheckpointError
     from .diagnostics import IRError
 
     parser = build_parser()
@@ -439,6 +501,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         sys.stderr.write(f"irc: error: {e}\n")
         return EXIT_USAGE
+    except CheckpointError as e:  # a damaged or foreign model file: bad input, like a bad program
+        sys.stderr.write(f"irc: error: {e}\n")
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         sys.stderr.write("irc: interrupted\n")
         return 130

@@ -27,6 +27,8 @@ import signal
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
+from typing import BinaryIO
 
 from .diagnostics import IRError, Location, SourceFile
 
@@ -185,6 +187,17 @@ def write_output(data: str | bytes, out: str | None, *, inputs: tuple[str, ...] 
         else:  # a text stream put in place of stdout (tests, embedding)
             stream.write(data if isinstance(data, str) else raw.decode("utf-8", "replace"))
         return
+    write_file(out, lambda f: f.write(raw), inputs=inputs, allow_overwriting_input=allow_overwriting_input)
+
+
+def write_file(out: str, write: Callable[[BinaryIO], object], *, inputs: tuple[str, ...] = (),
+               allow_overwriting_input: bool = False, sync: bool = False) -> None:
+    """Write the file ``out`` by calling ``write`` with a binary file object, with the guarantees of
+    the module docstring: a regular file is replaced atomically (``write`` may stream gigabytes, and
+    whatever it raises, Ctrl-C included, leaves the old file as it was and no temporary file), a
+    special file is written through.  ``sync`` flushes the data to the disk before the rename, so
+    that a crash of the machine leaves the old file or the new one, never an empty one
+    (checkpoints ask for it)."""
     if not allow_overwriting_input:
         for source in inputs:
             if source != "-" and same_file(source, out):
@@ -192,7 +205,7 @@ def write_output(data: str | bytes, out: str | None, *, inputs: tuple[str, ...] 
                                  f"(use --in-place to do that on purpose)")
     fd = _open_descriptor(out)
     if fd is not None:  # /dev/stdout, /dev/fd/3...: the descriptor this process already has
-        _write_all(fd, raw, out)
+        _write_fd(fd, write, out)
         return
     try:
         st = os.stat(out)  # follows symlinks: what the name leads to decides
@@ -203,13 +216,13 @@ def write_output(data: str | bytes, out: str | None, *, inputs: tuple[str, ...] 
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise InputError(f"cannot write {out}: it is a directory")
     if st is not None and not stat.S_ISREG(st.st_mode):
-        _write_through(raw, out)
+        _write_through(write, out)
         return
     if st is not None and not os.access(out, os.W_OK):
         # Replacing would succeed in a writable directory; a read-only file says "don't".
         raise InputError(f"cannot write {out}: Permission denied")
     # A symlink's target is what gets replaced; the link itself stays a link.
-    _replace_atomically(raw, os.path.realpath(out), out, st)
+    _replace_atomically(write, os.path.realpath(out), out, st, sync)
 
 
 _FD_PATHS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
@@ -225,30 +238,30 @@ def _open_descriptor(out: str) -> int | None:
     return None
 
 
-def _write_all(fd: int, raw: bytes, out: str) -> None:
+def _write_fd(fd: int, write: Callable[[BinaryIO], object], out: str) -> None:
     if fd == 1 and sys.stdout is not None:
         sys.stdout.flush()
     try:
-        view = memoryview(raw)
-        while view:
-            view = view[os.write(fd, view):]
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            write(f)
     except OSError as e:
         raise InputError(f"cannot write {out}: {e.strerror}") from None
 
 
-def _write_through(raw: bytes, out: str) -> None:
+def _write_through(write: Callable[[BinaryIO], object], out: str) -> None:
     """Write into an existing special file (device, FIFO, socket) without replacing it."""
     try:
         fd = os.open(out, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))  # no O_CREAT, no O_TRUNC
     except OSError as e:
         raise InputError(f"cannot write {out}: {e.strerror}") from None
     try:
-        _write_all(fd, raw, out)
+        _write_fd(fd, write, out)
     finally:
         os.close(fd)
 
 
-def _replace_atomically(raw: bytes, target: str, out: str, st) -> None:
+def _replace_atomically(write: Callable[[BinaryIO], object], target: str, out: str, st,
+                        sync: bool = False) -> None:
     """Write a temporary file beside ``target`` and rename it over it; remove it on any failure."""
     directory = os.path.dirname(target) or "."
     tmp = None
@@ -265,7 +278,10 @@ def _replace_atomically(raw: bytes, target: str, out: str, st) -> None:
             raise InputError(f"cannot write {out}: {e.strerror}") from None
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(raw)
+                write(f)
+                if sync:
+                    f.flush()
+                    os.fsync(f.fileno())
                 mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
                 os.chmod(tmp, mode)
             os.replace(tmp, target)  # atomic: a failed write never clobbers the old file

@@ -93,3 +93,23 @@ class ModuleOp(Operation):
         new = Operation.clone(self, value_map, block_map)
         new.source = self.source
         return new
+
+    def __reduce__(self):
+        """A module pickles as its text and unpickles by parsing it: the text is the one stable,
+        versioned form of a module (its Python objects hold use lists, interned types and
+        parser state), and it is what a reader can inspect.  Unpickling is the user's own
+        choice; checkpoints never pickle (irc/checkpoint/).  Locations refer to the printed
+        text, named after the module's source."""
+        name = self.source.name if self.source is not None else "<module>"
+        return (_module_from_text, (self.print(), f"{name} (unpickled)"))
+
+    def __deepcopy__(self, memo) -> ModuleOp:
+        """A copy by ``clone``: it prints as the original does, and keeps its locations."""
+        return self.clone()
+
+
+def _module_from_text(text: str, filename: str) -> ModuleOp:
+    """The unpickler of ``ModuleOp.__reduce__`` (printed modules may hold unregistered ops)."""
+    from .parser import parse
+
+    return parse(text, filename, allow_unregistered=True)

@@ -212,6 +212,9 @@ class FunctionType(Type):
         obj.results = results
         return obj
 
+    def __reduce__(self):  # parse_type reads no function types
+        return (FunctionType, (self.inputs, self.results))
+
 
 MAX_BUFFER_BYTES = (1 << 63) - 1
 """The largest byte size of a tensor or buffer: it must fit in an ``index`` (int64), as in C

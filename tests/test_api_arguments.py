@@ -49,10 +49,14 @@ SCRIPT = textwrap.dedent(r'''
             (f"exe[{r}]", lambda b=bad: exe[b], "name"),
             (f"exe.f({r})", lambda b=bad: exe.f(b), "a"),
             (f"interpret f({r})", lambda b=bad: irc.interpret(m, "f", b), "argument 0"),
+            (f"load({r})", lambda b=bad: irc.load(b), "path"),
+            (f"load(max_header_size={r})", lambda b=bad: irc.load("x.irc", max_header_size=b), "max_header_size"),
+            (f"save({r})", lambda b=bad: irc.save(b, lambda p: p, None), "path"),
+            (f"save(fn={r})", lambda b=bad: irc.save("x.irc", b, None), "fn"),
         ]
     failures = []
     for what, call, param in CASES:
-        if param in ("opt_level", "a", "argument 0") and what.endswith(("(0)", "=0)")) \
+        if param in ("opt_level", "a", "argument 0", "max_header_size") and what.endswith(("(0)", "=0)")) \
                 or param == "cache_dir" and what.endswith("=None)"):
             continue  # valid values of these parameters
         try:

@@ -430,3 +430,27 @@ func.func @f(%n: index) -> i64 {
 """
     n = 200_000
     assert jit(text, (n,), bounds_checks=True) == [{"kind": "ok", "result": n * (n - 1) // 2}]
+
+
+# -- tensor functions: an index that is data -----------------------------------------------------
+
+EXTRACT = """\
+func.func @f(%t: tensor<?x3xf32>, %i: index, %j: index) -> f32 {
+  %x = tensor.extract %t[%i, %j] : tensor<?x3xf32>
+  func.return %x : f32
+}
+"""
+
+
+@pytest.mark.parametrize("bounds_checks", [False, True])
+def test_tensor_extract_out_of_range_faults_in_compiled_code(bounds_checks):
+    """The index is data: without bounds checks the compiled read must still fault at the op
+    (tensor-to-loops asserts the range), as the interpreter does, and never read outside."""
+    table = {"zeros": [5, 3], "dtype": "float32"}
+    calls = [(table, 4, 2), (table, 5, 0), (table, 0, 3), (table, -1, 0), (table, 10 ** 12, 1)]
+    got = jit(EXTRACT, *calls, bounds_checks=bounds_checks)
+    assert got[0] == {"kind": "ok", "result": 0.0}
+    for (_, i, j), outcome in zip(calls[1:], got[1:]):
+        assert outcome["kind"] == "error" and outcome["at"] == [2, 8], (i, j, outcome)
+        assert "out of bounds in dimension " + ("0" if not 0 <= i < 5 else "1") in outcome["message"]
+        assert interp(EXTRACT, table, i, j)["at"] == [2, 8]

@@ -57,6 +57,7 @@ FAULT_KINDS = (
     ("aligned", "misaligned"),
     ("does not fit", "view out of bounds"),
     ("out of bounds", "out of bounds"),
+    ("out of range for shape", "out of bounds"),  # the interpreter's tensor.extract
     ("division by zero", "division by zero"),
     ("overflow in division", "division overflow"),
     ("shift amount", "shift amount"),

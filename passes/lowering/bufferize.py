@@ -205,10 +205,21 @@ class Bufferizer:
         op.results[0].replace_all_uses_with(new.results[0])
 
     def _lower_extract(self, op) -> None:
-        """``tensor.extract`` reads the operand's buffer (which stays alive to the return at least)."""
+        """``tensor.extract`` reads the operand's buffer (which stays alive to the return at least),
+        after a ``cf.assert`` that every index is in range: the index is data, and compiled code
+        must fault where the interpreter does rather than read outside the buffer."""
+        from irc.attributes import StringAttr
         from irc.dialects.memref import LoadOp
 
-        new = LoadOp([self.buffers[op.operands[0]], *op.operands[1:]], [op.results[0].type], loc=op.loc)
+        lb = _builder(op)
+        buf = self.buffers[op.operands[0]]
+        shape = op.operands[0].type.shape
+        with lb.located(op.loc):
+            for axis, i in enumerate(op.operands[1:]):
+                inside = lb.compare("ult", i, lb.dim(buf, axis) if shape[axis] is None else shape[axis])
+                lb.op("cf.assert", inside, result=[],
+                      msg=StringAttr(f"tensor.extract: index out of bounds in dimension {axis}"))
+        new = LoadOp([buf, *op.operands[1:]], [op.results[0].type], loc=op.loc)
         op.parent.insert_before(new, op)
         op.results[0].replace_all_uses_with(new.results[0])
 

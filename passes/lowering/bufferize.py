@@ -208,8 +208,9 @@ class Bufferizer:
         """``tensor.extract`` reads the operand's buffer (which stays alive to the return at least),
         after a ``cf.assert`` that every index is in range: the index is data, and compiled code
         must fault where the interpreter does rather than read outside the buffer."""
-        from irc.attributes import StringAttr
         from irc.dialects.memref import LoadOp
+
+        from irc.attributes import StringAttr
 
         lb = _builder(op)
         buf = self.buffers[op.operands[0]]

@@ -24,6 +24,7 @@ code release the GIL), each chunk worth at least ``MIN_WORK_PER_THREAD`` ops.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -205,6 +206,16 @@ class TensorFunction:
         self.compile_options = compile_options
         self.size_params = size_params(func)  # scalars that size a tensor: specialised on their values
         self._specializations: dict = {}
+        # The fast path of a call (``_fast_call``): every parameter and result a tensor, no
+        # sizes from scalars; then a call is its arrays' shapes, one dict lookup and one C call.
+        ft = self.signature
+        self._fast_dtypes = None
+        if self.size_params == [] and all(isinstance(t, TensorType) for t in (*ft.inputs, *ft.results)):
+            try:
+                self._fast_dtypes = tuple(_dtype(t) for t in ft.inputs)
+                self._out_dtypes = tuple(_dtype(t) for t in ft.results)
+            except TypeError:  # bf16: the slow path says why
+                self._fast_dtypes = None
         self._lock = threading.Lock()
         self.__doc__ = f"@{self.name} : {self.signature} (compiled for the CPU per argument shapes)"
 
@@ -317,6 +328,10 @@ class TensorFunction:
     # -- the call ----------------------------------------------------------------------------------------
 
     def __call__(self, *args, out=None):
+        if self._fast_dtypes is not None:
+            result = self._fast_call(args, out)
+            if result is not _SLOW:
+                return result
         values, shapes = self._check(args)
         spec = self.specialization(shapes, tuple(values[i] for i in self.size_params))
         outputs = self._outputs(spec, out)
@@ -336,6 +351,58 @@ class TensorFunction:
                 spec.arenas.append(arena)
         return self._results(outputs, scalars)
 
+    def _fast_call(self, args, out):
+        """The call for arrays that need nothing done to them: exact numpy arrays of the
+        signature's dtypes, C-contiguous and writeable (``c_char.from_buffer`` insists on both,
+        and gives the address without numpy's slower ``ctypes``/``__array_interface__``), of
+        shapes already specialised for, on one thread, outputs not overlapping inputs other
+        than as ``in_place`` allows.  Anything else returns ``_SLOW``: the full checks then
+        raise the right error or make the copies."""
+        dtypes = self._fast_dtypes
+        if len(args) != len(dtypes):
+            return _SLOW
+        try:
+            shapes = tuple(a.shape for a in args)
+        except AttributeError:
+            return _SLOW
+        spec = self._specializations.get(shapes)
+        if spec is None:
+            return _SLOW
+        for a, dt in zip(args, dtypes):
+            if type(a) is not np.ndarray or a.dtype is not dt:
+                return _SLOW
+        if out is None:
+            outputs = [np.empty(shape, dt) for shape, dt in zip(spec.out_shapes, self._out_dtypes)]
+        else:
+            outputs = [out] if type(out) is np.ndarray else list(out)
+            if len(outputs) != len(spec.out_shapes):
+                return _SLOW
+            for o, shape, dt in zip(outputs, spec.out_shapes, self._out_dtypes):
+                if type(o) is not np.ndarray or o.dtype is not dt or o.shape != shape:
+                    return _SLOW
+        arrays = (*args, *outputs)
+        try:
+            addresses = [_address(_from_buffer(a)) for a in arrays]
+        except (TypeError, ValueError, BufferError):  # read-only or not C-contiguous
+            return _SLOW
+        if out is not None and _overlap([(p, p + a.nbytes) for p, a in zip(addresses, arrays)], arrays,
+                                        len(args), spec.in_place):
+            return _SLOW
+        call = [v for p, a in zip(addresses, arrays) for v in (p, *a.shape)]
+        arena = None
+        if spec.arena_bytes is not None:
+            arena = spec.arenas.pop() if spec.arenas else _aligned_arena(spec.arena_bytes)
+            call.append(_address(_from_buffer(arena)))
+            call.append(arena.shape[0])
+        try:
+            self._invoke(spec, call, raw=True)
+        finally:
+            if arena is not None:
+                spec.arenas.append(arena)
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
     def _outputs(self, spec: Specialization, out) -> list[np.ndarray]:
         types = [t for t in self.signature.results if isinstance(t, TensorType)]
         if out is None:
@@ -351,11 +418,14 @@ class TensorFunction:
                                  f"{list(shape)}")
         return given
 
-    def _invoke(self, spec: Specialization, call: list):
+    def _invoke(self, spec: Specialization, call: list, raw: bool = False):
+        """Run the specialisation on ``call`` (its Python wrappers' arguments, or with ``raw`` the
+        C arguments ``_fast_call`` made: addresses and sizes), on threads where it has segments."""
         threads = self.tensor_options.threads
         if threads <= 1 or not spec.segments:
-            return spec.wrapper(*call)
+            return _checked(spec.wrapper)(*call) if raw else spec.wrapper(*call)
         for wrapper, rng, work in spec.segments:
+            wrapper = _checked(wrapper) if raw else wrapper
             if rng is None:
                 wrapper(*call)
                 continue
@@ -383,6 +453,42 @@ class TensorFunction:
         if not results:
             return None
         return results[0] if len(results) == 1 else tuple(results)
+
+
+_SLOW = object()
+"""What ``_fast_call`` returns for a call it leaves to the full path."""
+
+def _checked(wrapper):
+    """A compiled function's C entry that raises its fault for a non-zero status."""
+    def call(*args):
+        status = wrapper.c_function(*args)
+        if status:
+            wrapper.raise_fault(status)
+    return call
+
+
+_from_buffer = ctypes.c_char.from_buffer
+_address = ctypes.addressof
+
+
+def _overlap(ranges: list, arrays: tuple, inputs: int, in_place: frozenset) -> bool:
+    """Whether output memory (``ranges[inputs:]``, as ``[start, end)``, of ``arrays[inputs:]``)
+    overlaps another output, or an input other than in an ``in_place`` (output, input) pair
+    whose buffers are the same (start, size, shape and dtype) and that no other input overlaps
+    (out_aliasing.separate's rule, on addresses)."""
+    outs = ranges[inputs:]
+    for k, (s, e) in enumerate(outs):
+        for s2, e2 in outs[:k]:
+            if s < e2 and s2 < e:
+                return True
+        for j, (s2, e2) in enumerate(ranges[:inputs]):
+            if s < e2 and s2 < e:
+                a, o = arrays[j], arrays[inputs + k]
+                if (k, j) not in in_place or (s, e) != (s2, e2) or a.shape != o.shape or a.dtype != o.dtype:
+                    return True
+                if any(s < e3 and s3 < e for i, (s3, e3) in enumerate(ranges[:inputs]) if i != j):
+                    return True
+    return False
 
 
 def _called_from(module, func) -> set[str]:

@@ -617,6 +617,44 @@ def test_outputs_sharing_memory_are_refused(aliasing):
         aliasing.two(x, out=(x, x))
 
 
+def test_the_fast_call_path_gives_the_checked_paths_answers():
+    """A call with arrays of shapes already specialised for goes through ``_fast_call`` (addresses
+    and one C call); the aliasing cases above, read-only and strided arrays, other dtypes and
+    outputs that overlap each other must come out as the full path would have them."""
+    from irc.runtime import tensor_function as tf
+
+    exe = irc.compile(irc.parse(ALIASING), cache=False)
+    a, b = np.arange(16.0).reshape(4, 4) + 1, np.arange(16.0).reshape(4, 4)[::-1].copy() + 1
+    exe.mm(a.copy(), b.copy())
+    exe.ew(np.ones(1000), np.ones(1000))
+    exe.two(np.ones(8))
+    assert tf._SLOW is not exe.mm._fast_call((a, b), None)  # specialised: the fast path runs it
+    for args in [(a[:, ::-1], b), (a.astype(np.float32), b), (a.tolist(), b)]:  # strided, f32, a list
+        assert exe.mm._fast_call(args, None) is tf._SLOW
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    assert exe.mm._fast_call((frozen, b), None) is tf._SLOW
+    np.testing.assert_array_equal(exe.mm(frozen, b), a @ b)  # the full path copies it
+    for out_is in ("first", "second", "both"):
+        x, y = a.copy(), b.copy()
+        want = x @ y if out_is != "both" else x @ x
+        exe.mm(x, x if out_is == "both" else y, out=y if out_is == "second" else x)
+        np.testing.assert_array_equal(y if out_is == "second" else x, want)
+    x, y = np.linspace(0, 1, 1000), np.linspace(1, 2, 1000)
+    want = exe.ew(x.copy(), y)
+    assert exe.ew(x, y, out=x) is x and np.array_equal(x, want)  # in place, zero copy
+    base = np.linspace(0, 1, 1010)
+    x, out = base[10:], base[:1000]
+    want = exe.ew(x.copy(), x.copy())
+    exe.ew(x, x, out=out)
+    np.testing.assert_array_equal(out, want)
+    x = np.ones(8)
+    with pytest.raises(ValueError, match="share memory"):
+        exe.two(x, out=(x, x))
+    with pytest.raises(TypeError, match="dtype float64"):
+        exe.mm(a.astype(np.float32), b)
+
+
 # -- result shapes given by scalar parameters (issue 11, item 14f) ----------------------------------
 
 SIZED_BY_SCALARS = """

@@ -228,17 +228,15 @@ class PackedGemm:
                     col = jc + jr.iv * nr + g.iv
                     dst = jr.iv * (kc * nr) + g.iv
                     with lb.for_(0, kc) as p:
-                        for j in range(group):
-                            lb.store(lb.load(self.b, [(col + j) * self.k + pc + p.iv]), self.pb,
-                                     [dst + p.iv * nr + j])
+                        values = [lb.load(self.b, [(col + j) * self.k + pc + p.iv]) for j in range(group)]
+                        self._store_all(values, self.pb, dst + p.iv * nr)
         else:
             with lb.for_(0, kc) as p:
                 src = (pc + p.iv) * self.n + jc
                 with lb.for_(0, full) as jr:
                     at = src + jr.iv * nr
-                    dst = jr.iv * (kc * nr) + p.iv * nr
-                    for j in range(nr):
-                        lb.store(lb.load(self.b, [at + j]), self.pb, [dst + j])
+                    values = [lb.load(self.b, [at + j]) for j in range(nr)]
+                    self._store_all(values, self.pb, jr.iv * (kc * nr) + p.iv * nr)
         with lb.if_(rest > 0) as partial:
             with partial.then_():
                 base = full * (kc * nr)
@@ -252,6 +250,13 @@ class PackedGemm:
                         with lb.for_(0, kc) as p:
                             lb.store(lb.load(self.b, [(pc + p.iv) * self.n + col]), self.pb,
                                      [base + p.iv * nr + j.iv])
+
+    def _store_all(self, values, buf, at) -> None:
+        """``buf[at + i] = values[i]``, after every load: the loads and stores of a packing step
+        may then become one vector load and store (LLVM cannot tell that the scratch does not
+        alias the operand, so stores between the loads would pin them as scalars)."""
+        for i, v in enumerate(values):
+            self.lb.store(v, buf, [at + i])
 
     def _pack_b_column(self, col, pc, kc, dst) -> None:
         lb = self.lb
@@ -268,8 +273,8 @@ class PackedGemm:
             row = ic + ir.iv * mr
             dst = ir.iv * (kc * mr)
             with lb.for_(0, kc) as p:
-                for r in range(mr):
-                    lb.store(lb.load(self.a, [self._a_index(row + r, pc + p.iv)]), self.pa, [dst + p.iv * mr + r])
+                values = [lb.load(self.a, [self._a_index(row + r, pc + p.iv)]) for r in range(mr)]
+                self._store_all(values, self.pa, dst + p.iv * mr)
         with lb.if_(rest > 0) as partial:
             with partial.then_():
                 base = full * (kc * mr)

@@ -7,6 +7,7 @@ loop of the nest (several column blocks, K panels, row blocks, edge tiles) run o
 small sizes.
 """
 
+import functools
 import itertools
 
 import numpy as np
@@ -41,27 +42,31 @@ def scratch(blocking, m, n, k, dtype):
     return np.full(pa, np.nan, dtype), np.full(pb, np.nan, dtype)  # NaN: a read of stale scratch shows
 
 
+@functools.cache
+def library(kind):
+    """(module, compiled, name) of the library function for ``kind`` at the SMALL blocking."""
+    name = gl.symbol(FloatType(kind), SMALL)
+    module = gl.build(name)
+    return module, irc.compile(module, cache=False), name
+
+
 @pytest.mark.parametrize("kind", ["f32", "f64"])
 @pytest.mark.parametrize("transposed", list(itertools.product([False, True], repeat=2)))
 def test_interpreted_and_compiled_agree_bit_for_bit_and_with_numpy(kind, transposed):
     dtype = np.float32 if kind == "f32" else np.float64
-    name = gl.symbol(FloatType(kind), transposed, SMALL)
-    module = gl.build(name)
-    exe = irc.compile(module, cache=False)
+    module, exe, name = library(kind)
     for m, n, k in SHAPES:
         a, b, a_buf, b_buf = operands(m, n, k, dtype, transposed, seed=m * 100 + n * 10 + k)
         interpreted = np.full((m, n), np.nan, dtype)
-        irc.interpret(module, name, a_buf, b_buf, interpreted, *scratch(SMALL, m, n, k, dtype))
+        irc.interpret(module, name, a_buf, b_buf, interpreted, *scratch(SMALL, m, n, k, dtype), *transposed)
         compiled = np.full((m, n), np.nan, dtype)
-        exe[name](a_buf, b_buf, compiled, *scratch(SMALL, m, n, k, dtype))
+        exe[name](a_buf, b_buf, compiled, *scratch(SMALL, m, n, k, dtype), *transposed)
         assert within_sum_bound(interpreted, a, b), (m, n, k)
         np.testing.assert_array_equal(compiled, interpreted)
 
 
 def test_sizes_that_disagree_fault_before_touching_memory():
-    name = gl.symbol(FloatType("f32"), (False, False), SMALL)
-    module = gl.build(name)
-    exe = irc.compile(module, cache=False)
+    module, exe, name = library("f32")
     a, b, _, _ = operands(7, 9, 11, np.float32, (False, False))
     pa, pb = scratch(SMALL, 7, 9, 11, np.float32)
     cases = [(a, b[:10], np.zeros((7, 9), np.float32), pa, pb),  # B has 10 rows for A's 11 columns
@@ -69,7 +74,7 @@ def test_sizes_that_disagree_fault_before_touching_memory():
              (a, b, np.zeros((7, 9), np.float32), pa[:3], pb),  # packing scratch too small
              (a, b, np.zeros((7, 9), np.float32), pa, pb[:3])]
     for args in cases:
-        args = [np.ascontiguousarray(x) for x in args]
+        args = [*(np.ascontiguousarray(x) for x in args), False, False]
         c = args[2]
         c[:] = 5.0
         with pytest.raises(IRError, match="do not agree"):
@@ -80,14 +85,14 @@ def test_sizes_that_disagree_fault_before_touching_memory():
 
 
 @pytest.mark.parametrize("name", [
-    "irc_gemm_f16_nn_3x4_6x5x8",  # no f16 kernel
-    "irc_gemm_f32_xn_3x4_6x5x8",
-    "irc_gemm_f32_nn_0x4_6x5x8",  # sizes must be positive
-    "irc_gemm_f32_nn_3x4_7x5x8",  # MC not a multiple of MR
-    "irc_gemm_f32_nn_3x4_6x5x9",  # NC not a multiple of NR
-    "irc_gemm_f32_nn_32x32_32x5x32",  # a tile larger than MAX_TILE
-    "irc_gemm_f32_nn_3x4_6x5x8_",
-    "irc_gemm_f32_nn_3x4_6x5x99999999",
+    "irc_gemm_f16_3x4_6x5x8",  # no f16 kernel
+    "irc_gemm_f32_nn_3x4_6x5x8",
+    "irc_gemm_f32_0x4_6x5x8",  # sizes must be positive
+    "irc_gemm_f32_3x4_7x5x8",  # MC not a multiple of MR
+    "irc_gemm_f32_3x4_6x5x9",  # NC not a multiple of NR
+    "irc_gemm_f32_32x32_32x5x32",  # a tile larger than MAX_TILE
+    "irc_gemm_f32_3x4_6x5x8_",
+    "irc_gemm_f32_3x4_6x5x99999999",
 ])
 def test_names_that_are_not_library_gemms_are_refused(name):
     assert gl.parse_symbol(name) is None
@@ -104,7 +109,7 @@ def test_blocking_for_the_host_and_narrow_products():
     avx2 = gl.Blocking.for_host(FloatType("f64"), dict(vector_bits=256, vector_registers=16))
     assert (avx2.mr, avx2.nr) == (6, 8)
     for blocking in (wide, narrow, avx2):
-        assert gl.parse_symbol(gl.symbol(FloatType("f64"), (True, False), blocking))[2] == blocking
+        assert gl.parse_symbol(gl.symbol(FloatType("f64"), blocking))[1] == blocking
 
 
 @pytest.mark.parametrize("shape", [(70, 130, 90), (100, 10, 300), (64, 64, 64)])
@@ -119,7 +124,10 @@ func.func @mm(%a: tensor<{k}x{m}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n
     exe = irc.compile(irc.parse(src), blas=False)
     lowered, _ = exe.mm.lower(((k, m), (k, n)))
     declared = [f.sym_name for f in lowered.functions if f.is_declaration]
-    assert len(declared) == 1 and gl.parse_symbol(declared[0])[1] == (True, False)  # A read transposed in place
+    assert len(declared) == 1 and gl.parse_symbol(declared[0]) is not None
+    (call,) = [op for op in lowered.walk() if op.name == "func.call" and op.callee == declared[0]]
+    flags = [irc.patterns.constant_value(v) for v in call.operands[-2:]]
+    assert [bool(f.value) for f in flags] == [True, False]  # A read transposed in place
     a, b, a_buf, _ = operands(m, n, k, np.float32, (True, False))
     assert within_sum_bound(exe.mm(a_buf, b), a, b)
 
@@ -137,7 +145,7 @@ func.func @mm(%a: tensor<20x30xf32>, %b: tensor<30x40xf32>) -> tensor<20x40xf32>
 
 def test_a_program_cannot_declare_the_library_itself():
     src = """
-func.func private @irc_gemm_f32_nn_3x4_6x5x8(memref<?x?xf32>, memref<?x?xf32>, memref<?x?xf32>, memref<?xf32>, memref<?xf32>)
+func.func private @irc_gemm_f32_3x4_6x5x8(memref<?x?xf32>, memref<?x?xf32>, memref<?x?xf32>, memref<?xf32>, memref<?xf32>, i1, i1)
 func.func @f() { func.return }"""
     with pytest.raises(IRError, match="declared but not defined"):
         irc.compile(irc.parse(src))

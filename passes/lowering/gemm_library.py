@@ -1,8 +1,8 @@
 """irc's own GEMM as a library function: sizes known at run time, both operands packed.
 
-``tensor-to-loops{gemm=library}`` lowers a large f32/f64 ``tensor.matmul`` to a call of
-``@irc_gemm_f32`` (``_f64``; ``_tn``/``_nt``/``_tt`` where an operand's buffer holds its
-transpose, as for BLAS: blas.py), declared in the module; the CPU runtime compiles
+``tensor-to-loops{gemm-library=true}`` lowers a large f32/f64 ``tensor.matmul`` to a call of
+``@irc_gemm_f32_<tile>_<blocks>`` (``SYMBOL``; two ``i1`` arguments say whether an operand's
+buffer holds its transpose, as BLAS's flags do), declared in the module; the CPU runtime compiles
 the function below once per host and process (then the disk cache holds its machine
 code) and links the call to it (runtime/cpu/gemm_library.py).  So a program with
 eight matmuls costs one GEMM's compile, not eight, and each product runs the same
@@ -23,8 +23,10 @@ Packing A as well as B makes the kernel's loads of A contiguous whatever A's
 layout (A^T's rows are m elements apart: reading them in place strides a line a
 k step, which at m = 1024 f32 maps every line of a kernel to one L1 set), and
 zero padding gives every tile the full MR x NR kernel: an edge tile is computed
-into a small buffer and its valid part added to C, so there is no slow path for
-sizes that are not multiples of the tile.  The micro-kernel is the one of
+in a small buffer that C's valid part is copied into and out of, so there is no
+slow path for sizes that are not multiples of the tile (the same kernel code runs
+on C or on that buffer, chosen by an ``scf.if`` that yields the memref: one kernel
+to compile).  The micro-kernel is the one of
 matmul.py (MR x NR accumulators as iter_args, one ``math.fma`` a term, LLVM's
 SLP vectoriser making NR-lane vectors); the tile and block sizes come from the
 same host figures (``vector-bits``, ``vector-registers``, ``l1-bytes``,
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 
 from irc.attributes import StringAttr, UnitAttr
 from irc.builder import Builder
-from irc.types import FloatType, MemRefType
+from irc.types import FloatType, MemRefType, i1
 
 from .matmul import MC, block_sizes, tile_sizes
 
@@ -65,11 +67,12 @@ def wants_library(op, inputs) -> bool:
     return m * b.shape[1] * k >= LIBRARY_MIN_WORK
 
 
-SYMBOL = re.compile(r"irc_gemm_(f32|f64)_([nt])([nt])_(\d{1,3})x(\d{1,3})_(\d{1,4})x(\d{1,4})x(\d{1,6})")
-"""The library function's name says everything it is built from: element type, which operand
-buffers hold transposes, tile MRxNR and blocks MCxKCxNC (``irc_gemm_f32_nt_8x32_96x256x8192``).
-So the caller's scratch sizes and the function's blocking cannot disagree, and the runtime
-builds exactly what a module asks for."""
+SYMBOL = re.compile(r"irc_gemm_(f32|f64)_(\d{1,3})x(\d{1,3})_(\d{1,4})x(\d{1,4})x(\d{1,6})")
+"""The library function's name says everything it is built from: element type, tile MRxNR and
+blocks MCxKCxNC (``irc_gemm_f32_8x32_96x512x8192``).  So the caller's scratch sizes and the
+function's blocking cannot disagree, and the runtime builds exactly what a module asks for.
+Whether A's or B's buffer holds its transpose is an argument: only the packing differs, so
+one function (one compile) serves all four cases."""
 
 KC_MAX = 512
 """Deepest K panel (deeper ones gained nothing measurable and cost scratch)."""
@@ -116,39 +119,43 @@ class Blocking:
         return max(1, up(min(self.mc, m), self.mr) * kc), max(1, up(min(self.nc, n), self.nr) * kc)
 
 
-def symbol(elem: FloatType, transposed, blocking: Blocking) -> str:
-    ta, tb = transposed
+def symbol(elem: FloatType, blocking: Blocking) -> str:
     b = blocking
-    return f"irc_gemm_{elem.kind}_{'t' if ta else 'n'}{'t' if tb else 'n'}_{b.mr}x{b.nr}_{b.mc}x{b.kc}x{b.nc}"
+    return f"irc_gemm_{elem.kind}_{b.mr}x{b.nr}_{b.mc}x{b.kc}x{b.nc}"
 
 
 def parse_symbol(name: str):
-    """(elem, transposed, blocking) of a library GEMM's name, or None if ``name`` is not one
-    (or asks for sizes out of range: every size positive, MR*NR at most MAX_TILE, MC a
-    multiple of MR, NC of NR)."""
+    """(elem, blocking) of a library GEMM's name, or None if ``name`` is not one (or asks for
+    sizes out of range: every size positive, MR*NR at most MAX_TILE, MC a multiple of MR, NC
+    of NR)."""
     match = SYMBOL.fullmatch(name)
     if match is None:
         return None
-    kind, ta, tb, *sizes = match.groups()
+    kind, *sizes = match.groups()
     mr, nr, mc, kc, nc = map(int, sizes)
     if min(mr, nr, mc, kc, nc) < 1 or mr * nr > MAX_TILE or mc % mr or nc % nr:
         return None
-    return FloatType(kind), (ta == "t", tb == "t"), Blocking(mr, nr, mc, kc, nc)
+    return FloatType(kind), Blocking(mr, nr, mc, kc, nc)
+
+
+def signature(elem: FloatType) -> list:
+    """The library function's parameter types: ``(a, b, c: memref<?x?x...>, packed_a, packed_b:
+    memref<?x...>, a_transposed, b_transposed: i1)``; C = op(A) op(B)."""
+    mat, vec = MemRefType([None, None], elem), MemRefType([None], elem)
+    return [mat, mat, mat, vec, vec, i1, i1]
 
 
 def build(name: str):
-    """A module with the one public function ``@name`` (a ``symbol``):
-    ``(a, b, c: memref<?x?x...>, packed_a, packed_b: memref<?x...>)``, C = op(A) op(B)."""
+    """A module with the one public function ``@name`` (a ``symbol``) of ``signature``."""
     parsed = parse_symbol(name)
     if parsed is None:
         raise ValueError(f"'{name}' does not name a library GEMM")
-    elem, transposed, blocking = parsed
+    elem, blocking = parsed
     lb = Builder()
     module = lb.module()
-    mat, vec = MemRefType([None, None], elem), MemRefType([None], elem)
-    with lb.function(module, name, [mat, mat, mat, vec, vec], [],
-                     arg_names=["a", "b", "c", "packed_a", "packed_b"]) as args:
-        PackedGemm(lb, elem, transposed, blocking).emit(*args)
+    with lb.function(module, name, signature(elem), [],
+                     arg_names=["a", "b", "c", "packed_a", "packed_b", "a_transposed", "b_transposed"]) as args:
+        PackedGemm(lb, elem, blocking).emit(*args)
         lb.ret()
     return module
 
@@ -156,10 +163,9 @@ def build(name: str):
 class PackedGemm:
     """Emits the body of the library function (see the module docstring)."""
 
-    def __init__(self, lb: Builder, elem, transposed, blocking: Blocking):
+    def __init__(self, lb: Builder, elem, blocking: Blocking):
         self.lb = lb
         self.elem = elem
-        self.ta, self.tb = transposed
         self.bl = blocking
         self.zero = lb.const(0, elem)
 
@@ -170,23 +176,30 @@ class PackedGemm:
         lb = self.lb
         return lb.op("arith.divui", lb.index(a) + (lb.index(b) - 1), lb.index(b))
 
-    def emit(self, a, b, c, packed_a, packed_b) -> None:
+    def _pick(self, cond, if_true, if_false):
+        return self.lb.select(cond, self.lb.index(if_true), self.lb.index(if_false))
+
+    def emit(self, a, b, c, packed_a, packed_b, ta, tb) -> None:
         lb, bl = self.lb, self.bl
+        self.ta, self.tb = ta, tb
         m, n = lb.dim(c, 0), lb.dim(c, 1)
-        k = lb.dim(a, 0) if self.ta else lb.dim(a, 1)
+        k = self._pick(ta, lb.dim(a, 0), lb.dim(a, 1))
         self.m, self.n, self.k = m, n, k
         # The sizes must agree and the scratch fit the blocking, or nothing is touched.
-        a_other = lb.dim(a, 1) if self.ta else lb.dim(a, 0)
-        b_k, b_n = (lb.dim(b, 1), lb.dim(b, 0)) if self.tb else (lb.dim(b, 0), lb.dim(b, 1))
+        a_other = self._pick(ta, lb.dim(a, 1), lb.dim(a, 0))
+        b_k, b_n = self._pick(tb, lb.dim(b, 1), lb.dim(b, 0)), self._pick(tb, lb.dim(b, 0), lb.dim(b, 1))
         kc_max = self._min(bl.kc, k)
         need_a = self._ceil_div(self._min(bl.mc, m), bl.mr) * (bl.mr * kc_max)
         need_b = self._ceil_div(self._min(bl.nc, n), bl.nr) * (bl.nr * kc_max)
         ok = (a_other.eq(m)) & (b_k.eq(k)) & (b_n.eq(n)) \
             & (lb.dim(packed_a, 0) >= need_a) & (lb.dim(packed_b, 0) >= need_b)
-        lb.op("cf.assert", ok, result=[], msg=StringAttr("irc_gemm: the sizes of A, B, C and the scratch buffers do not agree"))
+        lb.op("cf.assert", ok, result=[],
+              msg=StringAttr("irc_gemm: the sizes of A, B, C and the scratch buffers do not agree"))
         self.a, self.b, self.c = lb.flat(a), lb.flat(b), lb.flat(c)
         self.pa, self.pb = packed_a, packed_b
-        self.tile_buf = lb.op("memref.alloca", result=MemRefType([bl.mr * bl.nr], self.elem))
+        tile = bl.mr * bl.nr
+        self.tile = lb.op("memref.alloca", result=MemRefType([tile], self.elem))
+        self.tile_view = lb.view(self.tile, 0, MemRefType([None], self.elem), [lb.index(tile)])
         with lb.if_(k.eq(0)) as empty:
             with empty.then_():  # no products: C is all zeros
                 with lb.for_(0, m * n) as i:
@@ -221,22 +234,23 @@ class PackedGemm:
         lb, nr = self.lb, self.bl.nr
         full = lb.op("arith.divui", nc, lb.index(nr))
         rest = nc - full * nr
-        if self.tb:  # B^T's rows are B's columns: GROUP of them at a time, each read along p
-            group = GROUP if nr % GROUP == 0 else 1
-            with lb.for_(0, full) as jr:
-                with lb.for_(0, nr, group) as g:
-                    col = jc + jr.iv * nr + g.iv
-                    dst = jr.iv * (kc * nr) + g.iv
-                    with lb.for_(0, kc) as p:
-                        values = [lb.load(self.b, [(col + j) * self.k + pc + p.iv]) for j in range(group)]
-                        self._store_all(values, self.pb, dst + p.iv * nr)
-        else:
-            with lb.for_(0, kc) as p:
-                src = (pc + p.iv) * self.n + jc
+        with lb.if_(self.tb) as layout:
+            with layout.then_():  # B^T's rows are B's columns: GROUP of them at a time, each along p
+                group = GROUP if nr % GROUP == 0 else 1
                 with lb.for_(0, full) as jr:
-                    at = src + jr.iv * nr
-                    values = [lb.load(self.b, [at + j]) for j in range(nr)]
-                    self._store_all(values, self.pb, jr.iv * (kc * nr) + p.iv * nr)
+                    with lb.for_(0, nr, group) as g:
+                        col = jc + jr.iv * nr + g.iv
+                        dst = jr.iv * (kc * nr) + g.iv
+                        with lb.for_(0, kc) as p:
+                            values = [lb.load(self.b, [(col + j) * self.k + pc + p.iv]) for j in range(group)]
+                            self._store_all(values, self.pb, dst + p.iv * nr)
+            with layout.else_():
+                with lb.for_(0, kc) as p:
+                    src = (pc + p.iv) * self.n + jc
+                    with lb.for_(0, full) as jr:
+                        at = src + jr.iv * nr
+                        values = [lb.load(self.b, [at + j]) for j in range(nr)]
+                        self._store_all(values, self.pb, jr.iv * (kc * nr) + p.iv * nr)
         with lb.if_(rest > 0) as partial:
             with partial.then_():
                 base = full * (kc * nr)
@@ -244,12 +258,9 @@ class PackedGemm:
                     lb.store(self.zero, self.pb, [base + i.iv])
                 with lb.for_(0, rest) as j:
                     col = jc + full * nr + j.iv
-                    if self.tb:
-                        self._pack_b_column(col, pc, kc, base + j.iv)
-                    else:
-                        with lb.for_(0, kc) as p:
-                            lb.store(lb.load(self.b, [(pc + p.iv) * self.n + col]), self.pb,
-                                     [base + p.iv * nr + j.iv])
+                    with lb.for_(0, kc) as p:
+                        at = self._pick(self.tb, col * self.k + pc + p.iv, (pc + p.iv) * self.n + col)
+                        lb.store(lb.load(self.b, [at]), self.pb, [base + p.iv * nr + j.iv])
 
     def _store_all(self, values, buf, at) -> None:
         """``buf[at + i] = values[i]``, after every load: the loads and stores of a packing step
@@ -258,23 +269,19 @@ class PackedGemm:
         for i, v in enumerate(values):
             self.lb.store(v, buf, [at + i])
 
-    def _pack_b_column(self, col, pc, kc, dst) -> None:
-        lb = self.lb
-        src = col * self.k + pc
-        with lb.for_(0, kc) as p:
-            lb.store(lb.load(self.b, [src + p.iv]), self.pb, [dst + p.iv * self.bl.nr])
-
     def _pack_a(self, ic, mc, pc, kc) -> None:
         """packed_a[ir*kc*MR + p*MR + r] = A[ic + ir*MR + r, pc+p], zero beyond row mc."""
         lb, mr = self.lb, self.bl.mr
         full = lb.op("arith.divui", mc, lb.index(mr))
         rest = mc - full * mr
-        with lb.for_(0, full) as ir:
-            row = ic + ir.iv * mr
-            dst = ir.iv * (kc * mr)
-            with lb.for_(0, kc) as p:
-                values = [lb.load(self.a, [self._a_index(row + r, pc + p.iv)]) for r in range(mr)]
-                self._store_all(values, self.pa, dst + p.iv * mr)
+        with lb.if_(self.ta) as layout:
+            for transposed, branch in ((True, layout.then_), (False, layout.else_)):
+                with branch(), lb.for_(0, full) as ir:
+                    row = ic + ir.iv * mr
+                    dst = ir.iv * (kc * mr)
+                    with lb.for_(0, kc) as p:
+                        values = [lb.load(self.a, [self._a_index(row + r, pc + p.iv, transposed)]) for r in range(mr)]
+                        self._store_all(values, self.pa, dst + p.iv * mr)
         with lb.if_(rest > 0) as partial:
             with partial.then_():
                 base = full * (kc * mr)
@@ -282,41 +289,58 @@ class PackedGemm:
                     lb.store(self.zero, self.pa, [base + i.iv])
                 with lb.for_(0, kc) as p:
                     with lb.for_(0, rest) as r:
-                        at = self._a_index(ic + full * mr + r.iv, pc + p.iv)
+                        i, q = ic + full * mr + r.iv, pc + p.iv
+                        at = self._pick(self.ta, self._a_index(i, q, True), self._a_index(i, q, False))
                         lb.store(lb.load(self.a, [at]), self.pa, [base + p.iv * mr + r.iv])
 
-    def _a_index(self, i, p):
-        """The flat index of A[i, p] in A's buffer (which holds A^T with ``ta``)."""
-        return p * self.m + i if self.ta else i * self.k + p
+    def _a_index(self, i, p, transposed: bool):
+        """The flat index of A[i, p] in A's buffer (which holds A^T when ``transposed``)."""
+        return p * self.m + i if transposed else i * self.k + p
 
     # -- tiles --------------------------------------------------------------------------------------
 
     def _tile(self, row, col, rows, cols, a_at, b_at, kc, first) -> None:
         """C[row:row+rows, col:col+cols] (+)= the packed panels' product: in place when the tile
-        is whole, else through a zeroed MR x NR buffer whose valid part is added to C."""
+        is whole, else in an MR x NR buffer that C's valid part is copied into and out of (the
+        same kernel either way: one copy of it to compile)."""
         lb, mr, nr = self.lb, self.bl.mr, self.bl.nr
         whole = rows.eq(mr) & cols.eq(nr)
-        with lb.if_(whole) as tile:
-            with tile.then_():
-                self._kernel(self.c, row * self.n + col, self.n, first, a_at, b_at, kc)
-            with tile.else_():
-                buf = self.tile_buf
-                self._kernel(buf, lb.index(0), nr, None, a_at, b_at, kc)
-                with lb.for_(0, rows) as r:
-                    with lb.for_(0, cols) as j:
-                        at = (row + r.iv) * self.n + col + j.iv
-                        old = lb.select(first, self.zero, lb.load(self.c, [at]))
-                        lb.store(old + lb.load(buf, [r.iv * nr + j.iv]), self.c, [at])
+        edge = lb.compare("eq", whole, lb.const(0, i1))
+        with lb.if_(edge) as copy_in:
+            with copy_in.then_():
+                with lb.for_(0, mr * nr) as i:
+                    lb.store(self.zero, self.tile, [i.iv])
+                with lb.if_(lb.compare("eq", first, lb.const(0, i1))) as later_panel:
+                    with later_panel.then_():
+                        self._copy_edge(rows, cols, row, col, to_tile=True)
+        at = row * self.n + col
+        with lb.if_(whole, [self.tile_view.type, at.type, at.type]) as target:
+            with target.then_():
+                target.yield_(self.c, at, self.n)
+            with target.else_():
+                target.yield_(self.tile_view, lb.index(0), lb.index(nr))
+        buf, c_at, ldc = target.results
+        self._kernel(buf, c_at, ldc, first & whole, a_at, b_at, kc)
+        with lb.if_(edge) as copy_out:
+            with copy_out.then_():
+                self._copy_edge(rows, cols, row, col, to_tile=False)
+
+    def _copy_edge(self, rows, cols, row, col, to_tile: bool) -> None:
+        lb, nr = self.lb, self.bl.nr
+        with lb.for_(0, rows) as r:
+            with lb.for_(0, cols) as j:
+                at, t = (row + r.iv) * self.n + col + j.iv, r.iv * nr + j.iv
+                if to_tile:
+                    lb.store(lb.load(self.c, [at]), self.tile, [t])
+                else:
+                    lb.store(lb.load(self.tile, [t]), self.c, [at])
 
     def _kernel(self, c, c_at, ldc, first, a_at, b_at, kc) -> None:
-        """MR x NR accumulators from zero where ``first`` holds (None: always) or else from C, over
-        kc steps of the panels; stored to ``c`` (rows ``ldc`` apart from ``c_at``) after."""
+        """MR x NR accumulators from zero where ``first`` holds or else from ``c`` (rows ``ldc``
+        apart from ``c_at``), over kc steps of the panels; stored back to ``c`` after."""
         lb, mr, nr = self.lb, self.bl.mr, self.bl.nr
         rows = [c_at + r * ldc for r in range(mr)]
-        if first is None:
-            inits = [self.zero] * (mr * nr)
-        else:
-            inits = [lb.select(first, self.zero, lb.load(c, [rows[r] + j])) for r in range(mr) for j in range(nr)]
+        inits = [lb.select(first, self.zero, lb.load(c, [rows[r] + j])) for r in range(mr) for j in range(nr)]
         with lb.for_(0, kc, inits=inits) as loop:
             bs = [lb.load(self.pb, [b_at + loop.iv * nr + j]) for j in range(nr)]
             acc = []
@@ -342,12 +366,13 @@ def lower_matmul_library(ctx, op, inputs, output) -> None:
     m, k = op.operands[0].type.shape
     n = op.operands[1].type.shape[1]
     blocking = Blocking.for_host(elem, ctx.options, n)
-    name = symbol(elem, transposed, blocking)
+    name = symbol(elem, blocking)
     mat, vec = MemRefType([None, None], elem), MemRefType([None], elem)
-    declare(ctx, name, [mat, mat, mat, vec, vec])
+    declare(ctx, name, signature(elem))
     views = [lb.view(buf, 0, mat, [lb.dim(buf, 0), lb.dim(buf, 1)]).value for buf in (*inputs, output)]
     scratch = [ctx.temporary(MemRefType([size], elem)) for size in blocking.scratch_sizes(m, n, k)]
     views += [lb.view(buf, 0, vec, [lb.dim(buf, 0)]).value for buf in scratch]
+    views += [lb.const(int(t), i1).value for t in transposed]
     call = CallOp.build(name, views, [])
     call.attributes["nocapture"] = UnitAttr()  # keeps no pointer: plan-memory may reuse the buffers
     lb.insert(call)

@@ -1,0 +1,15 @@
+"""The Python front end: plain numpy functions traced into irc's graph-level IR.
+
+``irc.jit`` (jit.py) traces a function through the ``Tracer`` (tracer.py) that numpy's
+dispatch protocols call (numpy_functions.py), compiles it and caches one specialisation
+per signature; ``irc.grad``, ``value_and_grad``, ``jvp`` and ``vjp`` (transforms.py)
+apply the grad/vjp/jvp passes to a traced function; ``irc.cond``, ``fori_loop`` and
+``while_loop`` (control.py) build scf ops.  Every op carries the user's line
+(locations.py).  See docs/frontend.md.
+"""
+
+from . import numpy_functions  # noqa: F401 - gives Tracer its operators and methods
+from .jit import Jitted, RetraceWarning, Traced, jit
+from .tracer import Tracer, TracerError
+
+__all__ = ["Jitted", "RetraceWarning", "Traced", "Tracer", "TracerError", "jit"]

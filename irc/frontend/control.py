@@ -175,7 +175,7 @@ def fori_loop(lower, upper, body_fun, init_val):
         new_leaves, new_tree = pytree.flatten(body_fun(i, carried))
         pytree.check_same(tree, new_tree, "irc.fori_loop: body_fun's result")
         loop.yield_(*_values(tr, new_leaves, [v.type for v in inits]))
-    if _has_tensors([loop.op.body.entry]) or any(isinstance(v.type, TensorType) for v in inits):
+    if _has_tensors([loop.op.regions[0].entry]) or any(isinstance(v.type, TensorType) for v in inits):
         if not all(isinstance(x, (int, np.integer)) for x in (lower, upper)):
             raise TypeError(located_message(
                 "irc.fori_loop: a loop over tensors needs Python int bounds (it is unrolled): the tensor "

@@ -542,6 +542,30 @@ FUNCTIONS = {
 }
 
 
+def _with_location(fn):
+    """``fn`` whose shape and type errors (the builder's, the tensor ops' inference) name the
+    user's line: numpy's exception types, irc's message, the line and its source text."""
+    def located(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (ValueError, TypeError, IndexError) as e:
+            if "\n  at " in str(e) or isinstance(e, TracerError):
+                raise
+            raise type(e)(located_message(str(e))) from None
+
+    located.__name__ = getattr(fn, "__name__", "located")
+    located.__doc__ = fn.__doc__
+    return located
+
+
+UFUNCS = {k: _with_location(v) for k, v in UFUNCS.items()}
+FUNCTIONS = {k: _with_location(v) for k, v in FUNCTIONS.items()}
+for _f in ("getitem", "reshape", "transpose", "astype", "clip", "dot", "ravel", "squeeze", "matmul", "negative",
+           "absolute", "logical_not"):
+    globals()[_f] = _with_location(globals()[_f])
+del _f
+
+
 def apply_ufunc(ufunc, method: str, inputs, kwargs):
     if method != "__call__":
         raise _unsupported(f"numpy.{ufunc.__name__}.{method}")

@@ -46,15 +46,15 @@ def aval(leaf, path: str, dynamic_shapes: bool = False) -> tuple:
     """(shape, dtype, weak) of an argument leaf; ``?`` (None) sizes with ``dynamic_shapes``."""
     if isinstance(leaf, Tracer):
         return leaf.shape, leaf.dtype, leaf.weak
+    if isinstance(leaf, (np.ndarray, np.generic)):  # before float: np.float64 is a float
+        shape = tuple(None for _ in leaf.shape) if dynamic_shapes else leaf.shape
+        return shape, leaf.dtype, False
     if isinstance(leaf, bool):
         return (), np.dtype(np.bool_), True
     if isinstance(leaf, int):
         return (), np.dtype(np.int64), True
     if isinstance(leaf, float):
         return (), np.dtype(np.float64), True
-    if isinstance(leaf, (np.ndarray, np.generic)):
-        shape = tuple(None for _ in leaf.shape) if dynamic_shapes else leaf.shape
-        return shape, leaf.dtype, False
     raise TypeError(located_message(f"argument {path} is a {type(leaf).__name__}; irc.jit takes numpy arrays, "
                                     "Python numbers, and dicts, lists and tuples of them (mark other "
                                     "arguments static with static_argnums)"))
@@ -237,10 +237,10 @@ def _argnums(value, what: str) -> tuple:
 def _key_aval(x, dynamic_shapes: bool):
     if isinstance(x, np.ndarray):
         return (len(x.shape) if dynamic_shapes else x.shape, x.dtype, False)
-    if isinstance(x, (bool, int, float)):
-        return ((), type(x), True)
     if isinstance(x, np.generic):
         return ((), x.dtype, False)
+    if isinstance(x, (bool, int, float)):
+        return ((), type(x), True)
     return ("not an array", type(x))  # tracing names the argument (aval)
 
 

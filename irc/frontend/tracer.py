@@ -150,14 +150,14 @@ def dtype_and_weak(x) -> tuple[np.dtype, bool]:
     """numpy 2's view of an operand: its dtype, and whether it is a weak Python number."""
     if isinstance(x, Tracer):
         return x.dtype, x.weak
+    if isinstance(x, (np.ndarray, np.generic)):  # before float: np.float64 is a float
+        return x.dtype, False
     if isinstance(x, bool):
         return np.dtype(np.bool_), True
     if isinstance(x, int):
         return np.dtype(np.int64), True
     if isinstance(x, float):
         return np.dtype(np.float64), True
-    if isinstance(x, (np.ndarray, np.generic)):
-        return x.dtype, False
     raise TypeError(located_message(f"irc cannot trace an operand of type {type(x).__name__}: {x!r:.60}"))
 
 

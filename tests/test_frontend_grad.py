@@ -21,7 +21,7 @@ def numeric_grad(f, args, argnum, eps=1e-6):
         leaf = np.asarray(leaf, np.float64)
         g = np.zeros_like(leaf)
         for i in np.ndindex(leaf.shape):
-            def at(delta):
+            def at(delta, k=k, leaf=leaf, i=i):
                 moved = [np.array(v, np.float64) for v in leaves]
                 moved[k] = leaf.copy()
                 moved[k][i] += delta

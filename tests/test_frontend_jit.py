@@ -238,15 +238,14 @@ def test_machine_code_comes_from_the_disk_cache_in_a_new_process(tmp_path):
     script = tmp_path / "prog.py"
     script.write_text(textwrap.dedent("""
         import numpy as np, irc
-        from irc.runtime import executable
         def f(x, w):
             return np.tanh(x @ w).sum(axis=0)
-        jf = irc.jit(f, cache_dir=%r)
+        jf = irc.jit(f, cache_dir=CACHE)
         print(jf(np.ones((4, 3), np.float32), np.ones((3, 5), np.float32)).sum())
         spec = next(iter(jf._cache.values()))
         tf = spec.function
         print(next(iter(tf._specializations.values())).executable.stats.get("cache"))
-    """ % str(tmp_path / "cache")))
+    """).replace("CACHE", repr(str(tmp_path / "cache"))))
     outputs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
                for _ in range(2)]
     assert outputs[0].split()[0] == outputs[1].split()[0]

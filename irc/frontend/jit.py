@@ -141,9 +141,8 @@ class Jitted:
 
     def trace(self, *args) -> Traced:
         """Trace for ``args`` (arrays or anything with shape and dtype) without compiling."""
-        from irc.module import ModuleOp
-
         import irc
+        from irc.module import ModuleOp
 
         module = ModuleOp.new()
         frame = user_frame()

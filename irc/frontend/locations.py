@@ -16,7 +16,6 @@ import sys
 from irc.diagnostics import UNKNOWN, Location, SourceFile
 
 
-
 def _roots() -> tuple[str, ...]:
     """irc's directories (irc/, and dialects/, passes/, runtime/, which are mapped into the
     irc namespace from elsewhere) and numpy's: no frame in them is the user's line."""

@@ -185,9 +185,16 @@ def test_cond_on_tensors_selects_and_matches_python():
     np.testing.assert_allclose(g(x, -1.0), np.ones(4), rtol=1e-12)
 
 
-def test_cond_branches_must_agree():
-    with pytest.raises(ValueError, match="false_fn"):
+def test_mismatched_pytrees_are_named_at_the_line():
+    with pytest.raises(ValueError, match="false_fn") as e:
         irc.jit(lambda s: irc.cond(s > 0, lambda: (s, s), lambda: s))(1.0)
+    assert "test_frontend_grad.py:" in str(e.value)
+    with pytest.raises(ValueError, match=r"body_fun's result"):
+        irc.jit(lambda s: irc.fori_loop(0, 2, lambda i, c: (c[0], c[1], c[0]), (s, s)))(1.0)
+    _, vjp_fn = irc.vjp(lambda a: {"u": a * 2.0}, np.ones(2))
+    with pytest.raises(ValueError, match=r"the cotangent") as e:
+        vjp_fn({"v": np.ones(2)})
+    assert "test_frontend_grad.py:" in str(e.value)
 
 
 def test_fori_loop_scalars_builds_scf_for_and_is_differentiable():

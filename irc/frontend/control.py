@@ -23,7 +23,7 @@ from irc import pytree
 from irc.block import Block, Region
 from irc.types import TensorType, i64
 
-from .locations import located_message
+from .locations import check_same_tree, located_message
 from .tracer import Tracer, TracerError, convert, current, operand
 
 
@@ -111,7 +111,7 @@ def cond(pred, true_fn, false_fn, *operands):
             outs.append((leaves, tree, [operand(tr, x) for x in leaves]))
         blocks.append(block)
     (lt, tt, vt), (lf, tf, vf) = outs
-    pytree.check_same(tt, tf, "irc.cond: false_fn's result")
+    check_same_tree(tt, tf, "irc.cond: false_fn's result")
     if _has_tensors(blocks) or any(isinstance(v.type, TensorType) for v in (*vt, *vf)):
         _discard(blocks)
         return _select_branches(tr, c, pred, true_fn, false_fn, operands)
@@ -132,7 +132,7 @@ def cond(pred, true_fn, false_fn, *operands):
 def _select_branches(tr, c, pred, true_fn, false_fn, operands):
     lt, tt = pytree.flatten(true_fn(*operands))
     lf, tf = pytree.flatten(false_fn(*operands))
-    pytree.check_same(tt, tf, "irc.cond: false_fn's result")
+    check_same_tree(tt, tf, "irc.cond: false_fn's result")
     out = []
     for k, (x, y) in enumerate(zip(lt, lf)):
         vx, vy = operand(tr, x), operand(tr, y)
@@ -173,7 +173,7 @@ def fori_loop(lower, upper, body_fun, init_val):
         i = Tracer(tr, b.convert(loop.iv, i64), weak=True)
         carried = tree.unflatten([Tracer(tr, a, _weak_of(x)) for a, x in zip(loop.args, leaves)])
         new_leaves, new_tree = pytree.flatten(body_fun(i, carried))
-        pytree.check_same(tree, new_tree, "irc.fori_loop: body_fun's result")
+        check_same_tree(tree, new_tree, "irc.fori_loop: body_fun's result")
         loop.yield_(*_values(tr, new_leaves, [v.type for v in inits]))
     if _has_tensors([loop.op.regions[0].entry]) or any(isinstance(v.type, TensorType) for v in inits):
         if not all(isinstance(x, (int, np.integer)) for x in (lower, upper)):
@@ -225,7 +225,7 @@ def while_loop(cond_fun, body_fun, init_val):
         with w.after() as args:
             new_leaves, new_tree = pytree.flatten(body_fun(
                 tree.unflatten([Tracer(tr, a, _weak_of(x)) for a, x in zip(args, leaves)])))
-            pytree.check_same(tree, new_tree, "irc.while_loop: body_fun's result")
+            check_same_tree(tree, new_tree, "irc.while_loop: body_fun's result")
             w.yield_(*_values(tr, new_leaves, types))
     if _has_tensors([r.entry for r in w.op.regions]):
         raise TypeError(located_message(

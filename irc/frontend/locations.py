@@ -80,3 +80,13 @@ def where() -> str:
 
 def located_message(message: str) -> str:
     return message + where()
+
+
+def check_same_tree(expected, got, what: str) -> None:
+    """``irc.pytree.check_same`` whose TreeMismatch shows the user's line."""
+    from irc import pytree
+
+    try:
+        pytree.check_same(expected, got, what)
+    except pytree.TreeMismatch as e:
+        raise pytree.TreeMismatch(located_message(str(e))) from None

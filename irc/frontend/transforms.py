@@ -23,7 +23,7 @@ from irc.module import ModuleOp
 from irc.types import TensorType
 
 from .jit import Jitted, trace_into
-from .locations import located_message
+from .locations import check_same_tree, located_message
 from .tracer import Tracer, current, dtype_of_type, operand
 
 
@@ -155,7 +155,7 @@ def jvp(fn, primals, tangents):
         return _eager("jvp", fn, lambda p, t: jvp(fn, p, t))(primals, tangents)
     p_leaves, p_tree = _inputs(primals)
     t_leaves, t_tree = _inputs(tangents)
-    pytree.check_same(p_tree, t_tree, "irc.jvp: tangents")
+    check_same_tree(p_tree, t_tree, "irc.jvp: tangents")
     traced, trace, new = _build(fn, primals, lambda _, f, n: f"jvp{{func={f} name={n}}}", _name(fn), "jvp")
     func_type = current().module.lookup(new).function_type
     tangent_args = []
@@ -194,7 +194,7 @@ def vjp(fn, *primals):
 
     def vjp_fn(cotangent):
         c_leaves, c_tree = pytree.flatten(cotangent)
-        pytree.check_same(traced.out_tree, c_tree, "irc.vjp: the cotangent")
+        check_same_tree(traced.out_tree, c_tree, "irc.vjp: the cotangent")
         out_leaves = pytree.flatten(out)[0]
         cts = [c for c, o in zip(c_leaves, out_leaves) if o.dtype.kind == "f"]
         results = _call(new, _call_args(trace, p_leaves) + cts, list(func_type.results))

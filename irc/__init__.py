@@ -10,7 +10,19 @@ from __future__ import annotations
 
 from . import passes as _passes_pkg  # noqa: F401 - irc.passes is the pass registry
 from .diagnostics import IRError, Location
-from .frontend import cond, fori_loop, grad, jit, jvp, value_and_grad, vjp, while_loop
+from .frontend import (
+    cond,
+    fori_loop,
+    function,
+    grad,
+    gradients,
+    jit,
+    jvp,
+    value_and_grad,
+    var,
+    vjp,
+    while_loop,
+)
 from .interpreter import interpret
 from .module import ModuleOp
 from .parser import parse, parse_file
@@ -32,5 +44,6 @@ def compile(module, target: str = "cpu", **options):  # noqa: A001 - the natural
 
     return compile_for_target(module, target=target, **options)
 
-__all__ = ["IRError", "Location", "Module", "ModuleOp", "compile", "cond", "fori_loop", "grad", "interpret", "jit",
-           "jvp", "parse", "parse_file", "value_and_grad", "verify", "vjp", "while_loop", "__version__"]
+__all__ = ["IRError", "Location", "Module", "ModuleOp", "compile", "cond", "fori_loop", "function", "grad",
+           "gradients", "interpret", "jit", "jvp", "parse", "parse_file", "value_and_grad", "var", "verify", "vjp",
+           "while_loop", "__version__"]

@@ -11,8 +11,9 @@ apply the grad/vjp/jvp passes to a traced function; ``irc.cond``, ``fori_loop`` 
 from . import numpy_functions  # noqa: F401 - gives Tracer its operators and methods
 from .control import cond, fori_loop, while_loop
 from .jit import Jitted, RetraceWarning, Traced, jit
+from .symbolic import function, gradients, var
 from .tracer import Tracer, TracerError
 from .transforms import grad, jvp, value_and_grad, vjp
 
-__all__ = ["Jitted", "RetraceWarning", "Traced", "Tracer", "TracerError", "cond", "fori_loop", "grad", "jit", "jvp",
-           "value_and_grad", "vjp", "while_loop"]
+__all__ = ["Jitted", "RetraceWarning", "Traced", "Tracer", "TracerError", "cond", "fori_loop", "function", "grad",
+           "gradients", "jit", "jvp", "value_and_grad", "var", "vjp", "while_loop"]

@@ -55,6 +55,9 @@ def aval(leaf, path: str, dynamic_shapes: bool = False) -> tuple:
         return (), np.dtype(np.int64), True
     if isinstance(leaf, float):
         return (), np.dtype(np.float64), True
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):  # shape and dtype without data (trace only)
+        shape = tuple(None for _ in leaf.shape) if dynamic_shapes else tuple(leaf.shape)
+        return shape, np.dtype(leaf.dtype), False
     raise TypeError(located_message(f"argument {path} is a {type(leaf).__name__}; irc.jit takes numpy arrays, "
                                     "Python numbers, and dicts, lists and tuples of them (mark other "
                                     "arguments static with static_argnums)"))

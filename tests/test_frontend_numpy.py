@@ -113,6 +113,7 @@ def test_integer_functions():
     b = RNG.integers(1, 50, (3, 4)).astype(np.int64)
 
     def f(a, b):
-        return a + b * 3, a - b, np.maximum(a, b), np.abs(a), a / b, np.sum(a, axis=1), a.max(), -a
+        return (a + b * 3, a - b, np.maximum(a, b), np.abs(a), a / b, np.sum(a, axis=1), a.max(), -a,
+                a & b, a | 5, a ^ b, ~a, (a > 0) & (b > 9), ~(a > b), (a > 0) | (b < 3))
 
     check_same(irc.jit(f)(a, b), f(a, b))

@@ -21,10 +21,10 @@ import numpy as np
 
 from irc import pytree
 from irc.block import Block, Region
-from irc.types import TensorType, i64
+from irc.types import TensorType, i1, i64, index
 
 from .locations import check_same_tree, located_message
-from .tracer import Tracer, TracerError, convert, current, operand
+from .tracer import Tracer, TracerError, convert, current, dtype_of_type, operand
 
 
 def _traced(*trees) -> bool:
@@ -71,18 +71,12 @@ def _fit(tr, v, t, x):
     a float (or a weak Python number) converts to the carry's element type."""
     if isinstance(v.type, TensorType) and not isinstance(t, TensorType):
         v = _scalar(tr, v)
-    if v.type is not t and (_weak_of(x) or (v.is_float and _np(t).kind == "f")):
-        v = convert(tr.builder, v, _np(t))
+    if v.type is not t and (_weak_of(x) or (v.is_float and dtype_of_type(t).kind == "f")):
+        v = convert(tr.builder, v, dtype_of_type(t))
     if v.type is not t:
         raise TypeError(located_message(f"a carried value changed type from {t} to {v.type}: a loop body "
                                         "must return what it was given"))
     return v
-
-
-def _np(t):
-    from .tracer import dtype_of_type
-
-    return dtype_of_type(t)
 
 
 def _weak_of(leaf) -> bool:
@@ -101,7 +95,7 @@ def cond(pred, true_fn, false_fn, *operands):
     tr = current()
     b = tr.builder
     c = _scalar(tr, operand(tr, pred))
-    if c.elem is not _i1():
+    if c.elem is not i1:
         c = c.ne(0)
     blocks, outs = [], []
     for fn in (true_fn, false_fn):
@@ -143,12 +137,6 @@ def _select_branches(tr, c, pred, true_fn, false_fn, operands):
     return tt.unflatten(out)
 
 
-def _i1():
-    from irc.types import i1
-
-    return i1
-
-
 # -- loops ----------------------------------------------------------------------------------------------
 
 
@@ -168,7 +156,7 @@ def fori_loop(lower, upper, body_fun, init_val):
              for v in (operand(tr, x) for x in leaves)]
     bounds = [convert(b, operand(tr, x), np.dtype(np.int64)) if isinstance(x, Tracer) else int(x)
               for x in (lower, upper)]
-    bounds = [b.convert(v, _index()) if not isinstance(v, int) else v for v in bounds]
+    bounds = [b.convert(v, index) if not isinstance(v, int) else v for v in bounds]
     with b.for_(bounds[0], bounds[1], inits=inits) as loop:
         i = Tracer(tr, b.convert(loop.iv, i64), weak=True)
         carried = tree.unflatten([Tracer(tr, a, _weak_of(x)) for a, x in zip(loop.args, leaves)])
@@ -196,10 +184,9 @@ def _discard_op(op) -> None:
     op.erase()
 
 
-def _index():
-    from irc.types import index
-
-    return index
+_WHILE_TENSORS = ("irc.while_loop: the carried values, the condition or the body compute with tensors, which "
+                  "the tensor level cannot compile inside loops yet; carry scalars (0-d values), or use "
+                  "fori_loop with int bounds (unrolled)")
 
 
 def while_loop(cond_fun, body_fun, init_val):
@@ -213,13 +200,16 @@ def while_loop(cond_fun, body_fun, init_val):
     tr = current()
     b = tr.builder
     leaves, tree = pytree.flatten(init_val)
-    inits = [_scalar(tr, operand(tr, x)) for x in leaves]
+    inits = [operand(tr, x) for x in leaves]
+    if any(isinstance(v.type, TensorType) and v.type.rank for v in inits):
+        raise TypeError(located_message(_WHILE_TENSORS))
+    inits = [_scalar(tr, v) for v in inits]
     types = [v.type for v in inits]
     with b.while_(inits) as w:
         with w.before() as args:
             c = cond_fun(tree.unflatten([Tracer(tr, a, _weak_of(x)) for a, x in zip(args, leaves)]))
             cv = _scalar(tr, operand(tr, c))
-            if cv.elem is not _i1():
+            if cv.elem is not i1:
                 cv = cv.ne(0)
             w.condition(cv, *args)
         with w.after() as args:
@@ -228,7 +218,6 @@ def while_loop(cond_fun, body_fun, init_val):
             check_same_tree(tree, new_tree, "irc.while_loop: body_fun's result")
             w.yield_(*_values(tr, new_leaves, types))
     if _has_tensors([r.entry for r in w.op.regions]):
-        raise TypeError(located_message(
-            "irc.while_loop: the condition or body computes with tensors, which the tensor level cannot "
-            "compile inside loops yet; carry scalars (0-d values), or use fori_loop with int bounds"))
+        _discard_op(w.op)
+        raise TypeError(located_message(_WHILE_TENSORS))
     return tree.unflatten([Tracer(tr, r, _weak_of(x)) for r, x in zip(w.results, leaves)])

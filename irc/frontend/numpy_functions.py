@@ -16,7 +16,7 @@ import numpy as np
 
 from irc.attributes import FloatAttr, integer_attr
 from irc.builder import broadcast_shape
-from irc.types import FloatType, TensorType, i64
+from irc.types import FloatType, TensorType
 
 from .locations import located_message
 from .tracer import Tracer, TracerError, as_tensor, convert, current, irc_type, operand, promote
@@ -517,6 +517,11 @@ UFUNCS = {
     np.square: square,
     np.reciprocal: reciprocal,
     np.logical_not: logical_not,
+    np.bitwise_and: lambda a, b: binary(None, "arith.andi", a, b, "bitwise_and"),
+    np.bitwise_or: lambda a, b: binary(None, "arith.ori", a, b, "bitwise_or"),
+    np.bitwise_xor: lambda a, b: binary(None, "arith.xori", a, b, "bitwise_xor"),
+    np.invert: lambda a: logical_not(a) if promote(a)[0].kind == "b" else binary(
+        None, "arith.xori", a, -1, "bitwise_xor"),
     np.matmul: matmul,
 }
 for _name in ("exp", "exp2", "expm1", "log", "log1p", "log2", "tanh", "sqrt", "sin", "cos", "floor", "ceil"):
@@ -595,7 +600,7 @@ def _reflected(fn):
 _OPERATORS = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "truediv": np.divide, "pow": np.power,
     "matmul": np.matmul, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-    "eq": np.equal, "ne": np.not_equal, "and": np.logical_and, "or": np.logical_or,
+    "eq": np.equal, "ne": np.not_equal, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
 }
 for _op, _ufunc in _OPERATORS.items():
     setattr(Tracer, f"__{_op}__", (lambda f: lambda self, other: f(self, other))(UFUNCS[_ufunc]))
@@ -605,8 +610,7 @@ del _op, _ufunc
 Tracer.__neg__ = lambda self: negative(self)
 Tracer.__pos__ = lambda self: self
 Tracer.__abs__ = lambda self: absolute(self)
-Tracer.__invert__ = lambda self: logical_not(self) if self.dtype == np.bool_ else (_ for _ in ()).throw(
-    _unsupported("~ on integers"))
+Tracer.__invert__ = lambda self: UFUNCS[np.invert](self)
 Tracer.__getitem__ = getitem
 Tracer.T = property(lambda self: transpose(self))
 Tracer.mT = property(lambda self: transpose(self, [*range(self.ndim - 2), self.ndim - 1, self.ndim - 2]))
@@ -630,4 +634,3 @@ Tracer.squeeze = squeeze
 Tracer.copy = lambda self: self
 Tracer.__matmul__ = lambda self, other: matmul(self, other)
 Tracer.__rmatmul__ = lambda self, other: matmul(other, self)
-del i64

@@ -245,3 +245,15 @@ def test_while_loop_over_tensors_is_refused_at_the_line():
     with pytest.raises(TypeError, match="while_loop") as e:
         irc.jit(f)(np.ones(3))
     assert "test_frontend_grad.py:" in str(e.value)
+
+
+def test_eager_grad_in_a_loop_traces_once():
+    traces = []
+
+    def f(x):
+        traces.append(1)
+        return np.sum(x * x)
+
+    for k in range(3):
+        np.testing.assert_allclose(irc.grad(f)(np.full(2, float(k))), 2 * k * np.ones(2))
+    assert len(traces) == 1

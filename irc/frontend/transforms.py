@@ -15,6 +15,8 @@ compiled and cached per signature like any ``irc.jit`` function.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 import irc.passes
@@ -102,11 +104,31 @@ class Transformed:
         return self._jitted(*args)
 
 
+_transformed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _cached(kind: str, fn, argnums, make) -> Transformed:
+    """One Transformed per (function, kind, argnums), so that ``irc.grad(loss)(...)`` written in
+    an eager loop traces and compiles once, not on every step."""
+    key = (kind, argnums if isinstance(argnums, int) else tuple(argnums))
+    try:
+        per_fn = _transformed.setdefault(fn, {})
+    except TypeError:  # not weakly referenceable (a builtin): no cache
+        return make()
+    t = per_fn.get(key)
+    if t is None:
+        t = per_fn[key] = make()
+    return t
+
+
 def value_and_grad(fn, argnums=0) -> Transformed:
     """``fn``'s value and its gradient with respect to the arguments ``argnums`` (an int: one
     gradient with that argument's structure; a tuple: a tuple of them).  ``fn`` must return a
     float scalar (or a one-element float array)."""
+    return _cached("value_and_grad", fn, argnums, lambda: _value_and_grad(fn, argnums))
 
+
+def _value_and_grad(fn, argnums=0) -> Transformed:
     def build(*args):
         nums = _argnums(argnums, len(args), f"irc.grad({_name(fn)})")
         wrt = []
@@ -143,8 +165,11 @@ def value_and_grad(fn, argnums=0) -> Transformed:
 def grad(fn, argnums=0) -> Transformed:
     """The gradient of ``fn`` (a float scalar) with respect to the arguments ``argnums``; dict
     parameters give dict gradients (see ``value_and_grad``)."""
-    vg = value_and_grad(fn, argnums)
-    return Transformed(lambda *args: vg._build(*args)[1], f"grad_{_name(fn)}")
+    def make():
+        vg = value_and_grad(fn, argnums)
+        return Transformed(lambda *args: vg._build(*args)[1], f"grad_{_name(fn)}")
+
+    return _cached("grad", fn, argnums, make)
 
 
 def jvp(fn, primals, tangents):

@@ -289,7 +289,9 @@ class TensorFunction:
             specialize(func, types)
         except IRError as e:
             shown = [list(s) if s is not None else bound.get(i, "scalar") for i, s in enumerate(shapes)]
-            raise ValueError(f"@{self.name} cannot run on arguments of shapes {shown}: {e.message}") from None
+            # str(e) shows the op's source line where it has one (a traced op: the user's line)
+            detail = e.message if e.location.line == 0 else str(e).removeprefix("error: ")
+            raise ValueError(f"@{self.name} cannot run on arguments of shapes {shown}: {detail}") from None
         irc.passes.run(module, tensor_pipeline(self.tensor_options))
         return module, func
 

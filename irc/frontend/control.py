@@ -1,0 +1,223 @@
+"""``irc.cond``, ``irc.fori_loop``, ``irc.while_loop``: control flow on traced values (JAX's signatures).
+
+On concrete values they are plain Python (an ``if``, a ``for``, a ``while``), so a
+function using them still runs eagerly on numpy arrays.  On traced values they build
+``scf.if``, ``scf.for`` and ``scf.while`` over the flattened operands; a loop-carried
+0-d array is carried as a scalar (``tensor.extract``), which is what the reverse-mode
+tape records (docs/autodiff.md: only scalars can be taped).
+
+The tensor level cannot yet compile tensors inside ``scf`` regions
+(docs/tensor-compilation.md, "Known gaps"), so a branch or a loop body that computes
+with tensors is built differently: ``cond`` evaluates both branches and selects
+(``arith.select`` on the scalar predicate, as ``np.where``: the gradient of the branch
+not taken is multiplied by zero), and ``fori_loop`` with Python int bounds unrolls.
+A ``while_loop`` body or a ``fori_loop`` with traced bounds over tensors is refused
+with a TypeError at the user's line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from irc import pytree
+from irc.block import Block, Region
+from irc.types import TensorType, i1, i64, index
+
+from .locations import check_same_tree, located_message
+from .tracer import Tracer, TracerError, convert, current, dtype_of_type, operand
+
+
+def _traced(*trees) -> bool:
+    return any(isinstance(x, Tracer) for t in trees for x in pytree.flatten(t)[0])
+
+
+def _scalar(tr, v):
+    """A 0-d tensor as a scalar value (a tensor of more elements is refused)."""
+    from irc.dialects.tensor import ExtractOp
+
+    if not isinstance(v.type, TensorType):
+        return v
+    if v.type.rank:
+        raise TypeError(located_message(f"a loop-carried or predicate value must be 0-d here, got {v.type}"))
+    return tr.builder.built(ExtractOp.build(v.value, []))
+
+
+def _has_tensors(blocks) -> bool:
+    for block in blocks:
+        for op in block.ops:
+            for v in (*op.operands, *op.results):
+                if isinstance(v.type, TensorType):
+                    return True
+            if any(_has_tensors(list(r.blocks)) for r in op.regions):
+                return True
+    return False
+
+
+def _discard(blocks) -> None:
+    for block in blocks:
+        for op in list(block.ops_reversed()):
+            op.erase()
+
+
+def _values(tr, leaves, types=None):
+    vals = [operand(tr, x) for x in leaves]
+    if types is not None:
+        vals = [_fit(tr, v, t, x) for v, t, x in zip(vals, types, leaves)]
+    return vals
+
+
+def _fit(tr, v, t, x):
+    """``v`` as type ``t`` (a carried value keeps its type): a 0-d tensor becomes a scalar, and
+    a float (or a weak Python number) converts to the carry's element type."""
+    if isinstance(v.type, TensorType) and not isinstance(t, TensorType):
+        v = _scalar(tr, v)
+    if v.type is not t and (_weak_of(x) or (v.is_float and dtype_of_type(t).kind == "f")):
+        v = convert(tr.builder, v, dtype_of_type(t))
+    if v.type is not t:
+        raise TypeError(located_message(f"a carried value changed type from {t} to {v.type}: a loop body "
+                                        "must return what it was given"))
+    return v
+
+
+def _weak_of(leaf) -> bool:
+    return isinstance(leaf, (int, float)) or (isinstance(leaf, Tracer) and leaf.weak)
+
+
+# -- cond -----------------------------------------------------------------------------------------------
+
+
+def cond(pred, true_fn, false_fn, *operands):
+    """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)``; both must return the
+    same structure and types.  On a traced ``pred``: scf.if (scalars), or both branches and a
+    select (tensors, see the module docstring)."""
+    if not isinstance(pred, Tracer):
+        return true_fn(*operands) if pred else false_fn(*operands)
+    tr = current()
+    b = tr.builder
+    c = _scalar(tr, operand(tr, pred))
+    if c.elem is not i1:
+        c = c.ne(0)
+    blocks, outs = [], []
+    for fn in (true_fn, false_fn):
+        block = Block()
+        with b._inside(block):
+            leaves, tree = pytree.flatten(fn(*operands))
+            outs.append((leaves, tree, [operand(tr, x) for x in leaves]))
+        blocks.append(block)
+    (lt, tt, vt), (lf, tf, vf) = outs
+    check_same_tree(tt, tf, "irc.cond: false_fn's result")
+    if _has_tensors(blocks) or any(isinstance(v.type, TensorType) for v in (*vt, *vf)):
+        _discard(blocks)
+        return _select_branches(tr, c, pred, true_fn, false_fn, operands)
+    types = []
+    for k, (x, y) in enumerate(zip(vt, vf)):
+        if x.type is not y.type:
+            raise TypeError(located_message(f"irc.cond: result {k} is {x.type} in true_fn but {y.type} in false_fn"))
+        types.append(x.type)
+    from irc.dialects.scf import IfOp, YieldOp
+
+    for block, vals in zip(blocks, (vt, vf)):
+        block.append(YieldOp([v.value for v in vals], []))
+    op = b.insert(IfOp([c.value], types, {}, regions=[Region([blocks[0]]), Region([blocks[1]])]))
+    results = [Tracer(tr, b._v(r), _weak_of(x) and _weak_of(y)) for r, x, y in zip(op.results, lt, lf)]
+    return tt.unflatten(results)
+
+
+def _select_branches(tr, c, pred, true_fn, false_fn, operands):
+    lt, tt = pytree.flatten(true_fn(*operands))
+    lf, tf = pytree.flatten(false_fn(*operands))
+    check_same_tree(tt, tf, "irc.cond: false_fn's result")
+    out = []
+    for k, (x, y) in enumerate(zip(lt, lf)):
+        vx, vy = operand(tr, x), operand(tr, y)
+        if vx.type is not vy.type:
+            raise TypeError(located_message(f"irc.cond: result {k} is {vx.type} in true_fn but {vy.type} "
+                                            "in false_fn"))
+        out.append(Tracer(tr, tr.builder.select(c, vx, vy), _weak_of(x) and _weak_of(y)))
+    return tt.unflatten(out)
+
+
+# -- loops ----------------------------------------------------------------------------------------------
+
+
+def fori_loop(lower, upper, body_fun, init_val):
+    """``val = body_fun(i, val)`` for i in [lower, upper): scf.for on traced values."""
+    if not _traced(lower, upper, init_val) and current() is None:
+        val = init_val
+        for i in range(int(lower), int(upper)):
+            val = body_fun(i, val)
+        return val
+    tr = current()
+    if tr is None:
+        raise TracerError(located_message("irc.fori_loop on a traced value outside its trace"))
+    b = tr.builder
+    leaves, tree = pytree.flatten(init_val)
+    inits = [_scalar(tr, v) if isinstance(v.type, TensorType) and not v.type.rank else v
+             for v in (operand(tr, x) for x in leaves)]
+    bounds = [convert(b, operand(tr, x), np.dtype(np.int64)) if isinstance(x, Tracer) else int(x)
+              for x in (lower, upper)]
+    bounds = [b.convert(v, index) if not isinstance(v, int) else v for v in bounds]
+    with b.for_(bounds[0], bounds[1], inits=inits) as loop:
+        i = Tracer(tr, b.convert(loop.iv, i64), weak=True)
+        carried = tree.unflatten([Tracer(tr, a, _weak_of(x)) for a, x in zip(loop.args, leaves)])
+        new_leaves, new_tree = pytree.flatten(body_fun(i, carried))
+        check_same_tree(tree, new_tree, "irc.fori_loop: body_fun's result")
+        loop.yield_(*_values(tr, new_leaves, [v.type for v in inits]))
+    if _has_tensors([loop.op.regions[0].entry]) or any(isinstance(v.type, TensorType) for v in inits):
+        if not all(isinstance(x, (int, np.integer)) for x in (lower, upper)):
+            raise TypeError(located_message(
+                "irc.fori_loop: a loop over tensors needs Python int bounds (it is unrolled): the tensor "
+                "level cannot compile tensors inside loops yet"))
+        _discard_op(loop.op)
+        val = init_val
+        for k in range(int(lower), int(upper)):
+            val = body_fun(k, val)
+        return val
+    return tree.unflatten([Tracer(tr, r, _weak_of(x)) for r, x in zip(loop.results, leaves)])
+
+
+def _discard_op(op) -> None:
+    if op.parent is None:
+        return
+    for region in op.regions:
+        _discard(list(region.blocks))
+    op.erase()
+
+
+_WHILE_TENSORS = ("irc.while_loop: the carried values, the condition or the body compute with tensors, which "
+                  "the tensor level cannot compile inside loops yet; carry scalars (0-d values), or use "
+                  "fori_loop with int bounds (unrolled)")
+
+
+def while_loop(cond_fun, body_fun, init_val):
+    """``while cond_fun(val): val = body_fun(val)``: scf.while on traced values (scalars only:
+    the trip count is known only at run time, so a body over tensors cannot be unrolled)."""
+    if not _traced(init_val) and current() is None:
+        val = init_val
+        while cond_fun(val):
+            val = body_fun(val)
+        return val
+    tr = current()
+    b = tr.builder
+    leaves, tree = pytree.flatten(init_val)
+    inits = [operand(tr, x) for x in leaves]
+    if any(isinstance(v.type, TensorType) and v.type.rank for v in inits):
+        raise TypeError(located_message(_WHILE_TENSORS))
+    inits = [_scalar(tr, v) for v in inits]
+    types = [v.type for v in inits]
+    with b.while_(inits) as w:
+        with w.before() as args:
+            c = cond_fun(tree.unflatten([Tracer(tr, a, _weak_of(x)) for a, x in zip(args, leaves)]))
+            cv = _scalar(tr, operand(tr, c))
+            if cv.elem is not i1:
+                cv = cv.ne(0)
+            w.condition(cv, *args)
+        with w.after() as args:
+            new_leaves, new_tree = pytree.flatten(body_fun(
+                tree.unflatten([Tracer(tr, a, _weak_of(x)) for a, x in zip(args, leaves)])))
+            check_same_tree(tree, new_tree, "irc.while_loop: body_fun's result")
+            w.yield_(*_values(tr, new_leaves, types))
+    if _has_tensors([r.entry for r in w.op.regions]):
+        _discard_op(w.op)
+        raise TypeError(located_message(_WHILE_TENSORS))
+    return tree.unflatten([Tracer(tr, r, _weak_of(x)) for r, x in zip(w.results, leaves)])

@@ -1,0 +1,292 @@
+"""``irc.jit``: trace a numpy function once per signature, compile it, call machine code.
+
+A *signature* is the structure of the dynamic arguments (an ``irc.pytree`` TreeDef), each
+leaf's shape and dtype (and whether it is a weak Python number), and the values of the
+static arguments.  The first call with a signature traces the function into a module
+(``Traced``) and compiles it with ``irc.compile``; later calls with the same signature go
+straight to the compiled function.  ``irc.compile`` keeps machine code on disk keyed by
+the lowered program, so a new process that traces the same function again loads machine
+code instead of running LLVM.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from irc import pytree
+from irc.types import TensorType
+
+from .locations import located_message, source_file, user_frame
+from .tracer import Trace, Tracer, current, dtype_of_type, irc_type, operand
+
+
+class RetraceWarning(UserWarning):
+    """A jitted function was traced again because an argument's shape, dtype or static value
+    changed; the message names the argument.  Silence with ``warnings.simplefilter``."""
+
+
+@dataclass
+class Traced:
+    """A traced function: ``module`` holds ``entry`` (and the functions it calls);
+    ``in_tree`` is the structure of the dynamic arguments as a tuple (static ones left out),
+    ``out_tree`` that of the result; ``in_avals`` the (shape, dtype, weak) of each leaf."""
+
+    module: object
+    entry: str
+    in_tree: pytree.TreeDef
+    out_tree: pytree.TreeDef
+    in_avals: list = field(default_factory=list)
+    static_args: tuple = ()
+
+
+def aval(leaf, path: str, dynamic_shapes: bool = False) -> tuple:
+    """(shape, dtype, weak) of an argument leaf; ``?`` (None) sizes with ``dynamic_shapes``."""
+    if isinstance(leaf, Tracer):
+        return leaf.shape, leaf.dtype, leaf.weak
+    if isinstance(leaf, (np.ndarray, np.generic)):  # before float: np.float64 is a float
+        shape = tuple(None for _ in leaf.shape) if dynamic_shapes else leaf.shape
+        return shape, leaf.dtype, False
+    if isinstance(leaf, bool):
+        return (), np.dtype(np.bool_), True
+    if isinstance(leaf, int):
+        return (), np.dtype(np.int64), True
+    if isinstance(leaf, float):
+        return (), np.dtype(np.float64), True
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):  # shape and dtype without data (trace only)
+        shape = tuple(None for _ in leaf.shape) if dynamic_shapes else tuple(leaf.shape)
+        return shape, np.dtype(leaf.dtype), False
+    raise TypeError(located_message(f"argument {path} is a {type(leaf).__name__}; irc.jit takes numpy arrays, "
+                                    "Python numbers, and dicts, lists and tuples of them (mark other "
+                                    "arguments static with static_argnums)"))
+
+
+def type_of(a) -> object:
+    shape, dtype, _ = a
+    elem = irc_type(dtype)
+    return TensorType(list(shape), elem) if shape else elem
+
+
+def split_args(args: tuple, static_argnums: tuple) -> tuple[tuple, tuple]:
+    static = tuple((i, args[i]) for i in static_argnums if i < len(args))
+    dynamic = tuple(a for i, a in enumerate(args) if i not in static_argnums)
+    return dynamic, static
+
+
+def merge_args(dynamic, static: tuple) -> list:
+    out = list(dynamic)
+    for i, v in static:
+        out.insert(i, v)
+    return out
+
+
+def trace_into(module, fn, args: tuple, static_argnums: tuple = (), name: str | None = None,
+               parent: Trace | None = None, dynamic_shapes: bool = False) -> tuple[Trace, Traced]:
+    """Trace ``fn(*args)`` as a new function of ``module``: one parameter per leaf of the
+    dynamic arguments (the static ones are passed to ``fn`` as they are)."""
+    dynamic, static = split_args(args, static_argnums)
+    leaves, in_tree = pytree.flatten(dynamic)
+    paths = pytree.leaf_paths(in_tree)
+    avals = [aval(leaf, p, dynamic_shapes) for leaf, p in zip(leaves, paths)]
+    trace = Trace(module, name or getattr(fn, "__name__", "f"), parent)
+    with trace:
+        params = [trace.param(type_of(a), a[2]) for a in avals]
+        out = fn(*merge_args(in_tree.unflatten(params), static))
+        out_leaves, out_tree = pytree.flatten(out)
+        results = [operand(trace, leaf) for leaf in out_leaves]
+        trace.finish(results)
+    return trace, Traced(module, trace.name, in_tree, out_tree, avals, static)
+
+
+def _describe(a) -> str:
+    shape, dtype, weak = a
+    return f"{'weak ' if weak else ''}{dtype}[{', '.join('?' if d is None else str(d) for d in shape)}]"
+
+
+@dataclass
+class Specialization:
+    traced: Traced
+    function: object  # the compiled entry
+    out_types: list
+    donate: list  # leaf indices of donated inputs
+
+
+class Jitted:
+    """What ``irc.jit(fn)`` returns: call it like ``fn``; ``lower``/``trace`` show the IR.
+
+    ``trace_count`` counts traces; ``last_retrace`` says why the latest retrace happened
+    (the argument whose shape, dtype or static value changed), also issued as a
+    ``RetraceWarning``."""
+
+    def __init__(self, fn, static_argnums=(), donate_argnums=(), target: str = "cpu",
+                 dynamic_shapes: bool = False, **compile_options):
+        self.fn = fn
+        self.static_argnums = _argnums(static_argnums, "static_argnums")
+        self.donate_argnums = _argnums(donate_argnums, "donate_argnums")
+        if set(self.static_argnums) & set(self.donate_argnums):
+            raise ValueError("an argument cannot be both static and donated")
+        self.target = target
+        self.dynamic_shapes = dynamic_shapes
+        self.compile_options = compile_options
+        self._cache: dict = {}
+        self.trace_count = 0
+        self.last_retrace: str | None = None
+        self.__name__ = getattr(fn, "__name__", "jitted")
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+
+    def __repr__(self) -> str:
+        return f"<irc.jit of {self.__name__}>"
+
+    # -- tracing ------------------------------------------------------------------------------
+
+    def trace(self, *args) -> Traced:
+        """Trace for ``args`` (arrays or anything with shape and dtype) without compiling."""
+        import irc
+        from irc.module import ModuleOp
+
+        module = ModuleOp.new()
+        frame = user_frame()
+        if frame is not None:
+            module.source = source_file(frame.f_code.co_filename)
+        _, traced = trace_into(module, self.fn, args, self.static_argnums, self.__name__,
+                               dynamic_shapes=self.dynamic_shapes)
+        self.trace_count += 1
+        irc.verify(module)
+        return traced
+
+    def lower(self, *args):
+        """The traced module for ``args`` (graph level: what ``irc.compile`` takes)."""
+        return self.trace(*args).module
+
+    # -- calling --------------------------------------------------------------------------------
+
+    def __call__(self, *args):
+        if current() is not None:  # inside another trace: trace fn in line
+            return self.fn(*args)
+        dynamic, static = split_args(args, self.static_argnums)
+        leaves, in_tree = pytree.flatten(dynamic)
+        key = (in_tree, tuple(_key_aval(x, self.dynamic_shapes) for x in leaves), _hashable(static))
+        spec = self._cache.get(key)
+        if spec is None:
+            spec = self._specialize(key, args)
+        return self._run(spec, leaves)
+
+    def _specialize(self, key, args) -> Specialization:
+        import irc
+
+        if self._cache:
+            self._report_retrace(key)
+        traced = self.trace(*args)
+        exe = irc.compile(traced.module, target=self.target, **self.compile_options)
+        func = traced.module.lookup(traced.entry)
+        donate = []
+        if self.donate_argnums:
+            dynamic_positions = [i for i in range(len(args)) if i not in self.static_argnums]
+            offset = 0
+            for pos, arg in zip(dynamic_positions, split_args(args, self.static_argnums)[0]):
+                n = pytree.flatten(arg)[1].num_leaves
+                if pos in self.donate_argnums:
+                    donate.extend(range(offset, offset + n))
+                offset += n
+        spec = Specialization(traced, exe[traced.entry], list(func.function_type.results), donate)
+        self._cache[key] = spec
+        return spec
+
+    def _report_retrace(self, key) -> None:
+        in_tree, avals, static = key
+        same_tree = [k for k in self._cache if k[0] == in_tree]
+        if not same_tree:
+            previous = next(reversed(self._cache))[0]
+            why = f"the structure of the arguments changed from {previous} to {in_tree}"
+        else:
+            prev = same_tree[-1]
+            paths = pytree.leaf_paths(in_tree)
+            changes = [f"argument {p}: {_describe(a)} -> {_describe(b)}"
+                       for p, a, b in zip(paths, prev[1], avals) if a != b]
+            changes += [f"static argument {i}: {a!r:.40} -> {b!r:.40}"
+                        for (i, a), (_, b) in zip(prev[2], static) if a != b]
+            why = "; ".join(changes) or "a new signature"
+        self.last_retrace = f"irc.jit({self.__name__}) traces again: {why}"
+        warnings.warn(self.last_retrace, RetraceWarning, stacklevel=4)
+
+    def _run(self, spec: Specialization, leaves: list):
+        flat = [_argument(x) for x in leaves]
+        out = None
+        if spec.donate:
+            out = _donated_outputs(spec, flat)
+        results = spec.function(*flat, out=out) if out is not None else spec.function(*flat)
+        if len(spec.out_types) == 1:
+            results = (results,)
+        elif results is None:
+            results = ()
+        values = [r if isinstance(t, TensorType) else np.asarray(r, dtype_of_type(t))
+                  for r, t in zip(results, spec.out_types)]
+        return spec.traced.out_tree.unflatten(values)
+
+
+def _argnums(value, what: str) -> tuple:
+    if isinstance(value, int):
+        return (value,)
+    try:
+        return tuple(int(v) for v in value)
+    except TypeError:
+        raise TypeError(f"irc.jit: {what} must be an int or a tuple of ints, got {value!r}") from None
+
+
+def _key_aval(x, dynamic_shapes: bool):
+    if isinstance(x, np.ndarray):
+        return (len(x.shape) if dynamic_shapes else x.shape, x.dtype, False)
+    if isinstance(x, np.generic):
+        return ((), x.dtype, False)
+    if isinstance(x, (bool, int, float)):
+        return ((), type(x), True)
+    return ("not an array", type(x))  # tracing names the argument (aval)
+
+
+def _hashable(static: tuple) -> tuple:
+    try:
+        hash(static)
+    except TypeError:
+        raise TypeError(located_message("irc.jit: static arguments must be hashable (they key the cache), got "
+                                        + ", ".join(type(v).__name__ for _, v in static))) from None
+    return static
+
+
+def _argument(x):
+    if isinstance(x, np.generic) or (isinstance(x, np.ndarray) and x.ndim == 0):
+        return x.item()
+    return x
+
+
+def _donated_outputs(spec: Specialization, flat: list):
+    """The output buffers of a call: a donated input of the same shape and dtype where there is
+    one (each used once), a new array elsewhere."""
+    free = [i for i in spec.donate if isinstance(flat[i], np.ndarray) and flat[i].flags.c_contiguous
+            and flat[i].flags.writeable]
+    outs = []
+    for t in spec.out_types:
+        if not isinstance(t, TensorType):
+            continue
+        if not t.has_static_shape:
+            return None
+        shape, dtype = tuple(t.shape), dtype_of_type(t)
+        hit = next((i for i in free if flat[i].shape == shape and flat[i].dtype == dtype), None)
+        if hit is None:
+            outs.append(np.empty(shape, dtype))
+        else:
+            free.remove(hit)
+            outs.append(flat[hit])
+    return outs or None
+
+
+def jit(fn=None, *, static_argnums=(), donate_argnums=(), target: str = "cpu", dynamic_shapes: bool = False,
+        **compile_options):
+    """Trace ``fn`` into the tensor-level IR, compile it, and cache one specialisation per
+    signature (see the module docstring and docs/frontend.md); usable as ``@irc.jit`` or
+    ``@irc.jit(static_argnums=1)``."""
+    if fn is None:
+        return lambda f: Jitted(f, static_argnums, donate_argnums, target, dynamic_shapes, **compile_options)
+    return Jitted(fn, static_argnums, donate_argnums, target, dynamic_shapes, **compile_options)

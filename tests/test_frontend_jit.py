@@ -1,0 +1,252 @@
+"""irc.jit: pytrees in and out, static arguments, one trace per signature, retrace reports,
+dynamic shapes, donated buffers, errors at the user's line, and the lower/trace API."""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+
+import irc
+from irc import pytree
+
+RNG = np.random.default_rng(1)
+THIS_FILE = os.path.basename(__file__)
+
+
+def test_nested_pytrees_in_and_out():
+    params = {"layers": [{"w": RNG.standard_normal((3, 4)), "b": RNG.standard_normal(4)},
+                         {"w": RNG.standard_normal((4, 2)), "b": RNG.standard_normal(2)}], "scale": 0.5}
+
+    def f(params, x):
+        h = x
+        for layer in params["layers"]:  # a Python loop over a concrete structure unrolls
+            h = np.tanh(h @ layer["w"] + layer["b"])
+        return {"out": h * params["scale"], "stats": (h.mean(), [h.max()])}
+
+    x = RNG.standard_normal((5, 3))
+    got, want = irc.jit(f)(params, x), f(params, x)
+    assert pytree.flatten(got)[1] == pytree.flatten(want)[1]
+    for g, w in zip(pytree.flatten(got)[0], pytree.flatten(want)[0]):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def test_one_trace_per_signature_and_static_arguments():
+    traces = []
+
+    def f(x, n, mode):
+        if isinstance(x, irc.frontend.Tracer):
+            traces.append((n, mode))
+        y = x
+        for _ in range(n):  # n is static: a Python int
+            y = y * 2.0 if mode == "double" else y + 1.0
+        return y
+
+    jf = irc.jit(f, static_argnums=(1, 2))
+    x = np.ones(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", irc.frontend.RetraceWarning)
+        np.testing.assert_array_equal(jf(x, 3, "double"), f(x, 3, "double"))
+        np.testing.assert_array_equal(jf(x + 1, 3, "double"), f(x + 1, 3, "double"))
+        np.testing.assert_array_equal(jf(x, 2, "add"), f(x, 2, "add"))
+        jf(np.ones(3), 2, "add")
+    assert traces == [(3, "double"), (2, "add")]  # a new x of the same shape does not retrace
+    assert jf.trace_count == 2
+
+
+def test_retrace_names_the_argument_that_changed():
+    jf = irc.jit(lambda params, x: params["w"] @ x)
+    jf({"w": np.ones((2, 3))}, np.ones(3))
+    with pytest.warns(irc.frontend.RetraceWarning, match=r"argument 1: float64\[3\] -> float64\[4\]"):
+        jf({"w": np.ones((2, 4))}, np.ones(4))
+    assert "argument 0.w: float64[2, 3] -> float64[2, 4]" in jf.last_retrace
+    with pytest.warns(irc.frontend.RetraceWarning, match=r"argument 0.w: float64\[2, 4\] -> float32\[2, 4\]"):
+        jf({"w": np.ones((2, 4), np.float32)}, np.ones(4, np.float32))
+
+
+def test_dynamic_shapes_trace_once_for_all_sizes():
+    traces = []
+
+    def f(x, b):
+        traces.append(isinstance(x, irc.frontend.Tracer))
+        return np.tanh(x * 2.0 + b).sum(axis=1)
+
+    jf = irc.jit(f, dynamic_shapes=True)
+    assert "tensor<?x?xf64>" in str(jf.lower(np.ones((2, 3)), np.ones(3)))
+    for rows, cols in [(2, 3), (5, 7), (1, 1)]:
+        x, b = RNG.standard_normal((rows, cols)), RNG.standard_normal(cols)
+        np.testing.assert_allclose(jf(x, b), f(x, b), rtol=1e-12)
+    assert jf.trace_count == 2  # lower, then one trace for every call
+
+
+def test_trace_api_for_checkpoints():
+    params = {"w": np.ones((3, 2), np.float32), "b": np.zeros(2, np.float32)}
+    x = np.ones((4, 3), np.float32)
+    traced = irc.jit(lambda p, x: {"y": x @ p["w"] + p["b"]}).trace(params, x)
+    assert isinstance(traced.module, irc.ModuleOp)
+    assert traced.module.lookup(traced.entry) is not None
+    assert traced.in_tree == pytree.flatten((params, x))[1]
+    assert traced.out_tree == pytree.flatten({"y": 0})[1]
+    func = traced.module.lookup(traced.entry)
+    assert len(func.function_type.inputs) == traced.in_tree.num_leaves
+    text = str(traced.module)
+    assert irc.parse(text).print() == traced.module.print()  # what a checkpoint stores reads back
+
+
+def test_traced_ops_carry_the_users_line():
+    def f(x):
+        y = np.exp(x)  # the line of the exp
+        return y * 2.0
+
+    module = irc.jit(f).lower(np.ones(3))
+    line = f.__code__.co_firstlineno + 1
+    exps = [op for op in module.walk() if op.name == "math.exp"]
+    assert exps and exps[0].loc.line == line and exps[0].loc.filename == __file__
+
+
+# -- errors ---------------------------------------------------------------------------------------------
+
+
+def line_of(fn, text: str) -> str:
+    import inspect
+
+    lines, first = inspect.getsourcelines(fn)
+    k = next(i for i, s in enumerate(lines) if text in s)
+    return f"{THIS_FILE}:{first + k}"
+
+
+def test_python_if_on_a_traced_value_says_to_use_cond():
+    def f(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(TypeError) as e:
+        irc.jit(f)(np.ones(3))
+    assert "irc.cond" in str(e.value) and line_of(f, "if x.sum()") in str(e.value)
+    assert "if x.sum() > 0:" in str(e.value)
+
+
+def test_unsupported_function_is_named_at_the_users_line():
+    def f(x):
+        return np.sort(x) + 1.0
+
+    with pytest.raises(TypeError) as e:
+        irc.jit(f)(np.ones(3))
+    assert "numpy.sort" in str(e.value) and line_of(f, "np.sort") in str(e.value)
+
+
+def test_unsupported_argument_is_named():
+    with pytest.raises(TypeError, match=r"numpy.sum\(\.\.\., out="):
+        irc.jit(lambda x: np.sum(x, out=x))(np.ones(3))
+    with pytest.raises(TypeError, match="negative step"):
+        irc.jit(lambda x: x[::-1])(np.ones(3))
+
+
+def test_shape_error_while_tracing_shows_the_line():
+    def f(x, y):
+        return x + y
+
+    with pytest.raises(ValueError) as e:
+        irc.jit(f)(np.ones((3, 4)), np.ones(5))
+    assert "[3, 4]" in str(e.value) and line_of(f, "return x + y") in str(e.value)
+
+
+def test_shape_error_at_run_time_shows_the_line():
+    def f(x, y):
+        return x * y
+
+    jf = irc.jit(f, dynamic_shapes=True)
+    jf(np.ones(3), np.ones(3))
+    with pytest.raises(ValueError) as e:
+        jf(np.ones(3), np.ones(4))
+    assert f"{THIS_FILE}:" in str(e.value) and "return x * y" in str(e.value)
+
+
+def test_bad_argument_and_dtype_errors():
+    with pytest.raises(TypeError, match=r"argument 1.k is a str"):
+        irc.jit(lambda x, d: x)(np.ones(2), {"k": "text"})
+    with pytest.raises(TypeError, match=r"no element type for numpy dtype complex128"):
+        irc.jit(lambda x: x * 2)(np.ones(2, complex))
+    with pytest.raises(TypeError, match=r"argument 1 has dtype int64; only float arguments"):
+        irc.grad(lambda x, n: np.sum(x) * n, argnums=1)(np.ones(3), np.arange(3))
+
+
+def test_escaped_tracer_is_an_error():
+    kept = []
+
+    def f(x):
+        kept.append(x)
+        return x
+
+    irc.jit(f)(np.ones(2))
+    with pytest.raises(TypeError, match="escaped"):
+        irc.jit(lambda y: y + kept[0])(np.ones(2))
+
+
+# -- donation ---------------------------------------------------------------------------------------------
+
+
+def loss(p, x, y):
+    h = np.maximum(x @ p["w1"] + p["b1"], 0.0)
+    return np.mean((h @ p["w2"] - y) ** 2)
+
+
+def sgd(p, x, y):
+    g = irc.grad(loss)(p, x, y)
+    return {k: p[k] - 0.05 * g[k] for k in p}
+
+
+def test_donated_parameters_are_updated_in_place_with_flat_memory():
+    p = {"w1": RNG.standard_normal((8, 16)).astype(np.float32) * 0.3, "b1": np.zeros(16, np.float32),
+         "w2": RNG.standard_normal((16, 2)).astype(np.float32) * 0.3}
+    x, y = RNG.standard_normal((32, 8)).astype(np.float32), RNG.standard_normal((32, 2)).astype(np.float32)
+    reference = {k: v.copy() for k, v in p.items()}
+    step = irc.jit(sgd, donate_argnums=0)
+    buffers = {k: v.ctypes.data for k, v in p.items()}
+    new = step(p, x, y)
+    want = irc.jit(sgd)(reference, x, y)
+    for k in p:
+        assert new[k] is p[k] and new[k].ctypes.data == buffers[k]  # written into the donated buffer
+        np.testing.assert_allclose(new[k], want[k], rtol=1e-6)
+    p = new
+    tracemalloc.start()
+    try:
+        for _ in range(200):  # warm up: tracemalloc's first reallocations of buffers made before it
+            p = step(p, x, y)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(1000):
+            p = step(p, x, y)
+        gc.collect()
+        growth = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert all(p[k].ctypes.data == buffers[k] for k in p)
+    assert growth < 64 * 1024, growth  # one step's arrays alone are ~1 KiB: 1000 leaked would be ~1 MiB
+    assert loss(p, x, y) < loss(reference, x, y)
+
+
+def test_machine_code_comes_from_the_disk_cache_in_a_new_process(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np, irc
+        def f(x, w):
+            return np.tanh(x @ w).sum(axis=0)
+        jf = irc.jit(f, cache_dir=CACHE)
+        print(jf(np.ones((4, 3), np.float32), np.ones((3, 5), np.float32)).sum())
+        spec = next(iter(jf._cache.values()))
+        tf = spec.function
+        print(next(iter(tf._specializations.values())).executable.stats.get("cache"))
+    """).replace("CACHE", repr(str(tmp_path / "cache"))))
+    outputs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
+               for _ in range(2)]
+    assert outputs[0].split()[0] == outputs[1].split()[0]
+    assert outputs[1].split()[1] == "disk"

@@ -93,11 +93,34 @@ def trace_into(module, fn, args: tuple, static_argnums: tuple = (), name: str | 
     trace = Trace(module, name or getattr(fn, "__name__", "f"), parent)
     with trace:
         params = [trace.param(type_of(a), a[2]) for a in avals]
+        for param, hint in zip(params, _param_names(fn, args, static_argnums, paths)):
+            param.v.value.name_hint = hint  # the printed IR says %params_w1, not %2
         out = fn(*merge_args(in_tree.unflatten(params), static))
         out_leaves, out_tree = pytree.flatten(out)
         results = [operand(trace, leaf) for leaf in out_leaves]
         trace.finish(results)
     return trace, Traced(module, trace.name, in_tree, out_tree, avals, static)
+
+
+def _param_names(fn, args: tuple, static_argnums: tuple, paths: list[str]) -> list[str]:
+    """A readable name per leaf: the Python parameter's name, then the leaf's dict keys and list
+    positions (``params_w1``, ``x``), with anything not a name character made ``_``."""
+    import inspect
+    import re
+
+    try:
+        names = [p.name for p in inspect.signature(fn).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    dynamic = [i for i in range(len(args)) if i not in static_argnums]
+    out = []
+    for path in paths:
+        head, _, rest = path.partition(".")
+        position = dynamic[int(head)] if head.isdigit() and int(head) < len(dynamic) else None
+        base = names[position] if position is not None and position < len(names) else f"arg{head}"
+        out.append(re.sub(r"\W", "_", f"{base}_{rest}" if rest else base))
+    return out
 
 
 def _describe(a) -> str:

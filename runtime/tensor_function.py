@@ -187,6 +187,7 @@ class Specialization:
         self.executable = executable  # keeps the machine code alive
         self.in_place = in_place  # (output, input) pairs that may share one buffer (out_aliasing.py)
         self.wrapper = executable[name]
+        self.c_function = self.wrapper.c_function  # the C entry: addresses and sizes (_fast_call)
         self.out_shapes = out_shapes
         self.arena_bytes = arena_bytes  # None: the function takes no arena
         self.arenas: list[np.ndarray] = []  # a free list: one arena per concurrent call
@@ -397,7 +398,12 @@ class TensorFunction:
             call.append(_address(_from_buffer(arena)))
             call.append(arena.shape[0])
         try:
-            self._invoke(spec, call, raw=True)
+            if spec.segments and self.tensor_options.threads > 1:
+                self._invoke(spec, call, raw=True)
+            else:
+                status = spec.c_function(*call)
+                if status:
+                    spec.wrapper.raise_fault(status)
         finally:
             if arena is not None:
                 spec.arenas.append(arena)

@@ -154,6 +154,10 @@ class Jitted:
         self.dynamic_shapes = dynamic_shapes
         self.compile_options = compile_options
         self._cache: dict = {}
+        # Calls whose arguments are all numpy arrays of rank >= 1 (the common case) skip the
+        # pytree and key building: their shapes and dtypes map straight to the compiled entry.
+        self._array_calls: dict = {}
+        self._arrays_only = not self.static_argnums and not self.donate_argnums and not dynamic_shapes
         self.trace_count = 0
         self.last_retrace: str | None = None
         self.__name__ = getattr(fn, "__name__", "jitted")
@@ -187,6 +191,14 @@ class Jitted:
     # -- calling --------------------------------------------------------------------------------
 
     def __call__(self, *args):
+        if self._arrays_only:
+            try:
+                key = tuple([(a.shape, a.dtype) if type(a) is np.ndarray and a.ndim else None for a in args])
+            except AttributeError:
+                key = None
+            call = self._array_calls.get(key)
+            if call is not None and current() is None:
+                return call(*args)
         if current() is not None:  # inside another trace: trace fn in line
             return self.fn(*args)
         dynamic, static = split_args(args, self.static_argnums)
@@ -195,7 +207,21 @@ class Jitted:
         spec = self._cache.get(key)
         if spec is None:
             spec = self._specialize(key, args)
+            if self._arrays_only and all(type(a) is np.ndarray and a.ndim for a in args) \
+                    and all(isinstance(t, TensorType) for t in spec.out_types):
+                self._array_calls[tuple((a.shape, a.dtype) for a in args)] = self._array_call(spec)
         return self._run(spec, leaves)
+
+    @staticmethod
+    def _array_call(spec: Specialization):
+        """The call for array arguments of ``spec``'s shapes: the compiled entry, its results put
+        back in the result's structure (a lone array returned as it is)."""
+        function, out_tree = spec.function, spec.traced.out_tree
+        if len(spec.out_types) == 1 and out_tree.kind == "leaf":
+            return function
+        if len(spec.out_types) == 1:
+            return lambda *args: out_tree.unflatten((function(*args),))
+        return lambda *args: out_tree.unflatten(function(*args) or ())
 
     def _specialize(self, key, args) -> Specialization:
         import irc

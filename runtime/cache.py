@@ -47,6 +47,22 @@ def backend_fingerprint() -> str:
     return h.hexdigest()
 
 
+@lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """A hash of all of irc's own source (the IR core, dialects, passes and backend): the key of
+    an entry made from something other than the final IR (a GEMM library function's name:
+    cpu/gemm_library.py) must change whenever any code that produced the entry does."""
+    import irc.dialects
+    import irc.passes
+
+    h = hashlib.sha256()
+    for package in (irc, irc.dialects, irc.passes):
+        for path in sorted(Path(package.__file__).parent.rglob("*.py")):
+            h.update(path.read_bytes())
+    h.update(backend_fingerprint().encode())
+    return h.hexdigest()
+
+
 def key(ir_text: str, source_identity: str, options: dict, cpu: str, features: str) -> str:
     h = hashlib.sha256()
     for part in (ir_text, source_identity, json.dumps(options, sort_keys=True), cpu, features,

@@ -55,11 +55,9 @@ class CompileOptions:
 class Executable:
     """Compiled functions of one module: ``exe.name(...)`` or ``exe["name"](...)``."""
 
-    def __init__(self, functions: dict, library, llvm_ir: str | None, stats: dict,
-                 addresses: dict | None = None):
+    def __init__(self, functions: dict, library, llvm_ir: str | None, stats: dict):
         self._functions = functions
         self._library = library  # keeps the machine code alive
-        self._addresses = addresses or {}  # function name -> address of its C-ABI entry
         self.llvm_ir = llvm_ir
         self.stats = stats
 
@@ -199,8 +197,7 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
                                                    addresses.get(fastcall.fast_name(f.sym_name)), library)
                  for f in funcs}
     timings["total"] = time.perf_counter() - start
-    return Executable(functions, library, llvm_ir, timings,
-                      {f.sym_name: addresses[symbols.jit_symbol(f.sym_name)] for f in funcs})
+    return Executable(functions, library, llvm_ir, timings)
 
 
 def _check_compile_arguments(module, target, opt_level, checks, bounds_checks, fast_math, cache, cache_dir,
@@ -263,6 +260,17 @@ def _build(lowered, names, options: CompileOptions, stack_budget: int, timings, 
     if key is not None:
         _cache.store(key, _cache.Entry(object_code, [(m, _loc_tuple(loc)) for m, loc in tr.faults]), cache_dir)
     return library, addresses, tr.faults, text
+
+
+def object_code(module, options: CompileOptions = CompileOptions()) -> _cache.Entry:
+    """``module`` compiled to relocatable machine code and its fault table, not linked: for
+    runtime pieces that are cached under a key of their own (cpu/gemm_library.py)."""
+    lowered = prepare(module, options.opt_level)
+    tr = translate(lowered, Options(options.checks, options.bounds_checks, options.fast_math, stack.stack_budget()),
+                   mangle=True)
+    tm = engine.target_machine(options.opt_level)
+    code = tm.emit_object(engine.optimize(str(tr.module), options.opt_level, tm))
+    return _cache.Entry(code, [(m, _loc_tuple(loc)) for m, loc in tr.faults])
 
 
 def _link_extras(lowered, extern: dict) -> dict:

@@ -112,7 +112,7 @@ def test_blocking_for_the_host_and_narrow_products():
         assert gl.parse_symbol(gl.symbol(FloatType("f64"), blocking))[1] == blocking
 
 
-@pytest.mark.parametrize("shape", [(70, 130, 90), (100, 10, 300), (64, 64, 64)])
+@pytest.mark.parametrize("shape", [(70, 130, 90), (100, 10, 300), (64, 64, 64), (1, 1, 1), (3, 5, 2)])
 def test_tensor_functions_call_the_library_for_large_products(shape):
     m, n, k = shape
     src = f"""
@@ -132,15 +132,22 @@ func.func @mm(%a: tensor<{k}x{m}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n
     assert within_sum_bound(exe.mm(a_buf, b), a, b)
 
 
-def test_small_products_stay_inline():
+def test_integer_and_batched_products_stay_inline():
     src = """
-func.func @mm(%a: tensor<20x30xf32>, %b: tensor<30x40xf32>) -> tensor<20x40xf32> {
-  %c = tensor.matmul %a, %b : (tensor<20x30xf32>, tensor<30x40xf32>) -> tensor<20x40xf32>
-  func.return %c : tensor<20x40xf32>
+func.func @mm(%a: tensor<20x30xi32>, %b: tensor<30x40xi32>) -> tensor<20x40xi32> {
+  %c = tensor.matmul %a, %b : (tensor<20x30xi32>, tensor<30x40xi32>) -> tensor<20x40xi32>
+  func.return %c : tensor<20x40xi32>
+}
+func.func @bmm(%a: tensor<2x20x30xf32>, %b: tensor<2x30x40xf32>) -> tensor<2x20x40xf32> {
+  %c = tensor.batch_matmul %a, %b : (tensor<2x20x30xf32>, tensor<2x30x40xf32>) -> tensor<2x20x40xf32>
+  func.return %c : tensor<2x20x40xf32>
 }"""
     exe = irc.compile(irc.parse(src), blas=False)
-    lowered, _ = exe.mm.lower(((20, 30), (30, 40)))
-    assert not any(f.is_declaration for f in lowered.functions)
+    for lowered, _ in (exe.mm.lower(((20, 30), (30, 40))), exe.bmm.lower(((2, 20, 30), (2, 30, 40)))):
+        assert not any(f.is_declaration for f in lowered.functions)
+    a = np.arange(600, dtype=np.int32).reshape(20, 30) % 7
+    b = np.arange(1200, dtype=np.int32).reshape(30, 40) % 5
+    np.testing.assert_array_equal(exe.mm(a, b), a @ b)
 
 
 def test_a_program_cannot_declare_the_library_itself():
@@ -149,3 +156,31 @@ func.func private @irc_gemm_f32_3x4_6x5x8(memref<?x?xf32>, memref<?x?xf32>, memr
 func.func @f() { func.return }"""
     with pytest.raises(IRError, match="declared but not defined"):
         irc.compile(irc.parse(src))
+
+
+def test_a_new_process_loads_the_library_from_the_disk_cache_without_building_it(tmp_path):
+    """The disk-cache key is the function's name, the host and irc's source hash: a second
+    process links the cached machine code and never builds the IR (build raises there)."""
+    import os
+    import subprocess
+    import sys
+
+    name = gl.symbol(FloatType("f32"), SMALL)
+    script = f"""
+import sys, numpy as np
+from irc.passes.lowering import gemm_library as gl
+from irc.runtime.cpu import gemm_library as runtime
+if sys.argv[1] == "second":
+    def refuse(name):
+        raise AssertionError("built again")
+    gl.build = refuse
+print(runtime.address({name!r}) > 0)
+"""
+    env = {**os.environ, "IRC_CACHE_DIR": str(tmp_path)}
+    for which in ("first", "second"):
+        out = subprocess.run([sys.executable, "-c", script, which], env=env, capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]
+    for entry in tmp_path.rglob("*.o"):  # a damaged entry is dropped and rebuilt, not trusted
+        entry.write_bytes(entry.read_bytes()[:100])
+    out = subprocess.run([sys.executable, "-c", script, "first"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]

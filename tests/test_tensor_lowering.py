@@ -447,12 +447,16 @@ func.func @mm(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
 func.func @sm(%a: tensor<?x?xf32>) -> tensor<?x?xf32> {
   %s = tensor.softmax %a {axis = 1} : tensor<?x?xf32>
   func.return %s : tensor<?x?xf32>
+}
+func.func @bmm(%a: tensor<?x?x?xf32>, %b: tensor<?x?x?xf32>) -> tensor<?x?x?xf32> {
+  %c = tensor.batch_matmul %a, %b : (tensor<?x?x?xf32>, tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+  func.return %c : tensor<?x?x?xf32>
 }"""), blas=False)
     packed = r"\bv?{op}p{t}\s[^\n]*%[xyz]mm"  # packed single/double precision on a vector register
     fma = r"\bvfmadd\d{3}ps\s[^\n]*%[xyz]mm"  # the kernel's math.fma, on packed registers
-    module, _ = exe.mm.lower(((48, 48), (48, 48)))  # small: inline loops (lowering/matmul.py)
+    module, _ = exe.bmm.lower(((2, 48, 48), (2, 48, 48)))  # batched: inline loops (lowering/matmul.py)
     assert re.search(fma, aot.emit(module, "asm"))
-    module, _ = exe.mm.lower(((64, 64), (64, 64)))  # large: a call of the GEMM library function
+    module, _ = exe.mm.lower(((64, 64), (64, 64)))  # 2-D: a call of the GEMM library function
     (name,) = [f.sym_name for f in module.functions if f.is_declaration]
     assert re.search(fma, aot.emit(gemm_library.build(name), "asm"))
     module, _ = exe.sm.lower(((8, 1024),))

@@ -1,36 +1,73 @@
 """irc's GEMM library functions, compiled on first use and linked into the modules that call them.
 
 ``tensor-to-loops{gemm-library=true}`` lowers large matmuls to calls of
-``@irc_gemm_<type>_<transposes>_<tile>_<blocks>`` (passes/lowering/gemm_library.py),
-declared in the module.  Here a declared name that parses as one is built with
-irc's own pipeline, compiled once per process (its machine code then comes from
-the disk cache like any module's) and its C-ABI entry's address imported into
-the module being linked, the way runtime shims are (blas.py).  The library's
-machine code is kept alive for the process.
+``@irc_gemm_<type>_<tile>_<blocks>`` (passes/lowering/gemm_library.py), declared in the
+module.  Here a declared name that parses as one gets its machine code: from this
+process's table, else from the disk cache under a key made of the name, the host and a
+hash of irc's own source (``cache.compiler_fingerprint``: the name says everything the
+function is built from, so nothing needs building to look it up), else built and compiled
+once and stored there.  Its C-ABI entry's address is imported into the module being
+linked, the way runtime shims are (blas.py); the machine code stays loaded for the process.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 
-_compiled: dict[str, object] = {}  # symbol -> the Executable that holds its machine code
+from .. import cache as _cache
+from . import engine, symbols
+
+_loaded: dict[str, tuple] = {}  # symbol -> (JIT library, address)
 _lock = threading.Lock()
 
 
-def address(name: str) -> int | None:
-    """The address of library function ``name``, compiling it the first time; None if ``name``
-    is not a library GEMM."""
+def _key(name: str, cpu: str, features: str) -> str:
+    from ..executable import CompileOptions
+
+    h = hashlib.sha256()
+    for part in ("irc gemm library", name, json.dumps(CompileOptions().__dict__, sort_keys=True), cpu, features,
+                 _cache.compiler_fingerprint()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def address(name: str, cache_dir: str | None = None) -> int | None:
+    """The address of library function ``name``, loading or compiling it the first time; None
+    if ``name`` is not a library GEMM."""
     from irc.passes.lowering import gemm_library
 
     if gemm_library.parse_symbol(name) is None:
         return None
     with _lock:
-        exe = _compiled.get(name)
-        if exe is None:
-            from ..executable import compile as compile_module
+        hit = _loaded.get(name)
+        if hit is None:
+            hit = _loaded[name] = _load_or_build(name, cache_dir)
+    return hit[1]
 
-            exe = _compiled[name] = compile_module(gemm_library.build(name))
-    return exe._addresses[name]
+
+def _load_or_build(name: str, cache_dir: str | None) -> tuple:
+    from irc.passes.lowering import gemm_library
+
+    from irc.diagnostics import IRError
+
+    from ..executable import object_code
+
+    exported = symbols.jit_symbol(name)
+    key = _key(name, *engine.host_cpu())
+    entry = _cache.load(key, cache_dir)
+    if entry is not None:
+        try:
+            library, addresses = engine.load([exported], object_code=entry.object_code)
+            return library, addresses[exported]
+        except (RuntimeError, IRError):  # not ours after all, or LLVM refuses it: build it again
+            _cache.discard(key, cache_dir)
+    entry = object_code(gemm_library.build(name))
+    _cache.store(key, entry, cache_dir)
+    library, addresses = engine.load([exported], object_code=entry.object_code)
+    return library, addresses[exported]
 
 
 def imports(declared) -> dict[str, int]:

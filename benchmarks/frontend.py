@@ -1,0 +1,359 @@
+"""The Python front end on one core: irc.jit + irc.grad beside jax, torch and pytensor.
+
+    python benchmarks/frontend.py                  # all parts, 1,000 training steps
+    python benchmarks/frontend.py --steps 100      # a shorter training run
+    python benchmarks/frontend.py --only overhead  # parts: first,overhead,train
+    python benchmarks/frontend.py --quick          # small sizes (smoke test)
+
+Parts (each contender in a fresh process, so that first calls are first calls):
+
+- ``first``: the first call of the jitted training step of an MLP 784-1024-1024-10 (batch
+  256, f32, softmax cross-entropy, SGD) written as plain numpy: trace + grad + compile.
+  irc cold (an empty compile cache, so its GEMM library is compiled too) and from the disk
+  cache in a new process; jax.jit; torch.compile (with ``--slow``); pytensor.function.
+- ``overhead``: the time of a call of a cached jitted function of four small f32 arrays
+  (``a * b + c - d`` on 4 elements): irc.jit, jax.jit (numpy arrays in, and arrays already on
+  its device), torch.compile (with ``--slow``).  Medians of 20,000 calls.
+- ``train``: N steps of training end to end, the first call (compile) included, in a fresh
+  process each: irc (``irc.jit`` of a step that calls ``irc.grad``, parameters donated),
+  jax.jit of value_and_grad plus the update, torch eager, torch.compile (with ``--slow``)
+  and pytensor with shared-variable updates.  Every contender's final loss is checked
+  against the others'.
+
+The process and its children run on one core (tensor_cpu.py pins it).  Peers that are not
+installed are reported as such.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+tc = importlib.import_module("tensor_cpu")  # pins the process and sets the thread variables first
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+DIMS = (784, 1024, 1024, 10)
+BATCH = 256
+QUICK_DIMS, QUICK_BATCH = (20, 32, 32, 4), 16
+LR = 0.1
+
+
+# ---- the model, in plain numpy (irc traces it), and the data ----------------------------------------------
+
+
+def loss(params, x, y):
+    """Softmax cross-entropy of an MLP with ReLU: plain numpy, so irc.jit can trace it."""
+    h = x
+    layers = len(params) // 2
+    for i in range(layers):
+        h = h @ params[f"w{i}"] + params[f"b{i}"]
+        if i < layers - 1:
+            h = np.maximum(h, 0.0)
+    m = np.max(h, axis=1, keepdims=True)
+    shifted = h - m
+    log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=1, keepdims=True))
+    return -np.mean(np.sum(y * log_probs, axis=1))
+
+
+def data(dims, batch, seed=7):
+    rng = np.random.default_rng(seed)
+    params = {}
+    for i, (n_in, n_out) in enumerate(zip(dims[:-1], dims[1:])):
+        params[f"w{i}"] = (rng.standard_normal((n_in, n_out)) * np.sqrt(2.0 / n_in)).astype(np.float32)
+        params[f"b{i}"] = np.zeros(n_out, np.float32)
+    x = rng.standard_normal((batch, dims[0])).astype(np.float32)
+    y = np.eye(dims[-1], dtype=np.float32)[rng.integers(0, dims[-1], batch)]
+    return params, x, y
+
+
+# ---- contenders: build a step, return (step(params, x, y) -> (params, loss)) ------------------------------
+
+
+def irc_step():
+    import irc
+
+    def step(params, x, y):
+        value, g = irc.value_and_grad(loss)(params, x, y)
+        return {k: params[k] - LR * g[k] for k in params}, value
+
+    return irc.jit(step, donate_argnums=0)
+
+
+def jax_step():
+    jax = tc.peer("jax")
+    import jax.numpy as jnp
+
+    def jloss(params, x, y):
+        h = x
+        layers = len(params) // 2
+        for i in range(layers):
+            h = h @ params[f"w{i}"] + params[f"b{i}"]
+            if i < layers - 1:
+                h = jnp.maximum(h, 0.0)
+        return -jnp.mean(jnp.sum(y * jax.nn.log_softmax(h, axis=1), axis=1))
+
+    @jax.jit
+    def step(params, x, y):
+        value, g = jax.value_and_grad(jloss)(params, x, y)
+        return {k: params[k] - LR * g[k] for k in params}, value
+
+    def run(params, x, y):
+        params, value = step(params, x, y)
+        return params, value.block_until_ready()
+    return run
+
+
+def torch_step(compiled: bool):
+    torch = tc.peer("torch")
+    state = {}
+
+    def tloss(params, x, y):
+        h = x
+        layers = len(params) // 2
+        for i in range(layers):
+            h = torch.addmm(params[f"b{i}"], h, params[f"w{i}"])
+            if i < layers - 1:
+                h = torch.relu(h)
+        return -(y * torch.log_softmax(h, dim=1)).sum(dim=1).mean()
+
+    fn = tc.torch_compile(tloss) if compiled else tloss
+
+    def run(params, x, y):
+        if not state:
+            state["p"] = {k: torch.from_numpy(v.copy()).requires_grad_() for k, v in params.items()}
+            state["x"], state["y"] = torch.from_numpy(x), torch.from_numpy(y)
+            state["opt"] = torch.optim.SGD(list(state["p"].values()), lr=LR)
+        state["opt"].zero_grad(set_to_none=True)
+        value = fn(state["p"], state["x"], state["y"])
+        value.backward()
+        state["opt"].step()
+        return state["p"], value.item()
+    return run
+
+
+def pytensor_step():
+    try:
+        import pytensor
+        import pytensor.tensor as pt
+    except ImportError:
+        raise tc.Missing("pytensor not installed") from None
+    built = {}
+
+    def run(params, x, y):
+        if not built:
+            shared = {k: pytensor.shared(v.copy(), name=k) for k, v in params.items()}
+            xs, ys = pt.matrix("x", dtype="float32"), pt.matrix("y", dtype="float32")
+            h = xs
+            layers = len(shared) // 2
+            for i in range(layers):
+                h = pt.dot(h, shared[f"w{i}"]) + shared[f"b{i}"]
+                if i < layers - 1:
+                    h = pt.maximum(h, 0.0)
+            m = pt.max(h, axis=1, keepdims=True)
+            shifted = h - m
+            log_probs = shifted - pt.log(pt.sum(pt.exp(shifted), axis=1, keepdims=True))
+            value = -pt.mean(pt.sum(ys * log_probs, axis=1))
+            grads = pytensor.grad(value, list(shared.values()))
+            updates = [(p, p - np.float32(LR) * g) for p, g in zip(shared.values(), grads)]
+            built["f"] = pytensor.function([xs, ys], value, updates=updates)
+            built["shared"] = shared
+        return built["shared"], float(built["f"](x, y))
+    return run
+
+
+CONTENDERS = {
+    "irc.jit + irc.value_and_grad (donated params)": irc_step,
+    "jax.jit (value_and_grad + update)": jax_step,
+    "torch eager (backward + SGD.step)": lambda: torch_step(False),
+    "torch.compile (forward compiled)": lambda: torch_step(True),
+    "pytensor.function (updates=)": pytensor_step,
+}
+SLOW = {"torch.compile (forward compiled)"}
+
+
+# ---- child processes ----------------------------------------------------------------------------------------
+
+
+def child_train(name: str, steps: int, quick: bool) -> dict:
+    dims, batch = (QUICK_DIMS, QUICK_BATCH) if quick else (DIMS, BATCH)
+    params, x, y = data(dims, batch)
+    start = time.perf_counter()
+    step = CONTENDERS[name]()
+    params, value = step(params, x, y)
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(steps - 1):
+        t = time.perf_counter()
+        params, value = step(params, x, y)
+        times.append(time.perf_counter() - t)
+    total = time.perf_counter() - start
+    return {"first": first, "total": total, "median": statistics.median(times) if times else None,
+            "loss": float(value)}
+
+
+def child_overhead(name: str) -> dict:
+    xs = [np.full(4, 1.5, np.float32) for _ in range(4)]
+    expected = xs[0] * xs[1] + xs[2] - xs[3]
+
+    def f(a, b, c, d):
+        return a * b + c - d
+    if name.startswith("irc"):
+        import irc
+
+        fn = irc.jit(f)
+        call = lambda: fn(*xs)  # noqa: E731
+    elif name.startswith("jax"):
+        jax = tc.peer("jax")
+        fn = jax.jit(f)
+        args = [jax.device_put(a) for a in xs] if "device" in name else xs
+        call = lambda: fn(*args).block_until_ready()  # noqa: E731
+    else:
+        torch = tc.peer("torch")
+        fn = tc.torch_compile(f)
+        args = [torch.from_numpy(a) for a in xs]
+        call = lambda: fn(*args)  # noqa: E731
+    got = np.asarray(call())
+    assert np.allclose(got, expected), (got, expected)
+    times = []
+    for _ in range(20):
+        t = time.perf_counter()
+        for _ in range(1000):
+            call()
+        times.append((time.perf_counter() - t) / 1000)
+    return {"us": statistics.median(times) * 1e6}
+
+
+def run_child(args: list[str], env_extra: dict | None = None, timeout: int = 3600) -> dict:
+    env = {**os.environ, **tc.THREAD_ENV, **(env_extra or {})}
+    cmd = [sys.executable, __file__, *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {proc.returncode}: {err[:200]}"}
+    return json.loads(lines[-1])
+
+
+# ---- the parts ----------------------------------------------------------------------------------------------
+
+
+def part_first(quick: bool, slow: bool) -> list[tuple[str, bool | None]]:
+    print(f"\n## first call of the jitted training step ({'quick sizes' if quick else 'MLP 784-1024-1024-10, batch 256'})")
+    cache = tempfile.mkdtemp(prefix="irc-frontend-cache-")
+    rows = []
+    for label, name, env in [("irc, cold (empty compile cache)", "irc.jit + irc.value_and_grad (donated params)", cache),
+                             ("irc, from the disk cache, new process", "irc.jit + irc.value_and_grad (donated params)",
+                              cache),
+                             *[(n, n, None) for n in CONTENDERS if not n.startswith("irc")]]:
+        if name in SLOW and not slow:
+            rows.append((label, None, "not run (--slow)"))
+            continue
+        r = run_child(["--child-train", name, "--steps", "1"] + (["--quick"] if quick else []),
+                      {"IRC_CACHE_DIR": env} if env else None)
+        rows.append((label, r.get("first"), r.get("error", "ok")))
+    print(tc.table(("contender", "first call s", "status"),
+                   [(label, f"{t:.3f}" if t is not None else "-", status) for label, t, status in rows]))
+    cold, warm = rows[0][1], rows[1][1]
+    checks = []
+    if not quick:
+        checks.append((f"first: irc cold <= 0.5 s ({cold:.2f} s)" if cold else "first: irc cold", bool(cold and cold <= 0.5)))
+        checks.append((f"first: irc from the disk cache <= 50 ms ({warm * 1e3:.0f} ms)" if warm else "first: irc warm",
+                       bool(warm and warm <= 0.05)))
+    return checks
+
+
+def part_overhead(slow: bool) -> list[tuple[str, bool | None]]:
+    print("\n## call overhead: a cached jitted function of four 4-element f32 arrays")
+    names = ["irc.jit", "jax.jit (numpy arrays in)", "jax.jit (arrays on its device)"] + (["torch.compile"] if slow else [])
+    rows = []
+    result = {}
+    for name in names:
+        r = run_child(["--child-overhead", name])
+        result[name] = r.get("us")
+        rows.append((name, f"{r['us']:.2f}" if "us" in r else "-", r.get("error", "ok")))
+    print(tc.table(("contender", "us per call (median)", "status"), rows))
+    irc_us = result.get("irc.jit")
+    return [(f"overhead: irc.jit <= 5 us ({irc_us:.1f} us)" if irc_us else "overhead: irc.jit", bool(irc_us and irc_us <= 5))]
+
+
+def part_train(steps: int, quick: bool, slow: bool) -> list[tuple[str, bool | None]]:
+    title = "quick sizes" if quick else "MLP 784-1024-1024-10, batch 256, f32, SGD lr 0.1"
+    print(f"\n## {steps} training steps end to end, first call included ({title})")
+    cache = tempfile.mkdtemp(prefix="irc-frontend-cache-")
+    results = {}
+    for name in CONTENDERS:
+        if name in SLOW and not slow:
+            results[name] = {"error": "not run (--slow)"}
+            continue
+        env = {"IRC_CACHE_DIR": cache} if name.startswith("irc") else None
+        results[name] = run_child(["--child-train", name, "--steps", str(steps)] + (["--quick"] if quick else []), env)
+    losses = [r["loss"] for r in results.values() if "loss" in r]
+    ref = statistics.median(losses) if losses else None
+    rows = []
+    for name, r in results.items():
+        if "error" in r:
+            rows.append((name, "-", "-", "-", "-", r["error"]))
+            continue
+        ok = abs(r["loss"] - ref) <= 1e-2 * max(1.0, abs(ref))
+        rows.append((name, f"{r['total']:.2f}", f"{r['first']:.2f}",
+                     f"{r['median'] * 1e3:.2f}" if r["median"] else "-", f"{r['loss']:.4f}", "ok" if ok else "wrong loss"))
+    print(tc.table(("contender", "total s", "first call s", "median step ms", "final loss", "status"), rows))
+    mine = results[next(iter(CONTENDERS))]
+    peers = [(n, r["total"]) for n, r in results.items() if "total" in r and not n.startswith("irc")]
+    if "total" not in mine or not peers:
+        return [("train: irc ran and peers ran", False if "total" not in mine else None)]
+    best_name, best = min(peers, key=lambda p: p[1])
+    return [(f"train: irc end to end faster than every peer ({mine['total']:.2f} s against {best_name} {best:.2f} s)",
+             mine["total"] < best)]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, 20 steps")
+    ap.add_argument("--slow", action="store_true", help="also torch.compile (tens of seconds to compile)")
+    ap.add_argument("--steps", type=int, default=None, help="training steps (default 1000; --quick 20)")
+    ap.add_argument("--only", default="first,overhead,train", help="comma-separated parts: first,overhead,train")
+    ap.add_argument("--child-train", help=argparse.SUPPRESS)
+    ap.add_argument("--child-overhead", help=argparse.SUPPRESS)
+    opts = ap.parse_args(argv)
+    steps = opts.steps or (20 if opts.quick else 1000)
+    if opts.child_train:
+        print(json.dumps(child_train(opts.child_train, steps, opts.quick)))
+        return 0
+    if opts.child_overhead:
+        print(json.dumps(child_overhead(opts.child_overhead)))
+        return 0
+    info = tc.machine()
+    print(f"frontend: one core (pinned to CPU {tc.PINNED_CPU}); {info['cpu']} (LLVM {info['llvm_cpu']}, {info['vector']})")
+    print(f"versions: irc {info['irc']}, numpy {info['numpy']}, jax {info['jax']}, torch {info['torch']}")
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M')}")
+    parts = opts.only.split(",")
+    checks = []
+    if "first" in parts:
+        checks += part_first(opts.quick, opts.slow)
+    if "overhead" in parts:
+        checks += part_overhead(opts.slow)
+    if "train" in parts:
+        checks += part_train(steps, opts.quick, opts.slow)
+    print()
+    for text, ok in checks:
+        print(f"{'n/a ' if ok is None else 'PASS' if ok else 'FAIL'}  {text}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

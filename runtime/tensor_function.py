@@ -207,6 +207,7 @@ class TensorFunction:
         self.compile_options = compile_options
         self.size_params = size_params(func)  # scalars that size a tensor: specialised on their values
         self._specializations: dict = {}
+        self._module_text: str | None = None  # the key of the disk cache of specialisations
         # The fast path of a call (``_fast_call``): every parameter and result a tensor, no
         # sizes from scalars; then a call is its arrays' shapes, one dict lookup and one C call.
         ft = self.signature
@@ -307,6 +308,11 @@ class TensorFunction:
         from .executable import _compile as compile_module
         from .out_aliasing import in_place_safe
 
+        disk_key = self._disk_key(shapes, sizes)
+        if disk_key is not None:
+            spec = self._from_disk(disk_key)
+            if spec is not None:
+                return spec
         module, func = self.lower(shapes, sizes)
         sig = func.attributes["tensor_signature"].type
         outs = [tuple(t.shape) for t in sig.results if isinstance(t, TensorType)]
@@ -325,8 +331,58 @@ class TensorFunction:
             segments.append((name.value, tuple(e.value for e in rng.elements) if rng is not None else None,
                              work.value if work is not None else 0))
         exe = compile_module(module, **self.compile_options)
-        return Specialization(exe, self.name, outs, arena.value if arena is not None else None, segments,
-                              in_place)
+        arena_bytes = arena.value if arena is not None else None
+        if disk_key is not None and exe.cache_entry is not None:
+            from . import specialization_cache
+
+            record = specialization_cache.record(module, self.name, outs, arena_bytes, segments, in_place)
+            specialization_cache.store(disk_key, record, exe.cache_entry, self.compile_options.get("cache_dir"))
+        return Specialization(exe, self.name, outs, arena_bytes, segments, in_place)
+
+    def _disk_key(self, shapes: tuple, sizes: tuple) -> str | None:
+        """The specialisation cache's key (specialization_cache.py), or None where it does not
+        apply: caching off, or ``extern`` functions (their addresses belong to this process)."""
+        options = self.compile_options
+        if not options.get("cache", True) or options.get("extern"):
+            return None
+        from . import specialization_cache
+        from .cpu.engine import host_cpu
+
+        if self._module_text is None:
+            self._module_text = self.module.print()
+        return specialization_cache.key(self._module_text, self.name, shapes, sizes, self.tensor_options,
+                                        {k: repr(v) for k, v in options.items()}, *host_cpu())
+
+    def _from_disk(self, disk_key: str) -> Specialization | None:
+        """The specialisation from its disk entry, or None (no entry, or one that does not link)."""
+        from irc.diagnostics import IRError
+
+        from . import specialization_cache
+        from .cpu import callconv, engine, symbols
+        from .executable import Executable, _faults_from, runtime_links
+
+        cache_dir = self.compile_options.get("cache_dir")
+        hit = specialization_cache.load(disk_key, cache_dir)
+        if hit is None:
+            return None
+        record, entry = hit
+        try:
+            funcs = specialization_cache.declarations(record)
+            segments = [(name, tuple(rng) if rng is not None else None, work) for name, rng, work in record["segments"]]
+            if self.name not in funcs or any(name not in funcs for name, _, _ in segments):
+                raise ValueError("the entry or a segment is missing")
+            links = runtime_links(record["declared"])
+            library, addresses = engine.load([symbols.jit_symbol(n) for n in funcs], object_code=entry.object_code,
+                                             **links)
+        except (IRError, RuntimeError, ValueError):  # not what we wrote, or it needs what is not here
+            specialization_cache.discard(disk_key, cache_dir)
+            return None
+        faults = _faults_from(entry.faults, self.module)
+        functions = {n: callconv.make_wrapper(f, addresses[symbols.jit_symbol(n)], faults, None, library)
+                     for n, f in funcs.items()}
+        exe = Executable(functions, library, None, {"cache": "disk (specialisation)"})
+        return Specialization(exe, self.name, [tuple(s) for s in record["out_shapes"]], record["arena_bytes"],
+                              segments, frozenset(tuple(p) for p in record["in_place"]))
 
     # -- the call ----------------------------------------------------------------------------------------
 

@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import irc
 
 PROGRAM = textwrap.dedent("""\
@@ -282,3 +284,75 @@ def test_grammar_cache_is_json_and_authenticated(tmp_path):
     os.mkfifo(grammar)
     _parse_in_child(tmp_path, timeout=60)  # a FIFO does not block the parser
     assert grammar.is_file()
+
+
+# -- tensor functions: specialisations cached by their input (runtime/specialization_cache.py) -----------
+
+TENSOR_PROGRAM = textwrap.dedent("""\
+    func.func @mlp(%x: tensor<?x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<?x16xf32> {
+      %z = tensor.matmul %x, %w : (tensor<?x8xf32>, tensor<8x16xf32>) -> tensor<?x16xf32>
+      %c0 = arith.constant 0 : index
+      %n = tensor.dim %z, %c0 : tensor<?x16xf32>
+      %bb = tensor.broadcast %b, %n : tensor<16xf32> to tensor<?x16xf32>
+      %s = arith.addf %z, %bb : tensor<?x16xf32>
+      %e = math.tanh %s : tensor<?x16xf32>
+      func.return %e : tensor<?x16xf32>
+    }
+    """)
+
+TENSOR_CHILD = textwrap.dedent("""\
+    import json, sys, numpy as np, irc
+    exe = irc.compile(irc.parse(sys.argv[1], filename="prog.ir"), cache_dir=sys.argv[2])
+    rng = np.random.default_rng(3)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((5, 8), (8, 16), (16,)))
+    y = exe.mlp(x, w, b)
+    spec = next(iter(exe.mlp._specializations.values()))
+    print(json.dumps({"cache": spec.executable.stats.get("cache"), "y": y.tolist(),
+                      "ref": np.tanh(x.astype(np.float64) @ w + b).tolist()}))
+    """)
+
+
+def tensor_child(cache_dir) -> dict:
+    proc = subprocess.run([sys.executable, "-c", TENSOR_CHILD, TENSOR_PROGRAM, str(cache_dir)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_a_tensor_specialisation_is_loaded_whole_in_a_new_process(tmp_path):
+    import numpy as np
+
+    first = tensor_child(tmp_path)
+    assert first["cache"] != "disk (specialisation)"
+    np.testing.assert_allclose(first["y"], first["ref"], rtol=1e-5, atol=1e-6)
+    second = tensor_child(tmp_path)
+    assert second["cache"] == "disk (specialisation)"  # no tensor pipeline, no LLVM
+    assert second["y"] == first["y"]
+    specs = sorted(tmp_path.glob("*/*.spec"))
+    assert len(specs) == 1
+    for damage in (lambda b: b[:len(b) // 2], lambda b: b[:-1] + bytes([b[-1] ^ 1]), lambda b: b"x" * 100):
+        spec = sorted(tmp_path.glob("*/*.spec"))[0]
+        spec.write_bytes(damage(spec.read_bytes()))
+        again = tensor_child(tmp_path)  # a damaged entry is not trusted: compiled again, same answer
+        assert again["y"] == first["y"] and again["cache"] != "disk (specialisation)"
+
+
+def test_a_specialisation_record_is_checked_field_by_field(tmp_path):
+    from irc.runtime import cache as object_cache
+    from irc.runtime import specialization_cache as sc
+
+    good = {"functions": {"f": {"inputs": [{"memref": [4, None], "element": "f32"}, "index"], "results": []}},
+            "out_shapes": [[4]], "arena_bytes": None, "in_place": [[0, 1]], "segments": [["f", [0, 4, 1], 9]],
+            "declared": ["irc_gemm_f32_8x32_96x512x8192"]}
+    sc.store("ab" * 32, good, object_cache.Entry(b"\x7fELF", [("m", (1, 2))]), str(tmp_path))
+    record, entry = sc.load("ab" * 32, str(tmp_path))
+    assert record == good and entry.faults == [("m", (1, 2))]
+    decl = sc.declarations(record)["f"]
+    assert str(decl.function_type) == "(memref<4x?xf32>, index) -> ()"
+    for field, bad in [("out_shapes", [["4"]]), ("in_place", [[0]]), ("segments", [["f", [0, 4], 1]]),
+                       ("declared", [3]), ("arena_bytes", "big"), ("functions", [])]:
+        sc.store("cd" * 32, {**good, field: bad}, object_cache.Entry(b"", []), str(tmp_path))
+        assert sc.load("cd" * 32, str(tmp_path)) is None  # dropped, never used
+    for bad_type in ({"memref": [-1], "element": "f32"}, "f128", {"memref": [2], "element": {"memref": [1]}}, 7):
+        with pytest.raises(ValueError):
+            sc.declarations({"functions": {"f": {"inputs": [bad_type], "results": []}}})

@@ -51,9 +51,12 @@ MAX_C_ARGUMENTS = 1024
 
 
 def _param_names(func) -> list[str]:
+    """The Python wrapper's parameter names: the IR's where they are usable (a declaration has
+    none: specialization_cache.py makes wrappers from declarations), else ``arg<i>``."""
     names, seen = [], set()
-    for i, arg in enumerate(func.args):
-        name = re.sub(r"\W", "_", arg.name_hint or "") or f"arg{i}"
+    hints = [None] * len(func.function_type.inputs) if func.is_declaration else [a.name_hint for a in func.args]
+    for i, hint in enumerate(hints):
+        name = re.sub(r"\W", "_", hint or "") or f"arg{i}"
         if name[0].isdigit() or keyword.iskeyword(name) or name in seen or name.startswith("_"):
             name = f"arg{i}"
         seen.add(name)

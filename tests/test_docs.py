@@ -16,3 +16,21 @@ def test_generated_docs_are_current_and_examples_parse():
     proc = subprocess.run([sys.executable, "-m", "irc.docgen", "--check", "--root", str(ROOT)],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_readmes_python_examples_run_as_written(tmp_path, monkeypatch):
+    """Every ```python block of README.md runs in order, from a directory holding examples/
+    (a block may use what an earlier one defined, as a reader's session would)."""
+    import re
+    import shutil
+
+    root = Path(__file__).resolve().parent.parent
+    shutil.copytree(root / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    blocks = re.findall(r"```python\n(.*?)```", (root / "README.md").read_text(), re.S)
+    assert len(blocks) >= 3
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    assert namespace["p"].shape == (32, 10)  # the tensor example's probabilities
+    assert (tmp_path / "x.npy").exists()

@@ -95,7 +95,10 @@ _memory_cache: OrderedDict[str, tuple] = OrderedDict()
 
 
 def prepare(module, opt_level: int):
-    """Stages 1-2 on a copy of ``module``: the CFG-level module the translator takes."""
+    """Stages 1-2 on a copy of ``module``: the CFG-level module the translator takes.  The input
+    and the output are verified; the passes in between are not verified one by one (``irc opt``
+    does that, and the tests run every pass that way): at a few thousand ops a verification
+    costs as much as a pass."""
     import irc.passes
 
     from irc.verifier import verify
@@ -103,7 +106,8 @@ def prepare(module, opt_level: int):
     verify(module)
     lowered = module.clone()
     pipeline = "scf-to-cf" + (",canonicalize,dce" if opt_level >= 1 else "")
-    irc.passes.run(lowered, pipeline)
+    irc.passes.run(lowered, pipeline, verify_each=False)
+    verify(lowered)
     return lowered
 
 

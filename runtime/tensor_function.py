@@ -294,7 +294,8 @@ class TensorFunction:
             # str(e) shows the op's source line where it has one (a traced op: the user's line)
             detail = e.message if e.location.line == 0 else str(e).removeprefix("error: ")
             raise ValueError(f"@{self.name} cannot run on arguments of shapes {shown}: {detail}") from None
-        irc.passes.run(module, tensor_pipeline(self.tensor_options))
+        # Verified once, by the compile that takes it (executable.prepare), not after each stage.
+        irc.passes.run(module, tensor_pipeline(self.tensor_options), verify_each=False)
         return module, func
 
     @staticmethod

@@ -18,7 +18,8 @@ Parts (each contender in a fresh process, so that first calls are first calls):
   (``a * b + c - d`` on 4 elements): irc.jit, jax.jit (numpy arrays in, and arrays already on
   its device), torch.compile (with ``--slow``).  Medians of 20,000 calls.
 - ``train``: N steps of training end to end, the first call (compile) included, in a fresh
-  process each: irc (``irc.jit`` of a step that calls ``irc.grad``, parameters donated),
+  process each: irc (``irc.jit`` of a step that calls ``irc.grad``, parameters donated;
+  cold, and with its GEMM library compiled before as it is after irc's first use on a machine),
   jax.jit of value_and_grad plus the update, torch eager, torch.compile (with ``--slow``)
   and pytensor with shared-variable updates.  Every contender's final loss is checked
   against the others'.
@@ -185,6 +186,7 @@ CONTENDERS = {
     "pytensor.function (updates=)": pytensor_step,
 }
 SLOW = {"torch.compile (forward compiled)"}
+IRC = next(iter(CONTENDERS))
 
 
 # ---- child processes ----------------------------------------------------------------------------------------
@@ -259,11 +261,8 @@ def run_child(args: list[str], env_extra: dict | None = None, timeout: int = 360
 def part_first(quick: bool, slow: bool) -> list[tuple[str, bool | None]]:
     print(f"\n## first call of the jitted training step ({'quick sizes' if quick else 'MLP 784-1024-1024-10, batch 256'})")
     cache = tempfile.mkdtemp(prefix="irc-frontend-cache-")
-    library_only = tempfile.mkdtemp(prefix="irc-frontend-cache-")
-    mine = "irc.jit + irc.value_and_grad (donated params)"
-    # The small model's step compiles the same GEMM library functions (their blocking depends on the
-    # host, not on the sizes) and nothing else the large one needs.
-    run_child(["--child-train", mine, "--steps", "1", "--quick"], {"IRC_CACHE_DIR": library_only})
+    library_only = library_only_cache(quick)
+    mine = IRC
     rows = []
     for label, name, env in [("irc, cold (empty compile cache)", mine, cache),
                              ("irc, from the disk cache, new process", mine, cache),
@@ -305,17 +304,28 @@ def part_overhead(slow: bool) -> list[tuple[str, bool | None]]:
     return [(f"overhead: irc.jit <= 5 us ({irc_us:.1f} us)" if irc_us else "overhead: irc.jit", bool(irc_us and irc_us <= 5))]
 
 
+def library_only_cache(quick: bool) -> str:
+    """A fresh cache directory holding irc's GEMM library functions and nothing the large model
+    needs: the small model's step compiles the same ones (their blocking depends on the host,
+    not on the sizes)."""
+    cache = tempfile.mkdtemp(prefix="irc-frontend-cache-")
+    run_child(["--child-train", IRC, "--steps", "1", "--quick"], {"IRC_CACHE_DIR": cache})
+    return cache
+
+
 def part_train(steps: int, quick: bool, slow: bool) -> list[tuple[str, bool | None]]:
     title = "quick sizes" if quick else "MLP 784-1024-1024-10, batch 256, f32, SGD lr 0.1"
     print(f"\n## {steps} training steps end to end, first call included ({title})")
-    cache = tempfile.mkdtemp(prefix="irc-frontend-cache-")
     results = {}
-    for name in CONTENDERS:
+    runs = [(f"{IRC}, cold (empty compile cache)", IRC, tempfile.mkdtemp(prefix="irc-frontend-cache-")),
+            (f"{IRC}, GEMM library compiled before", IRC, library_only_cache(quick)),
+            *[(n, n, None) for n in CONTENDERS if n != IRC]]
+    for label, name, cache in runs:
         if name in SLOW and not slow:
-            results[name] = {"error": "not run (--slow)"}
+            results[label] = {"error": "not run (--slow)"}
             continue
-        env = {"IRC_CACHE_DIR": cache} if name.startswith("irc") else None
-        results[name] = run_child(["--child-train", name, "--steps", str(steps)] + (["--quick"] if quick else []), env)
+        env = {"IRC_CACHE_DIR": cache} if cache else None
+        results[label] = run_child(["--child-train", name, "--steps", str(steps)] + (["--quick"] if quick else []), env)
     losses = [r["loss"] for r in results.values() if "loss" in r]
     ref = statistics.median(losses) if losses else None
     rows = []
@@ -327,13 +337,17 @@ def part_train(steps: int, quick: bool, slow: bool) -> list[tuple[str, bool | No
         rows.append((name, f"{r['total']:.2f}", f"{r['first']:.2f}",
                      f"{r['median'] * 1e3:.2f}" if r["median"] else "-", f"{r['loss']:.4f}", "ok" if ok else "wrong loss"))
     print(tc.table(("contender", "total s", "first call s", "median step ms", "final loss", "status"), rows))
-    mine = results[next(iter(CONTENDERS))]
     peers = [(n, r["total"]) for n, r in results.items() if "total" in r and not n.startswith("irc")]
-    if "total" not in mine or not peers:
-        return [("train: irc ran and peers ran", False if "total" not in mine else None)]
-    best_name, best = min(peers, key=lambda p: p[1])
-    return [(f"train: irc end to end faster than every peer ({mine['total']:.2f} s against {best_name} {best:.2f} s)",
-             mine["total"] < best)]
+    checks = []
+    for label, _, _ in runs[:2]:
+        mine = results[label]
+        if "total" not in mine or not peers:
+            checks.append((f"train: {label} ran, and a peer", False if "total" not in mine else None))
+            continue
+        best_name, best = min(peers, key=lambda p: p[1])
+        checks.append((f"train: {label}, end to end faster than every peer ({mine['total']:.2f} s against "
+                       f"{best_name} {best:.2f} s)", mine["total"] < best))
+    return checks
 
 
 def main(argv=None) -> int:

@@ -58,11 +58,31 @@ def test_interpreted_and_compiled_agree_bit_for_bit_and_with_numpy(kind, transpo
     for m, n, k in SHAPES:
         a, b, a_buf, b_buf = operands(m, n, k, dtype, transposed, seed=m * 100 + n * 10 + k)
         interpreted = np.full((m, n), np.nan, dtype)
-        irc.interpret(module, name, a_buf, b_buf, interpreted, *scratch(SMALL, m, n, k, dtype), *transposed)
+        irc.interpret(module, name, a_buf, b_buf, interpreted, *scratch(SMALL, m, n, k, dtype), *transposed,
+                      interpreted, 1.0, False)
         compiled = np.full((m, n), np.nan, dtype)
-        exe[name](a_buf, b_buf, compiled, *scratch(SMALL, m, n, k, dtype), *transposed)
+        exe[name](a_buf, b_buf, compiled, *scratch(SMALL, m, n, k, dtype), *transposed, compiled, 1.0, False)
         assert within_sum_bound(interpreted, a, b), (m, n, k)
         np.testing.assert_array_equal(compiled, interpreted)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_epilogue_adds_d_and_scales_by_alpha(in_place):
+    """C = D + alpha * A @ B (an SGD update), D separate from C or C itself; the interpreter and
+    the compiled function agree bit for bit, and both with numpy within the sum's bound."""
+    module, exe, name = library("f64")
+    for m, n, k in SHAPES:
+        a, b, a_buf, b_buf = operands(m, n, k, np.float64, (True, False), seed=k)
+        d = np.random.default_rng(m).standard_normal((m, n))
+        results = []
+        for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
+            c = d.copy() if in_place else np.full((m, n), np.nan)
+            run(a_buf, b_buf, c, *scratch(SMALL, m, n, k, np.float64), True, False, c if in_place else d.copy(),
+                -0.25, True)
+            results.append(c)
+        np.testing.assert_array_equal(results[0], results[1])
+        bound = (k + 2) * np.finfo(np.float64).eps * (np.abs(d) + 0.25 * (np.abs(a) @ np.abs(b))) + 1e-300
+        assert np.all(np.abs(results[0] - (d - 0.25 * (a @ b))) <= bound), (m, n, k)
 
 
 def test_sizes_that_disagree_fault_before_touching_memory():
@@ -75,6 +95,7 @@ def test_sizes_that_disagree_fault_before_touching_memory():
              (a, b, np.zeros((7, 9), np.float32), pa, pb[:3])]
     for args in cases:
         args = [*(np.ascontiguousarray(x) for x in args), False, False]
+        args += [args[2], 1.0, False]
         c = args[2]
         c[:] = 5.0
         with pytest.raises(IRError, match="do not agree"):
@@ -184,3 +205,77 @@ print(runtime.address({name!r}) > 0)
         entry.write_bytes(entry.read_bytes()[:100])
     out = subprocess.run([sys.executable, "-c", script, "first"], env=env, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]
+
+
+def test_a_d_of_the_wrong_size_faults_when_added():
+    module, exe, name = library("f32")
+    a, b, _, _ = operands(7, 9, 11, np.float32, (False, False))
+    pa, pb = scratch(SMALL, 7, 9, 11, np.float32)
+    c = np.full((7, 9), 5.0, np.float32)
+    with pytest.raises(irc.diagnostics.ExecutionError, match="do not agree"):
+        exe[name](a, b, c, pa, pb, False, False, np.zeros((7, 8), np.float32), 1.0, True)
+    exe[name](a, b, c, pa, pb, False, False, np.zeros((1, 1), np.float32), 1.0, False)  # not read: any size
+    assert within_sum_bound(c, a, b)
+
+
+EPILOGUES = {  # body of the elementwise op after the matmul -> whether the GEMM computes it in its stores
+    "sub_scaled": ("%s = arith.mulf %k, %m : T\n  %r = arith.subf %d, %s : T", True),
+    "sub_scaled_right": ("%s = arith.mulf %m, %k : T\n  %r = arith.subf %d, %s : T", True),
+    "add_scaled": ("%s = arith.mulf %m, %k : T\n  %r = arith.addf %s, %d : T", True),
+    "add": ("%r = arith.addf %d, %m : T", True),
+    "sub": ("%r = arith.subf %d, %m : T", True),
+    "reversed_sub": ("%r = arith.subf %m, %d : T", False),  # m - d is not d + alpha*m
+    "scaled_by_data": ("%s = arith.mulf %m, %d : T\n  %r = arith.subf %d, %s : T", False),
+    "also_tanh": ("%s = math.tanh %m : T\n  %r = arith.addf %d, %s : T", False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EPILOGUES))
+def test_an_update_after_a_matmul_is_computed_in_the_gemms_stores(case):
+    body, fused = EPILOGUES[case]
+    t = "tensor<24x40xf64>"
+    src = f"""
+func.func @f(%d: {t}, %a: tensor<32x24xf64>, %b: tensor<32x40xf64>) -> {t} {{
+  %at = tensor.transpose %a {{perm = [1, 0]}} : tensor<32x24xf64> to tensor<24x32xf64>
+  %m = tensor.matmul %at, %b : (tensor<24x32xf64>, tensor<32x40xf64>) -> {t}
+  %c = arith.constant 0.125 : f64
+  %k = tensor.splat %c : f64 to {t}
+  {body.replace("T", t)}
+  func.return %r : {t}
+}}"""
+    module = irc.parse(src)
+    exe = irc.compile(module, blas=False)
+    lowered, _ = exe.f.lower(((24, 40), (32, 24), (32, 40)))
+    loops = [op for op in lowered.walk() if op.name == "scf.for"]
+    assert (not loops) == fused, case  # the elementwise loop is gone exactly where it should be
+    rng = np.random.default_rng(5)
+    d, a, b = rng.standard_normal((24, 40)), rng.standard_normal((32, 24)), rng.standard_normal((32, 40))
+    want = irc.interpret(module, "f", d, a, b)
+    np.testing.assert_allclose(exe.f(d, a, b), want, rtol=1e-12, atol=1e-12)
+    got = exe.f(d, a, b, out=d)  # the update in place, as a donated parameter is
+    assert got is d
+    np.testing.assert_allclose(d, want, rtol=1e-12, atol=1e-12)
+
+
+def test_no_epilogue_when_the_product_has_another_use_or_d_comes_later():
+    t = "tensor<16x16xf32>"
+    src = f"""
+func.func @two_uses(%d: {t}, %a: {t}, %b: {t}) -> ({t}, {t}) {{
+  %m = tensor.matmul %a, %b : ({t}, {t}) -> {t}
+  %r = arith.subf %d, %m : {t}
+  func.return %r, %m : {t}, {t}
+}}
+func.func @d_after(%a: {t}, %b: {t}) -> {t} {{
+  %m = tensor.matmul %a, %b : ({t}, {t}) -> {t}
+  %d = math.exp %a : {t}
+  %r = arith.addf %d, %m : {t}
+  func.return %r : {t}
+}}"""
+    module = irc.parse(src)
+    exe = irc.compile(module, blas=False)
+    rng = np.random.default_rng(1)
+    d, a, b = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(3))
+    for got, want in ((exe.two_uses(d, a, b), irc.interpret(module, "two_uses", d, a, b)),
+                      ((exe.d_after(a, b),), (irc.interpret(module, "d_after", a, b),))):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

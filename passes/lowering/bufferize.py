@@ -80,6 +80,7 @@ class Bufferizer:
         self.func = func
         self.options = options or {}
         self.buffers: dict = {}  # tensor Value -> memref Value
+        self.absorbed: set = set()  # fused ops a GEMM computes in its stores (_lower_with_epilogue)
         self.roots: dict = {}  # memref Value -> the buffer that owns its memory
         self.owned: set = set()  # live roots allocated here (not parameters)
         self.root_last: dict = {}  # root -> position of the last use of any tensor on it
@@ -169,10 +170,16 @@ class Bufferizer:
             self._bind(op.results[0], self.buffers[op.operands[0]])  # a view, read with swapped indices
             self.transposed.add(op.results[0])
             return True
+        if op in self.absorbed:  # computed by the GEMM whose epilogue it is (gemm_library.epilogue)
+            self._free_dead(op, [self.buffers[v] for v in op.operands], self.position[op])
+            return True
         lower = LOWERINGS.get(op.name)
         if self.options.get("blas") and blas.wants_blas(op, list(op.operands)):
             lower = blas.lower_matmul_blas
         elif self.options.get("gemm_library") and gemm_library.wants_library(op, list(op.operands)):
+            found = gemm_library.epilogue(op, self.position)
+            if found is not None:
+                return self._lower_with_epilogue(op, *found, destination)
             lower = gemm_library.lower_matmul_library
         if lower is None:
             raise IRError(f"tensor-to-loops has no lowering for '{op.name}' (elementwise ops on "
@@ -195,6 +202,22 @@ class Bufferizer:
             lower(LoweringContext(lb, self, transposed), op, inputs, output)
         self._bind(result, output)
         self._free_dead(op, inputs, position)
+        return True
+
+    def _lower_with_epilogue(self, op, fused, d, alpha: float, destination: dict) -> bool:
+        """The matmul ``op`` and the elementwise ``fused`` op after it as one library call that
+        writes ``d + alpha * (A @ B)`` where ``fused``'s result goes."""
+        result = fused.results[0]
+        lb = _builder(op)
+        inputs = [self.buffers[v] for v in op.operands]
+        output = destination.get(result) or self._allocate(lb, result, fused)
+        transposed = tuple(v in self.transposed for v in op.operands)
+        gemm_library.lower_matmul_library(LoweringContext(lb, self, transposed), op, inputs, output,
+                                          epilogue=(self.buffers[d], alpha))
+        self._bind(op.results[0], output)
+        self._bind(result, output)
+        self.absorbed.add(fused)
+        self._free_dead(op, inputs, self.position[op])
         return True
 
     def _lower_dim(self, op) -> None:

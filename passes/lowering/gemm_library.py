@@ -136,9 +136,11 @@ def parse_symbol(name: str):
 
 def signature(elem: FloatType) -> list:
     """The library function's parameter types: ``(a, b, c: memref<?x?x...>, packed_a, packed_b:
-    memref<?x...>, a_transposed, b_transposed: i1)``; C = op(A) op(B)."""
+    memref<?x...>, a_transposed, b_transposed: i1, d: memref<?x?x...>, alpha: elem, add_d: i1)``;
+    C = (add_d ? D : 0) + alpha * op(A) op(B) (BLAS's gemm with beta 1 and a separate D, which may
+    be C itself; without add_d D is not read and may be any matrix, C for instance)."""
     mat, vec = MemRefType([None, None], elem), MemRefType([None], elem)
-    return [mat, mat, mat, vec, vec, i1, i1]
+    return [mat, mat, mat, vec, vec, i1, i1, mat, elem, i1]
 
 
 def build(name: str):
@@ -150,7 +152,8 @@ def build(name: str):
     lb = Builder()
     module = lb.module()
     with lb.function(module, name, signature(elem), [],
-                     arg_names=["a", "b", "c", "packed_a", "packed_b", "a_transposed", "b_transposed"]) as args:
+                     arg_names=["a", "b", "c", "packed_a", "packed_b", "a_transposed", "b_transposed", "d", "alpha",
+                                "add_d"]) as args:
         PackedGemm(lb, elem, blocking).emit(*args)
         lb.ret()
     return module
@@ -175,9 +178,10 @@ class PackedGemm:
     def _pick(self, cond, if_true, if_false):
         return self.lb.select(cond, self.lb.index(if_true), self.lb.index(if_false))
 
-    def emit(self, a, b, c, packed_a, packed_b, ta, tb) -> None:
+    def emit(self, a, b, c, packed_a, packed_b, ta, tb, d, alpha, add_d) -> None:
         lb, bl = self.lb, self.bl
         self.ta, self.tb = ta, tb
+        self.alpha, self.add_d = alpha, add_d
         m, n = lb.dim(c, 0), lb.dim(c, 1)
         k = self._pick(ta, lb.dim(a, 0), lb.dim(a, 1))
         self.m, self.n, self.k = m, n, k
@@ -187,19 +191,20 @@ class PackedGemm:
         kc_max = self._min(bl.kc, k)
         need_a = self._ceil_div(self._min(bl.mc, m), bl.mr) * (bl.mr * kc_max)
         need_b = self._ceil_div(self._min(bl.nc, n), bl.nr) * (bl.nr * kc_max)
-        ok = (a_other.eq(m)) & (b_k.eq(k)) & (b_n.eq(n)) \
+        d_agrees = (lb.dim(d, 0).eq(m) & lb.dim(d, 1).eq(n)) | lb.compare("eq", add_d, lb.const(0, i1))
+        ok = (a_other.eq(m)) & (b_k.eq(k)) & (b_n.eq(n)) & d_agrees \
             & (lb.dim(packed_a, 0) >= need_a) & (lb.dim(packed_b, 0) >= need_b)
         lb.op("cf.assert", ok, result=[],
               msg=StringAttr("irc_gemm: the sizes of A, B, C and the scratch buffers do not agree"))
-        self.a, self.b, self.c = lb.flat(a), lb.flat(b), lb.flat(c)
+        self.a, self.b, self.c, self.d = lb.flat(a), lb.flat(b), lb.flat(c), lb.flat(d)
         self.pa, self.pb = packed_a, packed_b
         tile = bl.mr * bl.nr
         self.tile = lb.op("memref.alloca", result=MemRefType([tile], self.elem))
         self.tile_view = lb.view(self.tile, 0, MemRefType([None], self.elem), [lb.index(tile)])
         with lb.if_(k.eq(0)) as empty:
-            with empty.then_():  # no products: C is all zeros
+            with empty.then_():  # no products: C is D or zeros
                 with lb.for_(0, m * n) as i:
-                    lb.store(self.zero, self.c, [i.iv])
+                    lb.store(lb.select(add_d, lb.load(self.d, [i.iv]), self.zero), self.c, [i.iv])
             with empty.else_():
                 self._product()
 
@@ -296,8 +301,9 @@ class PackedGemm:
     # -- tiles --------------------------------------------------------------------------------------
 
     def _tile(self, row, col, rows, cols, a_at, b_at, kc, first) -> None:
-        """C[row:row+rows, col:col+cols] (+)= the packed panels' product: in place when the tile
-        is whole, else in an MR x NR buffer that C's valid part is copied into and out of (the
+        """C[row:row+rows, col:col+cols] = base + alpha * the packed panels' product, where base is
+        D (or zero) in the first K panel and C after: in place when the tile is whole, else in an
+        MR x NR buffer that the valid part of the base is copied into and the result out of (the
         same kernel either way: one copy of it to compile)."""
         lb, mr, nr = self.lb, self.bl.mr, self.bl.nr
         whole = rows.eq(mr) & cols.eq(nr)
@@ -306,52 +312,63 @@ class PackedGemm:
             with copy_in.then_():
                 with lb.for_(0, mr * nr) as i:
                     lb.store(self.zero, self.tile, [i.iv])
-                with lb.if_(lb.compare("eq", first, lb.const(0, i1))) as later_panel:
-                    with later_panel.then_():
-                        self._copy_edge(rows, cols, row, col, to_tile=True)
+                later_panel = lb.compare("eq", first, lb.const(0, i1))
+                with lb.if_(later_panel | self.add_d) as has_base:
+                    with has_base.then_():
+                        with lb.if_(first) as which:
+                            with which.then_():
+                                self._copy_edge(rows, cols, row, col, self.d, to_tile=True)
+                            with which.else_():
+                                self._copy_edge(rows, cols, row, col, self.c, to_tile=True)
         at = row * self.n + col
-        with lb.if_(whole, [self.tile_view.type, at.type, at.type]) as target:
+        memref, idx = self.tile_view.type, at.type
+        with lb.if_(whole, [memref, idx, idx, memref]) as target:
             with target.then_():
-                target.yield_(self.c, at, self.n)
-            with target.else_():
-                target.yield_(self.tile_view, lb.index(0), lb.index(nr))
-        buf, c_at, ldc = target.results
-        self._kernel(buf, c_at, ldc, first & whole, a_at, b_at, kc)
+                target.yield_(self.c, at, self.n, self.d)
+            with target.else_():  # the base is in the buffer already: D is not read there
+                target.yield_(self.tile_view, lb.index(0), lb.index(nr), self.tile_view)
+        buf, c_at, ldc, d = target.results
+        self._kernel(buf, d, c_at, ldc, first & whole, a_at, b_at, kc)
         with lb.if_(edge) as copy_out:
             with copy_out.then_():
-                self._copy_edge(rows, cols, row, col, to_tile=False)
+                self._copy_edge(rows, cols, row, col, self.c, to_tile=False)
 
-    def _copy_edge(self, rows, cols, row, col, to_tile: bool) -> None:
+    def _copy_edge(self, rows, cols, row, col, matrix, to_tile: bool) -> None:
         lb, nr = self.lb, self.bl.nr
         with lb.for_(0, rows) as r:
             with lb.for_(0, cols) as j:
                 at, t = (row + r.iv) * self.n + col + j.iv, r.iv * nr + j.iv
                 if to_tile:
-                    lb.store(lb.load(self.c, [at]), self.tile, [t])
+                    lb.store(lb.load(matrix, [at]), self.tile, [t])
                 else:
-                    lb.store(lb.load(self.tile, [t]), self.c, [at])
+                    lb.store(lb.load(self.tile, [t]), matrix, [at])
 
-    def _kernel(self, c, c_at, ldc, first, a_at, b_at, kc) -> None:
-        """MR x NR accumulators from zero where ``first`` holds or else from ``c`` (rows ``ldc``
-        apart from ``c_at``), over kc steps of the panels; stored back to ``c`` after."""
+    def _kernel(self, c, d, c_at, ldc, first, a_at, b_at, kc) -> None:
+        """MR x NR sums over kc steps of the panels, from zero; then each element of ``c`` (rows
+        ``ldc`` apart from ``c_at``) becomes base + alpha * sum, one fused multiply-add, the base
+        being ``d``'s element (zero without add_d) where ``first`` holds and ``c``'s own after."""
         lb, mr, nr = self.lb, self.bl.mr, self.bl.nr
         rows = [c_at + r * ldc for r in range(mr)]
-        inits = [lb.select(first, self.zero, lb.load(c, [rows[r] + j])) for r in range(mr) for j in range(nr)]
-        with lb.for_(0, kc, inits=inits) as loop:
+        with lb.for_(0, kc, inits=[self.zero] * (mr * nr)) as loop:
             bs = [lb.load(self.pb, [b_at + loop.iv * nr + j]) for j in range(nr)]
             acc = []
             for r in range(mr):
                 x = lb.load(self.pa, [a_at + loop.iv * mr + r])
                 acc.extend(lb.op("math.fma", x, bs[j], loop.args[r * nr + j]) for j in range(nr))
             loop.yield_(*acc)
-        for r in range(mr):
-            for j in range(nr):
-                lb.store(loop.results[r * nr + j], c, [rows[r] + j])
+        # Every base is loaded before the first store: D may be C itself, and LLVM vectorises a
+        # row's stores only if no load has to move above one (it cannot tell the two apart).
+        from_d = first & self.add_d
+        at = [rows[r] + j for r in range(mr) for j in range(nr)]
+        bases = [lb.select(from_d, lb.load(d, [i]), lb.select(first, self.zero, lb.load(c, [i]))) for i in at]
+        for i, acc, base in zip(at, loop.results, bases):
+            lb.store(lb.op("math.fma", self.alpha, acc, base), c, [i])
 
 
-def lower_matmul_library(ctx, op, inputs, output) -> None:
+def lower_matmul_library(ctx, op, inputs, output, epilogue=None) -> None:
     """The matmul as a call of the library GEMM for the host's blocking (declared in the module),
-    with packing scratch the size ``Blocking.scratch_sizes`` gives, planned like any temporary."""
+    with packing scratch the size ``Blocking.scratch_sizes`` gives, planned like any temporary;
+    ``epilogue`` = (D's buffer, alpha) computes ``D + alpha * (A @ B)`` instead (``epilogue``)."""
     from irc.dialects.func import CallOp
 
     from .blas import declare
@@ -369,6 +386,71 @@ def lower_matmul_library(ctx, op, inputs, output) -> None:
     scratch = [ctx.temporary(MemRefType([size], elem)) for size in blocking.scratch_sizes(m, n, k)]
     views += [lb.view(buf, 0, vec, [lb.dim(buf, 0)]).value for buf in scratch]
     views += [lb.const(int(t), i1).value for t in transposed]
+    d, alpha = epilogue if epilogue is not None else (None, 1.0)
+    views.append(lb.view(d, 0, mat, [lb.dim(d, 0), lb.dim(d, 1)]).value if d is not None else views[2])
+    views += [lb.const(alpha, elem).value, lb.const(int(d is not None), i1).value]
     call = CallOp.build(name, views, [])
     call.attributes["nocapture"] = UnitAttr()  # keeps no pointer: plan-memory may reuse the buffers
     lb.insert(call)
+
+
+def epilogue(op, position: dict):
+    """``(fused, d, alpha)`` where the matmul ``op``'s one use is an elementwise ``tensor.fused``
+    that computes ``d - c * op``, ``d + c * op``, ``d - op`` or ``d + op`` (c a constant) with
+    ``d`` of the result's type, defined before ``op``: the library computes it as
+    ``d + alpha * (A @ B)`` in the GEMM's own stores (the SGD update ``w - lr * dw`` of a
+    training step, without writing ``dw`` and reading it back).  None otherwise."""
+    from irc.patterns import constant_value
+    from irc.values import BlockArgument
+
+    result = op.results[0]
+    uses = list(result.uses)
+    if len(uses) != 1 or uses[0].owner.name != "tensor.fused":
+        return None
+    fused = uses[0].owner
+    if fused.reduction or len(fused.results) != 1 or fused.results[0].type is not result.type \
+            or fused.parent is not op.parent or len(fused.operands) != 2:
+        return None
+    identity = (0, 1)
+    if any(tuple(m) != identity for m in fused.maps):
+        return None
+    m_at = fused.operands.index(result) if fused.operands.count(result) == 1 else None
+    if m_at is None:
+        return None
+    d = fused.operands[1 - m_at]
+    # d's type is the result's, except that a parameter may already be its buffer (a memref)
+    if getattr(d.type, "shape", None) != result.type.shape or getattr(d.type, "element_type", None) \
+            is not result.type.element_type:
+        return None
+    if not (isinstance(d, BlockArgument) or position.get(d.defining_op, 1 << 60) < position[op]):
+        return None
+    body = fused.body
+    arg_m, arg_d = body.args[m_at], body.args[1 - m_at]
+    ops = [o for o in body.ops if o.name != "tensor.yield"]
+    (y,) = body.terminator.operands
+    scale = 1.0
+    top = y.defining_op
+    if top is None or top.name not in ("arith.subf", "arith.addf") or len(top.operands) != 2:
+        return None
+    x, t = top.operands
+    if top.name == "arith.addf" and x is not arg_d:
+        x, t = t, x
+    if x is not arg_d:
+        return None
+    sign = -1.0 if top.name == "arith.subf" else 1.0
+    used = {top}
+    if t is not arg_m:
+        product = t.defining_op
+        if product is None or product.name != "arith.mulf":
+            return None
+        p, q = product.operands
+        if q is arg_m:
+            p, q = q, p
+        constant = constant_value(q) if p is arg_m else None
+        if constant is None or not hasattr(constant, "value"):
+            return None
+        scale = float(constant.value)
+        used |= {product, q.defining_op}
+    if set(ops) != used:  # nothing else in the body
+        return None
+    return fused, d, sign * scale

@@ -452,7 +452,7 @@ class TensorFunction:
         arena = None
         if spec.arena_bytes is not None:
             arena = spec.arenas.pop() if spec.arenas else _aligned_arena(spec.arena_bytes)
-            call.append(_address(_from_buffer(arena)))
+            call.append(_address(_from_buffer(arena)) if arena.nbytes else arena.ctypes.data)  # from_buffer: >= 1 byte
             call.append(arena.shape[0])
         try:
             if spec.segments and self.tensor_options.threads > 1:

@@ -692,3 +692,28 @@ def test_result_shapes_from_scalar_parameters():
         exe.splat(1.0, -1)
     with pytest.raises(ValueError, match=r"shapes \[\[6\], 4, 3\].*cannot reshape"):
         exe.reshape(x, 4, 3)
+
+
+def test_the_fast_call_path_takes_a_zero_byte_arena():
+    """A zero-size slice leaves a specialisation an arena of 0 bytes; the fast path took its
+    address with ctypes.c_char.from_buffer, which needs one byte (fuzz program 509)."""
+    text = """
+func.func @main(%x: tensor<2x8xf32>, %y: tensor<2x8xf32>, %z: tensor<8xf32>) -> (tensor<1x1xf32>, tensor<8xf32>, tensor<2x8xf32>) {
+  %v0 = tensor.log_softmax %z {axis = 0} : tensor<8xf32>
+  %v1 = math.tanh %v0 : tensor<8xf32>
+  %v2 = tensor.slice %y {offsets = [0, 0], sizes = [0, 1], strides = [1, 1]} : tensor<2x8xf32> to tensor<0x1xf32>
+  %v3 = arith.subf %y, %x : tensor<2x8xf32>
+  %v5 = tensor.reduce_max %x {axes = [0, 1], keepdims} : tensor<2x8xf32> to tensor<1x1xf32>
+  func.return %v5, %v1, %v3 : tensor<1x1xf32>, tensor<8xf32>, tensor<2x8xf32>
+}"""
+    module = irc.parse(text)
+    exe = irc.compile(module)
+    x, y = np.arange(16, dtype=np.float32).reshape(2, 8), np.ones((2, 8), np.float32)
+    z = np.linspace(-1, 1, 8, dtype=np.float32)
+    want = irc.interpret(module, "main", x, y, z)
+    for _ in range(2):  # the second call takes the fast path
+        outs = (np.empty((1, 1), np.float32), np.empty(8, np.float32), np.empty((2, 8), np.float32))
+        got = exe.main(x, y, z, out=outs)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+    assert [s.arena_bytes for s in exe.main._specializations.values()] == [0]

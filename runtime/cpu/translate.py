@@ -497,7 +497,13 @@ def _float_binary(self, b, op):
 
 @_handler("arith.negf")
 def _negf(self, b, op):
-    return b.fneg(self.value(op.operands[0]), flags=_fast_math_flags(self, op))
+    x = self.value(op.operands[0])
+    if op.results[0].type.width == 16:
+        # A sign-bit flip, as IEEE 754 negation is: some LLVM versions (20) lower a half fneg at
+        # -O0 through float, which quiets a signalling NaN (the math sweep's f16 0x7C01).
+        bits = b.xor(b.bitcast(x, ir.IntType(16)), ir.Constant(ir.IntType(16), 0x8000))
+        return b.bitcast(bits, x.type)
+    return b.fneg(x, flags=_fast_math_flags(self, op))
 
 
 def _check_division(self, b, op, x, y, signed: bool):

@@ -43,3 +43,23 @@ def check_module(func: str, param: str, value) -> None:
     if not isinstance(value, ModuleOp):
         raise TypeError(f"{func}: parameter '{param}' must be an irc module (irc.Module, from irc.parse), "
                         f"got {type(value).__name__}")
+
+
+def check_array(what: str, value, t, dtype):
+    """``value`` as an array for the tensor type ``t`` (numpy dtype ``dtype``): lists and numbers
+    are converted; another dtype, rank or static size is an error naming ``what`` (``parameter
+    'x'``, ``input 0``).  The one check of a tensor argument, for compiled functions and
+    checkpoints alike."""
+    import numpy as np
+
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, (list, tuple, bool, int, float, np.generic)):
+            value = np.asarray(value, dtype=dtype)
+        else:
+            raise TypeError(f"{what} must be a numpy array for {t}, got {type(value).__name__}")
+    if value.dtype != dtype:
+        raise TypeError(f"{what} must have dtype {dtype} for {t}, got {value.dtype}")
+    if value.ndim != t.rank or any(d is not None and d != n for d, n in zip(t.shape, value.shape)):
+        want = "[" + ", ".join("?" if d is None else str(d) for d in t.shape) + "]"
+        raise ValueError(f"{what} must have shape {want} for {t}, got {list(value.shape)}")
+    return value

@@ -12,6 +12,13 @@ the output exactly once, and every read of the input is in that store's block,
 before it, at the very same indices (so iteration ``I`` reads ``x[I]`` and then
 writes ``out[I]``, and no iteration reads an element another one wrote).
 Outputs that overlap each other are refused, as they have no meaning.
+
+The second safe pattern is the GEMM epilogue (passes/lowering/gemm_library.py): an
+output written only by one library GEMM as its C, whose D is the input, may be that
+input's buffer when every other read of the input comes before the call (the GEMM
+reads each element of D just before it writes the same element of C, and D never
+after).  This is the SGD update ``w - lr * dw`` of a training step whose parameters
+are donated: updated in place instead of copied first.
 """
 
 from __future__ import annotations
@@ -30,11 +37,78 @@ def in_place_safe(func, n_inputs: int, n_outputs: int) -> frozenset:
         out = args[n_inputs + k]
         store = _single_store(out)
         if store is None:
+            call = _gemm_writing(out)
+            if call is not None:
+                pairs |= {(k, j) for j in range(n_inputs) if args[j].type == out.type
+                          and _only_epilogue_input(args[j], call, func.body.entry)}
             continue
         for j in range(n_inputs):
             if args[j].type == out.type and _reads_only_before(args[j], store):
                 pairs.add((k, j))
     return frozenset(pairs)
+
+
+# The operands of a library GEMM call (gemm_library.signature): C, then D and add_d.
+_GEMM_C, _GEMM_D, _GEMM_ADD_D = 2, 7, 9
+
+
+def _uses_through_views(value):
+    """The uses of ``value`` and of the views of it (transitively), views themselves left out."""
+    stack, found = [value], []
+    while stack:
+        v = stack.pop()
+        for use in v.uses:
+            if use.owner.name == "memref.view" and use.index == 0:
+                stack.append(use.owner.results[0])
+            else:
+                found.append(use)
+    return found
+
+
+def _gemm_writing(out):
+    """The library GEMM call that is the only writer and reader of ``out`` (as its C, through
+    views), or None."""
+    calls = set()
+    for use in _uses_through_views(out):
+        op = use.owner
+        if op.name == "memref.dim":
+            continue
+        if op.name != "func.call" or not op.callee.startswith("irc_gemm_") or use.index not in (_GEMM_C, _GEMM_D):
+            return None
+        calls.add(op)
+    if len(calls) != 1:
+        return None
+    (call,) = calls
+    return call if _views_of(call.operands[_GEMM_C]) is out else None
+
+
+def _views_of(value):
+    """The buffer ``value`` is a view of (following views), or ``value`` itself."""
+    while value.defining_op is not None and value.defining_op.name == "memref.view":
+        value = value.defining_op.operands[0]
+    return value
+
+
+def _only_epilogue_input(value, call, block) -> bool:
+    """Whether ``value`` is ``call``'s D, added (add_d a true constant), not its A or B, and
+    every other use of it is in an op of ``block`` before the call."""
+    from irc.patterns import constant_value
+
+    add_d = constant_value(call.operands[_GEMM_ADD_D])
+    if _views_of(call.operands[_GEMM_D]) is not value or add_d is None or not add_d.value \
+            or any(_views_of(v) is value for v in call.operands[:_GEMM_C]):
+        return False
+    for use in _uses_through_views(value):
+        if use.owner is call:
+            if use.index != _GEMM_D:
+                return False
+            continue
+        top = use.owner
+        while top.parent is not block:
+            top = top.parent_op
+        if top is call or not _before(top, call):
+            return False
+    return True
 
 
 def _single_store(out):

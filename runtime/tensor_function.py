@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from irc.checks import check_array
 from irc.diagnostics import IRError
 from irc.types import FloatType, IntegerType, TensorType, numpy_dtype
 
@@ -237,17 +238,7 @@ class TensorFunction:
                 values.append(a)
                 shapes.append(None)
                 continue
-            dtype = _dtype(t)
-            if not isinstance(a, np.ndarray):
-                if isinstance(a, (list, tuple, int, float, np.generic)):
-                    a = np.asarray(a, dtype=dtype)
-                else:
-                    raise TypeError(f"parameter '{name}' must be a numpy array for {t}, got {type(a).__name__}")
-            if a.dtype != dtype:
-                raise TypeError(f"parameter '{name}' must have dtype {dtype} for {t}, got {a.dtype}")
-            if a.ndim != t.rank or any(d is not None and d != n for d, n in zip(t.shape, a.shape)):
-                want = "[" + ", ".join("?" if d is None else str(d) for d in t.shape) + "]"
-                raise ValueError(f"parameter '{name}' must have shape {want} for {t}, got {list(a.shape)}")
+            a = check_array(f"parameter '{name}'", a, t, _dtype(t))
             if not a.flags.c_contiguous or not a.flags.writeable:
                 a = np.array(a, order="C")  # compiled code reads C order (and takes buffers it may write)
             values.append(a)

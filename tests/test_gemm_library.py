@@ -279,3 +279,39 @@ func.func @d_after(%a: {t}, %b: {t}) -> {t} {{
                       ((exe.d_after(a, b),), (irc.interpret(module, "d_after", a, b),))):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_an_epilogue_update_runs_in_place_only_when_no_later_read_needs_d():
+    """out= the parameter itself (a donated weight): the GEMM reads each element of D just
+    before writing it, so the call needs no copy of D, unless D is read after the GEMM."""
+    t, a_t = "tensor<32x24xf64>", "tensor<32x16xf64>"
+    src = f"""
+func.func @update(%w: {t}, %a: {a_t}, %g: tensor<16x24xf64>) -> {t} {{
+  %m = tensor.matmul %a, %g : ({a_t}, tensor<16x24xf64>) -> {t}
+  %r = arith.subf %w, %m : {t}
+  func.return %r : {t}
+}}
+func.func @read_after(%w: {t}, %a: {a_t}, %g: tensor<16x24xf64>) -> ({t}, tensor<24x24xf64>) {{
+  %m = tensor.matmul %a, %g : ({a_t}, tensor<16x24xf64>) -> {t}
+  %r = arith.subf %w, %m : {t}
+  %wt = tensor.transpose %w {{perm = [1, 0]}} : {t} to tensor<24x32xf64>
+  %later = tensor.matmul %wt, %w : (tensor<24x32xf64>, {t}) -> tensor<24x24xf64>
+  func.return %r, %later : {t}, tensor<24x24xf64>
+}}"""
+    module = irc.parse(src)
+    exe = irc.compile(module)
+    rng = np.random.default_rng(2)
+    w, a, g = rng.standard_normal((32, 24)), rng.standard_normal((32, 16)), rng.standard_normal((16, 24))
+    want = irc.interpret(module, "update", w, a, g)
+    got = exe.update(w, a, g, out=w)
+    assert got is w
+    np.testing.assert_allclose(w, want, rtol=1e-12, atol=1e-12)
+    (spec,) = exe.update._specializations.values()
+    assert (0, 0) in spec.in_place  # the update writes over w directly
+    w = rng.standard_normal((32, 24))
+    want = irc.interpret(module, "read_after", w, a, g)
+    got = exe.read_after(w, a, g, out=(w, np.empty((24, 24))))
+    for x, y in zip(got, want):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
+    (spec,) = exe.read_after._specializations.values()
+    assert (0, 0) not in spec.in_place  # w is read after the update: the call reads a copy

@@ -126,14 +126,6 @@ def _check_input(name: str, leaf, t):
         if not isinstance(leaf, (bool, int, float)):
             raise TypeError(f"input {name} must be a number for {t}, got {type(leaf).__name__}")
         return leaf
-    if not isinstance(leaf, np.ndarray):
-        if isinstance(leaf, (list, tuple, bool, int, float, np.generic)):
-            leaf = np.asarray(leaf, dtype=dtype)
-        else:
-            raise TypeError(f"input {name} must be a numpy array for {t}, got {type(leaf).__name__}")
-    if leaf.dtype != dtype:
-        raise TypeError(f"input {name} must have dtype {dtype} for {t}, got {leaf.dtype}")
-    if leaf.ndim != t.rank or any(d is not None and d != n for d, n in zip(t.shape, leaf.shape)):
-        want = "[" + ", ".join("?" if d is None else str(d) for d in t.shape) + "]"
-        raise ValueError(f"input {name} must have shape {want} for {t}, got {list(leaf.shape)}")
-    return leaf
+    from ..checks import check_array
+
+    return check_array(f"input {name}", leaf, t, dtype)

@@ -255,13 +255,17 @@ class PackedGemm:
         with lb.if_(rest > 0) as partial:
             with partial.then_():
                 base = full * (kc * nr)
-                with lb.for_(0, kc * nr) as i:
-                    lb.store(self.zero, self.pb, [base + i.iv])
+                self._zero_fill(self.pb, base, kc * nr)
                 with lb.for_(0, rest) as j:
                     col = jc + full * nr + j.iv
                     with lb.for_(0, kc) as p:
                         at = self._pick(self.tb, col * self.k + pc + p.iv, (pc + p.iv) * self.n + col)
                         lb.store(lb.load(self.b, [at]), self.pb, [base + p.iv * nr + j.iv])
+
+    def _zero_fill(self, buf, start, count) -> None:
+        """The padding of a partial panel: the kernel reads it as zeros."""
+        with self.lb.for_(0, count) as i:
+            self.lb.store(self.zero, buf, [start + i.iv])
 
     def _store_all(self, values, buf, at) -> None:
         """``buf[at + i] = values[i]``, after every load: the loads and stores of a packing step
@@ -286,8 +290,7 @@ class PackedGemm:
         with lb.if_(rest > 0) as partial:
             with partial.then_():
                 base = full * (kc * mr)
-                with lb.for_(0, kc * mr) as i:
-                    lb.store(self.zero, self.pa, [base + i.iv])
+                self._zero_fill(self.pa, base, kc * mr)
                 with lb.for_(0, kc) as p:
                     with lb.for_(0, rest) as r:
                         i, q = ic + full * mr + r.iv, pc + p.iv

@@ -21,7 +21,9 @@ A bufferized tensor function's output parameters are memory too: nothing reads
 an output before the op that computes it writes it, so a temporary that dies
 before that op may live in the output's bytes instead of the arena.  In an
 n-layer network the layers then alternate between the output and one arena
-buffer.
+buffer.  ``outputs=false`` keeps temporaries out of the outputs: for a call whose
+outputs are its inputs' own buffers (donated parameters updated in place), where
+an output's bytes hold the input until the op that writes the output.
 
 Statistics: ``peak-bytes`` (the arena; summed over the module's functions, and
 ``peak-bytes @F`` for each function ``F``) against ``unplanned-bytes`` (the sum
@@ -131,7 +133,7 @@ def _escapes(value) -> bool:
     return False
 
 
-def plan_function(func, arena: str, stats) -> None:
+def plan_function(func, arena: str, stats, use_outputs: bool = True) -> None:
     entry = func.body.entry
     ops = list(entry.ops)
     position = {op: i for i, op in enumerate(ops)}
@@ -148,7 +150,7 @@ def plan_function(func, arena: str, stats) -> None:
         intervals.append(Interval(op, frees[0], position[op], position[frees[0]], _align(byte_size(buf.type))))
     if not intervals:
         return
-    outputs = _output_spaces(func, position)
+    outputs = _output_spaces(func, position) if use_outputs else []
     peak = assign_offsets(intervals, outputs)
     in_outputs = [iv for iv in intervals if iv.home is not None]
     arena_type = MemRefType([peak], i8)
@@ -228,6 +230,7 @@ class PlanMemory(Pass):
 
     name = "plan-memory"
     arena: str = "alloc"
+    outputs: bool = True  # temporaries may live in output bytes not yet written (false: arena only)
 
     def __post_init__(self):
         if self.arena not in ("alloc", "argument"):
@@ -236,4 +239,4 @@ class PlanMemory(Pass):
     def run(self, module, stats) -> None:
         for func in module.functions:
             if not func.is_declaration:
-                plan_function(func, self.arena, stats)
+                plan_function(func, self.arena, stats, self.outputs)

@@ -156,6 +156,14 @@ def separate(name: str, inputs: list, outputs: list, safe: frozenset) -> list:
             if np.may_share_memory(out, outputs[k2]):
                 raise ValueError(f"out[{k2}] and out[{k}] of @{name} share memory")
     result = list(inputs)
+    for j in to_copy(inputs, outputs, safe):
+        result[j] = inputs[j].copy()
+    return result
+
+
+def to_copy(inputs: list, outputs: list, safe: frozenset) -> list[int]:
+    """The positions of the inputs that overlap an output other than as ``safe`` allows."""
+    found = []
     for j, a in enumerate(inputs):
         if not isinstance(a, np.ndarray):
             continue
@@ -165,8 +173,8 @@ def separate(name: str, inputs: list, outputs: list, safe: frozenset) -> list:
             continue
         exact = len(sharing) == 1 and _same_buffer(a, outputs[sharing[0]])
         if not (exact and (sharing[0], j) in safe and _only_alias(a, j, inputs)):
-            result[j] = a.copy()
-    return result
+            found.append(j)
+    return found
 
 
 def _same_buffer(a: np.ndarray, b: np.ndarray) -> bool:

@@ -92,14 +92,18 @@ def host_caches() -> tuple[int, int]:
     return sizes.get(1, 0), sizes[max(sizes)] if sizes and max(sizes) > 1 else 0
 
 
-def tensor_pipeline(options: TensorOptions = TensorOptions()) -> str:
-    """Stages 2-7 of the module docstring as a pipeline string, for ``options``."""
+def tensor_pipeline(options: TensorOptions = TensorOptions(), outputs_for_temporaries: bool = True) -> str:
+    """Stages 2-7 of the module docstring as a pipeline string, for ``options``;
+    ``outputs_for_temporaries=False`` keeps plan-memory from placing temporaries in the outputs
+    (for calls whose outputs are their inputs' buffers: ``TensorFunction.__call__``)."""
     from irc.passmanager import PASSES
 
     stages = []
     for name, pipeline in TENSOR_STAGES[1:]:
         if name == "approximate math" and not (options.math_approx and "math-approx" in PASSES):
             continue
+        if name == "plan memory" and not outputs_for_temporaries:
+            pipeline = "plan-memory{arena=argument outputs=false}"
         if name == "bufferize and lower to loops":
             bits, registers = host_vectors()
             l1, l3 = host_caches()
@@ -247,21 +251,25 @@ class TensorFunction:
 
     # -- specialisation -----------------------------------------------------------------------------
 
-    def specialization(self, shapes: tuple, sizes: tuple = ()) -> Specialization:
+    def specialization(self, shapes: tuple, sizes: tuple = (), aliased: bool = False) -> Specialization:
         """The machine code for arguments of ``shapes`` (and, for ``size_params``, of the
-        values ``sizes``)."""
+        values ``sizes``); ``aliased``: compiled for outputs that are their inputs' buffers
+        (no temporaries planned into the outputs, so more pairs are safe in place)."""
         key = (shapes, sizes) if sizes else shapes
+        if aliased:
+            key = (key, "aliased")
         spec = self._specializations.get(key)
         if spec is None:
             with self._lock:
                 spec = self._specializations.get(key)
                 if spec is None:
-                    spec = self._specializations[key] = self._specialize(shapes, sizes)
+                    spec = self._specializations[key] = self._specialize(shapes, sizes, aliased)
         return spec
 
-    def lower(self, shapes: tuple, sizes: tuple = ()):
+    def lower(self, shapes: tuple, sizes: tuple = (), aliased: bool = False):
         """The loop-level module this function becomes for arguments of ``shapes``, the
-        parameters ``size_params`` being the constants ``sizes``."""
+        parameters ``size_params`` being the constants ``sizes`` (``aliased``: see
+        ``specialization``)."""
         import irc.passes
         from irc.passes.specialize_shapes import specialize
 
@@ -286,7 +294,8 @@ class TensorFunction:
             detail = e.message if e.location.line == 0 else str(e).removeprefix("error: ")
             raise ValueError(f"@{self.name} cannot run on arguments of shapes {shown}: {detail}") from None
         # Verified once, by the compile that takes it (executable.prepare), not after each stage.
-        irc.passes.run(module, tensor_pipeline(self.tensor_options), verify_each=False)
+        irc.passes.run(module, tensor_pipeline(self.tensor_options, outputs_for_temporaries=not aliased),
+                       verify_each=False)
         return module, func
 
     @staticmethod
@@ -296,16 +305,16 @@ class TensorFunction:
                     and not other.is_declaration:
                 other.erase()
 
-    def _specialize(self, shapes: tuple, sizes: tuple = ()) -> Specialization:
+    def _specialize(self, shapes: tuple, sizes: tuple = (), aliased: bool = False) -> Specialization:
         from .executable import _compile as compile_module
         from .out_aliasing import in_place_safe
 
-        disk_key = self._disk_key(shapes, sizes)
+        disk_key = self._disk_key(shapes, (sizes, aliased))
         if disk_key is not None:
             spec = self._from_disk(disk_key)
             if spec is not None:
                 return spec
-        module, func = self.lower(shapes, sizes)
+        module, func = self.lower(shapes, sizes, aliased)
         sig = func.attributes["tensor_signature"].type
         outs = [tuple(t.shape) for t in sig.results if isinstance(t, TensorType)]
         for k, shape in enumerate(outs):
@@ -384,11 +393,18 @@ class TensorFunction:
             if result is not _SLOW:
                 return result
         values, shapes = self._check(args)
-        spec = self.specialization(shapes, tuple(values[i] for i in self.size_params))
+        sizes = tuple(values[i] for i in self.size_params)
+        spec = self.specialization(shapes, sizes)
         outputs = self._outputs(spec, out)
         if out is not None:  # an input that shares memory with an output is read from a copy
-            from .out_aliasing import separate
+            from .out_aliasing import separate, to_copy
 
+            if to_copy(values, outputs, spec.in_place):
+                # Outputs that are inputs' buffers (donated parameters): the code planned without
+                # temporaries in its outputs may do without copying them first.
+                aliased = self.specialization(shapes, sizes, aliased=True)
+                if len(to_copy(values, outputs, aliased.in_place)) < len(to_copy(values, outputs, spec.in_place)):
+                    spec = aliased
             values = separate(self.name, values, outputs, spec.in_place)
         call = list(values) + outputs
         arena = None

@@ -306,12 +306,10 @@ func.func @read_after(%w: {t}, %a: {a_t}, %g: tensor<16x24xf64>) -> ({t}, tensor
     got = exe.update(w, a, g, out=w)
     assert got is w
     np.testing.assert_allclose(w, want, rtol=1e-12, atol=1e-12)
-    (spec,) = exe.update._specializations.values()
-    assert (0, 0) in spec.in_place  # the update writes over w directly
+    assert all((0, 0) in spec.in_place for spec in exe.update._specializations.values())  # over w directly
     w = rng.standard_normal((32, 24))
     want = irc.interpret(module, "read_after", w, a, g)
     got = exe.read_after(w, a, g, out=(w, np.empty((24, 24))))
     for x, y in zip(got, want):
         np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
-    (spec,) = exe.read_after._specializations.values()
-    assert (0, 0) not in spec.in_place  # w is read after the update: the call reads a copy
+    assert all((0, 0) not in spec.in_place for spec in exe.read_after._specializations.values())  # read after

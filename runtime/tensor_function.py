@@ -394,17 +394,13 @@ class TensorFunction:
                 return result
         values, shapes = self._check(args)
         sizes = tuple(values[i] for i in self.size_params)
-        spec = self.specialization(shapes, sizes)
+        # Outputs that are inputs' buffers (donated parameters): code planned without temporaries
+        # in the outputs, which more often needs no copy of an input first.
+        spec = self.specialization(shapes, sizes, aliased=out is not None and _shares_memory(values, out))
         outputs = self._outputs(spec, out)
         if out is not None:  # an input that shares memory with an output is read from a copy
-            from .out_aliasing import separate, to_copy
+            from .out_aliasing import separate
 
-            if to_copy(values, outputs, spec.in_place):
-                # Outputs that are inputs' buffers (donated parameters): the code planned without
-                # temporaries in its outputs may do without copying them first.
-                aliased = self.specialization(shapes, sizes, aliased=True)
-                if len(to_copy(values, outputs, aliased.in_place)) < len(to_copy(values, outputs, spec.in_place)):
-                    spec = aliased
             values = separate(self.name, values, outputs, spec.in_place)
         call = list(values) + outputs
         arena = None
@@ -525,6 +521,13 @@ class TensorFunction:
         if not results:
             return None
         return results[0] if len(results) == 1 else tuple(results)
+
+
+def _shares_memory(values: list, out) -> bool:
+    """Whether an ``out=`` array shares memory with an argument array."""
+    given = [out] if isinstance(out, np.ndarray) else list(out) if isinstance(out, (list, tuple)) else []
+    return any(isinstance(o, np.ndarray) and isinstance(v, np.ndarray) and np.may_share_memory(o, v)
+               for o in given for v in values)
 
 
 _SLOW = object()

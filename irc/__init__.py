@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import passes as _passes_pkg  # noqa: F401 - irc.passes is the pass registry
 from .diagnostics import IRError, Location
+from .explorer import Explorer
 from .interpreter import interpret
 from .module import ModuleOp
 from .parser import parse, parse_file
@@ -48,5 +49,5 @@ def load(path, **options):
     return load_checkpoint(path, **options)
 
 
-__all__ = ["IRError", "Location", "Module", "ModuleOp", "compile", "interpret", "load", "parse", "parse_file",
+__all__ = ["Explorer", "IRError", "Location", "Module", "ModuleOp", "compile", "interpret", "load", "parse", "parse_file",
            "save", "verify", "__version__"]

@@ -1,7 +1,7 @@
 """A Pygments lexer for irc's text format (``.ir``), and the helpers that colour text with it.
 
-Registered as the Pygments lexer ``irc`` (an entry point in pyproject.toml), so
-``pygmentize -l irc prog.ir`` and Markdown renderers that use Pygments colour ``.ir``
+Registered as the Pygments lexer ``irc-ir`` (also ``ir``; an entry point in pyproject.toml), so
+``pygmentize -l irc-ir prog.ir`` (or any ``*.ir`` file) and Markdown renderers that use Pygments colour ``.ir``
 text; the REPL and ``ModuleOp._repr_html_`` use it directly.  Pygments is imported
 only here, and this module only when something is coloured: ``import irc`` does not pay
 for it.
@@ -33,7 +33,7 @@ class IrLexer(RegexLexer):
     """irc's SSA text: ``%values``, ``^blocks``, ``@symbols``, ``dialect.op`` names, types."""
 
     name = "irc"
-    aliases = ["irc", "irc-ir"]
+    aliases = ["irc-ir", "ir"]  # "irc" is Pygments' own lexer of IRC chat logs
     filenames = ["*.ir"]
     mimetypes = ["text/x-irc"]
     url = "https://github.com/irc"  # the project's home; Pygments asks for one

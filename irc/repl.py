@@ -23,7 +23,8 @@ HELP = """\
 commands (a step is one pass; step 0 is the input):
   show [@func]            print the module, or one function
   apply PIPELINE          run passes, one step each, e.g. apply canonicalize,cse
-  undo [N] / redo [N]     move back / forward N steps (default 1)
+  undo [N]                move back N steps (default 1): instant at any size
+  redo [N]                move forward N steps again
   diff [STEP [STEP]]      unified diff: previous -> current, STEP -> current, or STEP -> STEP
   history                 the steps, and the pipeline so far as one -p string
   suggest                 the passes (without options) that would change the IR now

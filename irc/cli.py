@@ -427,7 +427,8 @@ def cmd_view(args) -> int:
     verify(module)
     kind = "cfg" if args.cfg else "dataflow" if args.dataflow else "auto"
     try:
-        graph = function_graph(module.function(args.func), kind) if args.func else module_graph(module, kind)
+        graph = function_graph(module.function(args.function), kind) if args.function \
+            else module_graph(module, kind)
         data = render_bytes(graph, fmt)
     except PictureError as e:
         raise UsageError(str(e)) from None
@@ -548,7 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     view = sub.add_parser("view", help="draw a function's control-flow or dataflow graph (graphviz)")
     view.add_argument("file", help="an .ir file, or - for standard input")
-    view.add_argument("--func", help="draw only this function (default: all, each in a frame)")
+    view.add_argument("--func", dest="function", metavar="F", help="draw only this function (default: all, each in a frame)")
     kinds = view.add_mutually_exclusive_group()
     kinds.add_argument("--cfg", action="store_true", help="the control-flow graph: blocks, phis, branches")
     kinds.add_argument("--dataflow", action="store_true",

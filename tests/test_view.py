@@ -178,3 +178,19 @@ def test_module_repr_svg():
     svg = m._repr_svg_()
     assert svg is not None and "<svg" in svg
     assert irc.Explorer(m)._repr_svg_() == svg
+
+
+def test_repl_view_command(capsys, monkeypatch, tmp_path):
+    import io
+
+    out = tmp_path / "step.dot"
+    script = f"apply scf-to-cf\nview {out} @primes_below --cfg\nview {tmp_path / 'x.txt'}\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(script))
+    status = main(["repl", str(ROOT / "examples" / "sieve.ir")])
+    captured = capsys.readouterr()
+    assert status == 1 and "picture format" in captured.err  # the second view
+    assert f"drew step 1 to {out}" in captured.out
+    dot = out.read_text()
+    # The picture is of the current step: scf-to-cf made blocks and conditional branches.
+    assert dot.count('label=true') >= 2 and dot.count('label=false') >= 2
+    assert "cf.phi" in dot and "= scf.for" not in dot and "scf.for %" not in dot

@@ -100,9 +100,14 @@ class ModuleOp(Operation):
 
     def _repr_svg_(self) -> str | None:
         """Jupyter shows the picture of irc.picture too, where graphviz's ``dot`` is installed
-        (None otherwise: the notebook falls back to the HTML)."""
-        from .picture import PictureError, module_graph, render_svg
+        and the module is small enough for dot to lay it out at once (None otherwise: the
+        notebook falls back to the HTML).  ``irc view`` draws larger ones on request."""
+        from itertools import islice
 
+        from .picture import MAX_DISPLAY_OPS, PictureError, module_graph, render_svg
+
+        if sum(1 for _ in islice(self.walk(), MAX_DISPLAY_OPS + 2)) > MAX_DISPLAY_OPS + 1:  # + the module
+            return None
         try:
             return render_svg(module_graph(self))
         except PictureError:

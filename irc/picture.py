@@ -25,6 +25,7 @@ from .operation import Operation
 MAX_LINE = 64  # characters of one op's text in a block
 MAX_BLOCK_OPS = 24  # ops shown per block; the middle of a longer block is elided
 MAX_NODES = 3000  # beyond this a picture is unreadable and dot slow: PictureError
+MAX_DISPLAY_OPS = 500  # Jupyter draws a module on every display: only small ones
 
 _FONT = "Courier"
 _PHI_COLOUR = "#1f5fa8"

@@ -194,3 +194,12 @@ def test_repl_view_command(capsys, monkeypatch, tmp_path):
     # The picture is of the current step: scf-to-cf made blocks and conditional branches.
     assert dot.count('label=true') >= 2 and dot.count('label=false') >= 2
     assert "cf.phi" in dot and "= scf.for" not in dot and "scf.for %" not in dot
+
+
+def test_large_modules_are_not_drawn_in_notebooks():
+    from irc.picture import MAX_DISPLAY_OPS
+
+    body = "\n".join(f"  %v{i} = arith.addi %v{i - 1}, %v{i - 1} : i64" for i in range(1, MAX_DISPLAY_OPS + 1))
+    m = irc.parse("func.func @f(%v0: i64) -> i64 {\n" + body + f"\n  func.return %v{MAX_DISPLAY_OPS} : i64\n}}\n")
+    assert m._repr_svg_() is None
+    assert "arith.addi" in m._repr_html_()

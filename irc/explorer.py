@@ -95,6 +95,16 @@ def _clone(module: ModuleOp) -> ModuleOp:
         return module.clone()
 
 
+@dataclass
+class Fault:
+    """A run that stopped with an error instead of a result (a result too, for bisect)."""
+
+    message: str
+
+    def __str__(self) -> str:
+        return f"fault: {self.message}"
+
+
 def same_result(a, b, rtol: float = 1e-6) -> bool:
     """Whether two interpreter results agree: integers exactly, floats to ``rtol`` (NaN equals
     NaN), tuples element by element; faults by their message."""
@@ -111,16 +121,6 @@ def same_result(a, b, rtol: float = 1e-6) -> bool:
     if x.dtype.kind in "fc" or y.dtype.kind in "fc":
         return bool(np.allclose(x.astype(np.float64), y.astype(np.float64), rtol=rtol, atol=0.0, equal_nan=True))
     return bool(np.array_equal(x, y))
-
-
-@dataclass
-class Fault:
-    """A run that stopped with an error instead of a result (a result too, for bisect)."""
-
-    message: str
-
-    def __str__(self) -> str:
-        return f"fault: {self.message}"
 
 
 @dataclass

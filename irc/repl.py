@@ -144,7 +144,8 @@ class Repl:
         for i, step in enumerate(steps):
             what = "changed" if step.changed else "no change"
             self.say(f"step {first + i}: {step.title} ({what})")
-        self.say(f"({elapsed * 1e3:.0f} ms)") if elapsed > 1 else None
+        if elapsed > 1:  # worth saying only when it was slow
+            self.say(f"({elapsed:.1f} s)")
 
     def do_undo(self, rest: str) -> None:
         step = self.x.undo(_count(rest, "undo"))

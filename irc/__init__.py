@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import passes as _passes_pkg  # noqa: F401 - irc.passes is the pass registry
 from .diagnostics import IRError, Location
+from .explorer import Explorer
 from .frontend import (
     cond,
     fori_loop,
@@ -61,6 +62,6 @@ def load(path, **options):
     return load_checkpoint(path, **options)
 
 
-__all__ = ["IRError", "Location", "Module", "ModuleOp", "compile", "cond", "fori_loop", "function", "grad",
-           "gradients", "interpret", "jit", "jvp", "load", "parse", "parse_file", "save", "value_and_grad", "var",
-           "verify", "vjp", "while_loop", "__version__"]
+__all__ = ["Explorer", "IRError", "Location", "Module", "ModuleOp", "compile", "cond", "fori_loop", "function",
+           "grad", "gradients", "interpret", "jit", "jvp", "load", "parse", "parse_file", "save", "value_and_grad",
+           "var", "verify", "vjp", "while_loop", "__version__"]

@@ -6,6 +6,8 @@
     irc run MODEL.irc [--interp] [--] ARGS...        (a checkpoint written by irc.save)
     irc compile FILE|- --emit llvm|asm|obj -o OUT
     irc passes
+    irc repl [FILE]                                  (passes step by step: undo, diff, bisect...)
+    irc view FILE [--func F] [--cfg | --dataflow] -o OUT.svg|png|dot
 
 Inputs are capped (--max-input-size, default 256 MiB); -o writes special files
 through and never overwrites the input (see irc/fileio.py).
@@ -89,11 +91,12 @@ def cmd_opt(args) -> int:
 
         preset = PRESETS[f"O{args.preset}"]
         pipeline = ",".join(p for p in (preset, pipeline) if p)
+    after_pass = _picture_writer(args) if args.picture_dir else None
     try:
         pm = PassManager.parse(pipeline, verify_each=not args.no_verify,
                                print_after_all=args.print_after_all,
-                               print_after_change=args.print_after_change,
-                               timing=args.timing, stats=args.stats)
+                               print_after_change=args.print_after_change or after_pass is not None,
+                               timing=args.timing, stats=args.stats, after_pass=after_pass)
     except PipelineError as e:
         raise UsageError(str(e)) from None
     output = _output_of(args)
@@ -107,6 +110,8 @@ def cmd_opt(args) -> int:
     if not args.no_verify:
         verify(module)
     verified = time.perf_counter()
+    if after_pass is not None:
+        after_pass(None, module, 0)
     pm.timing = False  # printed below, together with parse and print times
     pm.run(module)
     printed_start = time.perf_counter()
@@ -118,6 +123,34 @@ def cmd_opt(args) -> int:
         pm.times.append(("(print)", done - printed_start))
         pm.write_timing(sys.stderr)
     return EXIT_OK
+
+
+def _picture_writer(args):
+    """``irc opt --picture-dir DIR``: the dumps of --print-after-change (or -all) become pictures,
+    DIR/00-input.svg, DIR/01-cse.svg, ... (numbered by the pass's place in the pipeline)."""
+    from .picture import PictureError, dot_available, module_graph, render_bytes
+
+    directory, fmt = args.picture_dir, args.picture_format
+    if args.split_input_file:
+        raise UsageError("--picture-dir does not combine with --split-input-file")
+    if fmt != "dot" and not dot_available():
+        raise UsageError(f"--picture-dir with .{fmt} pictures needs graphviz's 'dot' program, which is "
+                         "not installed (apt install graphviz; or --picture-format dot)")
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot create the picture directory {directory}: {e.strerror}") from None
+
+    def write(p, module, index: int) -> None:
+        name = "input" if p is None else p.name
+        path = os.path.join(directory, f"{index:02d}-{name}.{fmt}")
+        title = "the input" if p is None else f"after {p.pipeline_text()}"
+        try:
+            _write_output(render_bytes(module_graph(module, title=title), fmt), path)
+        except PictureError as e:
+            raise UsageError(str(e)) from None
+
+    return write
 
 
 _SPLIT_MARKER = "// -----"
@@ -367,6 +400,42 @@ def cmd_passes(args) -> int:
     return EXIT_OK
 
 
+# -- irc repl, irc view ---------------------------------------------------------------------------
+
+
+def cmd_repl(args) -> int:
+    from .repl import CommandError, main
+
+    if args.file == "-":
+        raise UsageError("irc repl reads its commands from standard input; give the program as a file")
+    try:
+        return main(args.file)
+    except CommandError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_view(args) -> int:
+    from .picture import PictureError, format_of, function_graph, module_graph, render_bytes
+
+    try:
+        fmt = format_of(args.output)
+    except PictureError as e:
+        raise UsageError(str(e)) from None
+    module = _read_module(args.file, limit=args.max_input_size)
+    from .verifier import verify
+
+    verify(module)
+    kind = "cfg" if args.cfg else "dataflow" if args.dataflow else "auto"
+    try:
+        graph = function_graph(module.function(args.function), kind) if args.function \
+            else module_graph(module, kind)
+        data = render_bytes(graph, fmt)
+    except PictureError as e:
+        raise UsageError(str(e)) from None
+    _write_output(data, args.output, args)
+    return EXIT_OK
+
+
 # -- main -------------------------------------------------------------------------------------
 
 
@@ -419,6 +488,11 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
     opt.add_argument("--print-after-change", action="store_true",
                      help="print the IR after every pass that changed it")
+    opt.add_argument("--picture-dir", metavar="DIR",
+                     help="draw the IR into DIR (one picture per pass that changed it, or after every pass "
+                          "with --print-after-all) instead of printing it; 00-input is the input")
+    opt.add_argument("--picture-format", choices=["svg", "png", "pdf", "dot"], default="svg",
+                     help="the format of --picture-dir pictures (default svg)")
     opt.add_argument("--timing", action="store_true", help="report the time each pass took")
     opt.add_argument("--stats", action="store_true", help="report what each pass did")
     opt.add_argument("--no-verify", action="store_true", help="do not verify after each pass")
@@ -466,6 +540,25 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("-o", "--output", required=True, help="the output file (- for standard output)")
     _add_input_options(comp)
     comp.set_defaults(func=cmd_compile)
+
+    repl = sub.add_parser("repl", help="apply passes step by step: show, diff, undo, suggest, bisect",
+                          description="An interactive pass explorer ('help' inside lists the commands). "
+                                      "Without a terminal it reads one command per line from standard input.")
+    repl.add_argument("file", nargs="?", help="an .ir file to start from (default: an empty module)")
+    repl.set_defaults(func=cmd_repl)
+
+    view = sub.add_parser("view", help="draw a function's control-flow or dataflow graph (graphviz)")
+    view.add_argument("file", help="an .ir file, or - for standard input")
+    view.add_argument("--func", dest="function", metavar="F", help="draw only this function (default: all, each in a frame)")
+    kinds = view.add_mutually_exclusive_group()
+    kinds.add_argument("--cfg", action="store_true", help="the control-flow graph: blocks, phis, branches")
+    kinds.add_argument("--dataflow", action="store_true",
+                       help="the dataflow graph: ops, shapes on edges, fused groups as frames "
+                            "(default: this for one-block tensor functions, --cfg otherwise)")
+    view.add_argument("-o", "--output", required=True, help="OUT.svg, OUT.png, OUT.pdf or OUT.dot "
+                                                            "(.dot needs no graphviz program)")
+    _add_input_options(view)
+    view.set_defaults(func=cmd_view)
 
     passes = sub.add_parser("passes", help="list every pass with its one-line description")
     passes.set_defaults(func=cmd_passes)

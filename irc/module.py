@@ -94,6 +94,25 @@ class ModuleOp(Operation):
         new.source = self.source
         return new
 
+    def _repr_html_(self) -> str:
+        """Jupyter shows a module as highlighted text (plain escaped text without Pygments)."""
+        return module_html(self.print())
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter shows the picture of irc.picture too, where graphviz's ``dot`` is installed
+        and the module is small enough for dot to lay it out at once (None otherwise: the
+        notebook falls back to the HTML).  ``irc view`` draws larger ones on request."""
+        from itertools import islice
+
+        from .picture import MAX_DISPLAY_OPS, PictureError, module_graph, render_svg
+
+        if sum(1 for _ in islice(self.walk(), MAX_DISPLAY_OPS + 2)) > MAX_DISPLAY_OPS + 1:  # + the module
+            return None
+        try:
+            return render_svg(module_graph(self))
+        except PictureError:
+            return None
+
     def __reduce__(self):
         """A module pickles as its text and unpickles by parsing it: the text is the one stable,
         versioned form of a module (its Python objects hold use lists, interned types and
@@ -113,3 +132,14 @@ def _module_from_text(text: str, filename: str) -> ModuleOp:
     from .parser import parse
 
     return parse(text, filename, allow_unregistered=True)
+
+
+def module_html(text: str) -> str:
+    """``text`` as HTML: coloured by irc.highlight when Pygments is installed, else escaped."""
+    try:
+        from .highlight import highlight_html
+    except ImportError:
+        import html
+
+        return "<pre>" + html.escape(text) + "</pre>"
+    return highlight_html(text)

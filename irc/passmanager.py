@@ -162,7 +162,7 @@ def make_pass(name: str, options: dict[str, str] | None = None) -> Pass:
 class PassManager:
     def __init__(self, passes: list[Pass], verify_each: bool = True, print_after_all: bool = False,
                  print_after_change: bool = False, timing: bool = False, stats: bool = False,
-                 out: TextIO | None = None):
+                 out: TextIO | None = None, after_pass=None):
         self.passes = passes
         self.verify_each = verify_each
         self.print_after_all = print_after_all
@@ -170,6 +170,9 @@ class PassManager:
         self.timing = timing
         self.collect_stats = stats
         self.out = out
+        # Called as after_pass(pass, module, index) after each pass that the print options select
+        # (all, or those that changed the IR) instead of printing it: irc opt --picture-dir.
+        self.after_pass = after_pass
         self.times: list[tuple[str, float]] = []
         self.statistics: list[tuple[str, Statistics]] = []
 
@@ -211,6 +214,9 @@ class PassManager:
                                   f"{e.message}", e.location, e.notes) from None
                 self.times.append(("(verify)", time.perf_counter() - start))
             if self.print_after_all or (self.print_after_change and module.print() != before):
+                if self.after_pass is not None:
+                    self.after_pass(p, module, len(self.statistics))
+                    continue
                 out.write(f"// -----// IR Dump After {p.pipeline_text()} //----- //\n{module.print()}\n")
         if self.timing:
             self.write_timing(out)

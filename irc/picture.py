@@ -139,13 +139,18 @@ def _add_cfg(g, func, prefix: str) -> None:
             g.edge(ids[block], ids[succ], **attrs)
 
 
-def cfg_graph(func: Operation):
-    """The control-flow graph of one function."""
+def _function_graph(func: Operation, add):
+    """A picture of one function, titled with its name, drawn by ``add(graph, func, prefix)``."""
     g = _digraph(func.sym_name)
     g.attr(label=f"@{func.sym_name}", labelloc="t")
     _check_size(func)
-    _add_cfg(g, func, "")
+    add(g, func, "")
     return g
+
+
+def cfg_graph(func: Operation):
+    """The control-flow graph of one function."""
+    return _function_graph(func, _add_cfg)
 
 
 # -- dataflow graphs -----------------------------------------------------------------------------
@@ -258,11 +263,7 @@ def _add_dataflow(g, func, prefix: str) -> None:
 
 def dataflow_graph(func: Operation):
     """The dataflow graph of one function (meant for tensor functions)."""
-    g = _digraph(func.sym_name)
-    g.attr(label=f"@{func.sym_name}", labelloc="t")
-    _check_size(func)
-    _add_dataflow(g, func, "")
-    return g
+    return _function_graph(func, _add_dataflow)
 
 
 # -- modules -------------------------------------------------------------------------------------

@@ -276,11 +276,19 @@ def irc_step(net: Net, blas: bool | None = None, by_hand: bool = False):
 
 def build_irc(blas: bool | None, by_hand: bool = False):
     def build(net, params, x, y):
+        if blas and not blas_available():
+            raise tc.Missing("scipy not installed (irc's BLAS path calls its cython_blas gemm)")
         fn = irc_step(net, blas, by_hand=by_hand)
         outs = [np.empty((), np.float32)] + [np.empty_like(p) for p in params]
         args = [*params, x, y]
         return (lambda: fn(*args, out=outs)), (lambda r: (float(r[0]), list(r[1:])))
     return build
+
+
+def blas_available() -> bool:
+    from irc.runtime.cpu import blas
+
+    return blas.available()
 
 
 def build_numpy(net, params, x, y):
@@ -603,17 +611,18 @@ def profile(net: Net, repeat: int) -> None:
     params, x, y = net.inputs()
     args = [*params, x, y]
     parts = {}
+    paths = (None, True) if blas_available() else (None,)  # irc's GEMM, and BLAS where scipy is
     for label, by_hand in (("grad pass", False), ("backward by hand", True)):
         try:
             describe_graph(graph_after_fusion(manual_step_module(net) if by_hand else step_module(net)))
             print(f"  (the step through the {label}, above)")
-            for blas in (None, True):
+            for blas in paths:
                 fn = irc_step(net, blas, by_hand=by_hand)
                 gemm = "irc's GEMM" if blas is None else "BLAS path"
                 parts[f"@step ({label}, {gemm})"] = functools.partial(fn, *args)
         except Exception as e:  # noqa: BLE001
             print(f"the step through the {label}: {tc.one_line(e)}")
-    for blas in (None, True):
+    for blas in paths:
         exe = irc.compile(loss_module(net), cache_dir=tc.IRC_CACHE, **tc.irc_single_thread(),
                           **({} if blas is None else {"blas": blas}))
         gemm = "irc's GEMM" if blas is None else "BLAS path"
@@ -639,7 +648,7 @@ def profile(net: Net, repeat: int) -> None:
     pairs = [(h, w) for h, w in zip(hidden, ws)] + [(np.ascontiguousarray(h.T), d) for h, d in zip(hidden, dz)] \
         + [(d, np.ascontiguousarray(w.T)) for d, w in zip(dz[1:], ws[1:])]
     flat = [a for pair in pairs for a in pair]
-    for blas in (None, True):
+    for blas in paths:
         gemm = "irc's GEMM" if blas is None else "BLAS path"
         parts[f"irc {gemm}: all the step's matmuls, transposes copied before"] = functools.partial(
             irc_products(pairs, blas), *flat)

@@ -98,15 +98,19 @@ def _only_epilogue_input(value, call, block) -> bool:
     if _views_of(call.operands[_GEMM_D]) is not value or add_d is None or not add_d.value \
             or any(_views_of(v) is value for v in call.operands[:_GEMM_C]):
         return False
+    def top_level(op):
+        while op.parent is not block:
+            op = op.parent_op
+        return op
+
+    at = top_level(call)  # the call itself, or the parallel loop of calls of a threaded product
     for use in _uses_through_views(value):
         if use.owner is call:
             if use.index != _GEMM_D:
                 return False
             continue
-        top = use.owner
-        while top.parent is not block:
-            top = top.parent_op
-        if top is call or not _before(top, call):
+        top = top_level(use.owner)
+        if top is at or not _before(top, at):
             return False
     return True
 

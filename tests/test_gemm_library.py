@@ -59,9 +59,9 @@ def test_interpreted_and_compiled_agree_bit_for_bit_and_with_numpy(kind, transpo
         a, b, a_buf, b_buf = operands(m, n, k, dtype, transposed, seed=m * 100 + n * 10 + k)
         interpreted = np.full((m, n), np.nan, dtype)
         irc.interpret(module, name, a_buf, b_buf, interpreted, *scratch(SMALL, m, n, k, dtype), *transposed,
-                      interpreted, 1.0, False)
+                      interpreted, 1.0, False, 0, n)
         compiled = np.full((m, n), np.nan, dtype)
-        exe[name](a_buf, b_buf, compiled, *scratch(SMALL, m, n, k, dtype), *transposed, compiled, 1.0, False)
+        exe[name](a_buf, b_buf, compiled, *scratch(SMALL, m, n, k, dtype), *transposed, compiled, 1.0, False, 0, n)
         assert within_sum_bound(interpreted, a, b), (m, n, k)
         np.testing.assert_array_equal(compiled, interpreted)
 
@@ -78,7 +78,7 @@ def test_the_epilogue_adds_d_and_scales_by_alpha(in_place):
         for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
             c = d.copy() if in_place else np.full((m, n), np.nan)
             run(a_buf, b_buf, c, *scratch(SMALL, m, n, k, np.float64), True, False, c if in_place else d.copy(),
-                -0.25, True)
+                -0.25, True, 0, n)
             results.append(c)
         np.testing.assert_array_equal(results[0], results[1])
         bound = (k + 2) * np.finfo(np.float64).eps * (np.abs(d) + 0.25 * (np.abs(a) @ np.abs(b))) + 1e-300
@@ -95,7 +95,7 @@ def test_sizes_that_disagree_fault_before_touching_memory():
              (a, b, np.zeros((7, 9), np.float32), pa, pb[:3])]
     for args in cases:
         args = [*(np.ascontiguousarray(x) for x in args), False, False]
-        args += [args[2], 1.0, False]
+        args += [args[2], 1.0, False, 0, 9]
         c = args[2]
         c[:] = 5.0
         with pytest.raises(IRError, match="do not agree"):
@@ -147,7 +147,7 @@ func.func @mm(%a: tensor<{k}x{m}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n
     declared = [f.sym_name for f in lowered.functions if f.is_declaration]
     assert len(declared) == 1 and gl.parse_symbol(declared[0]) is not None
     (call,) = [op for op in lowered.walk() if op.name == "func.call" and op.callee == declared[0]]
-    flags = [irc.patterns.constant_value(v) for v in call.operands[-2:]]
+    flags = [irc.patterns.constant_value(v) for v in call.operands[5:7]]  # a_transposed, b_transposed
     assert [bool(f.value) for f in flags] == [True, False]  # A read transposed in place
     a, b, a_buf, _ = operands(m, n, k, np.float32, (True, False))
     assert within_sum_bound(exe.mm(a_buf, b), a, b)
@@ -213,8 +213,8 @@ def test_a_d_of_the_wrong_size_faults_when_added():
     pa, pb = scratch(SMALL, 7, 9, 11, np.float32)
     c = np.full((7, 9), 5.0, np.float32)
     with pytest.raises(irc.diagnostics.ExecutionError, match="do not agree"):
-        exe[name](a, b, c, pa, pb, False, False, np.zeros((7, 8), np.float32), 1.0, True)
-    exe[name](a, b, c, pa, pb, False, False, np.zeros((1, 1), np.float32), 1.0, False)  # not read: any size
+        exe[name](a, b, c, pa, pb, False, False, np.zeros((7, 8), np.float32), 1.0, True, 0, 9)
+    exe[name](a, b, c, pa, pb, False, False, np.zeros((1, 1), np.float32), 1.0, False, 0, 9)  # not read
     assert within_sum_bound(c, a, b)
 
 
@@ -313,3 +313,27 @@ func.func @read_after(%w: {t}, %a: {a_t}, %g: tensor<16x24xf64>) -> ({t}, tensor
     for x, y in zip(got, want):
         np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-12)
     assert all((0, 0) not in spec.in_place for spec in exe.read_after._specializations.values())  # read after
+
+
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+def test_column_windows_write_only_their_columns_and_together_the_product(kind):
+    """The split a multithreaded call makes: windows of whole column panels, each computing its
+    columns of C (and of the epilogue) and touching no other column."""
+    dtype = np.float32 if kind == "f32" else np.float64
+    module, exe, name = library(kind)
+    m, n, k = 13, 23, 11
+    a, b, a_buf, b_buf = operands(m, n, k, dtype, (False, True))
+    d = np.random.default_rng(9).standard_normal((m, n)).astype(dtype)
+    for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
+        c = np.full((m, n), np.nan, dtype)
+        for lo, hi in ((8, 20), (0, 8), (20, 23)):  # windows of whole 4-column panels, any order
+            before = c.copy()
+            run(a_buf, b_buf, c, *scratch(SMALL, m, n, k, dtype), False, True, d, 2.0, True, lo, hi)
+            outside = np.ones(n, bool)
+            outside[lo:hi] = False
+            np.testing.assert_array_equal(c[:, outside], before[:, outside])
+        want = d.astype(np.float64) + 2.0 * (a.astype(np.float64) @ b)
+        bound = (k + 2) * np.finfo(dtype).eps * (np.abs(d) + 2.0 * (np.abs(a) @ np.abs(b)))
+        assert np.all(np.abs(c - want) <= bound)
+    with pytest.raises(irc.diagnostics.ExecutionError, match="do not agree"):  # a window past C
+        exe[name](a_buf, b_buf, c, *scratch(SMALL, m, n, k, dtype), False, True, d, 1.0, False, 20, 24)

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 from irc.attributes import StringAttr, UnitAttr
 from irc.builder import Builder
-from irc.types import FloatType, MemRefType, i1
+from irc.types import FloatType, MemRefType, i1, index
 
 from .matmul import MC, block_sizes, tile_sizes
 
@@ -136,11 +136,13 @@ def parse_symbol(name: str):
 
 def signature(elem: FloatType) -> list:
     """The library function's parameter types: ``(a, b, c: memref<?x?x...>, packed_a, packed_b:
-    memref<?x...>, a_transposed, b_transposed: i1, d: memref<?x?x...>, alpha: elem, add_d: i1)``;
-    C = (add_d ? D : 0) + alpha * op(A) op(B) (BLAS's gemm with beta 1 and a separate D, which may
-    be C itself; without add_d D is not read and may be any matrix, C for instance)."""
+    memref<?x...>, a_transposed, b_transposed: i1, d: memref<?x?x...>, alpha: elem, add_d: i1,
+    col_begin, col_end: index)``; C = (add_d ? D : 0) + alpha * op(A) op(B) (BLAS's gemm with beta 1
+    and a separate D, which may be C itself; without add_d D is not read and may be any matrix, C
+    for instance), for C's columns col_begin..col_end only (so that threads can split a product
+    by columns, each with its own scratch)."""
     mat, vec = MemRefType([None, None], elem), MemRefType([None], elem)
-    return [mat, mat, mat, vec, vec, i1, i1, mat, elem, i1]
+    return [mat, mat, mat, vec, vec, i1, i1, mat, elem, i1, index, index]
 
 
 def build(name: str):
@@ -153,7 +155,7 @@ def build(name: str):
     module = lb.module()
     with lb.function(module, name, signature(elem), [],
                      arg_names=["a", "b", "c", "packed_a", "packed_b", "a_transposed", "b_transposed", "d", "alpha",
-                                "add_d"]) as args:
+                                "add_d", "col_begin", "col_end"]) as args:
         PackedGemm(lb, elem, blocking).emit(*args)
         lb.ret()
     return module
@@ -178,7 +180,7 @@ class PackedGemm:
     def _pick(self, cond, if_true, if_false):
         return self.lb.select(cond, self.lb.index(if_true), self.lb.index(if_false))
 
-    def emit(self, a, b, c, packed_a, packed_b, ta, tb, d, alpha, add_d) -> None:
+    def emit(self, a, b, c, packed_a, packed_b, ta, tb, d, alpha, add_d, col_begin, col_end) -> None:
         lb, bl = self.lb, self.bl
         self.ta, self.tb = ta, tb
         self.alpha, self.add_d = alpha, add_d
@@ -191,8 +193,9 @@ class PackedGemm:
         kc_max = self._min(bl.kc, k)
         need_a = self._ceil_div(self._min(bl.mc, m), bl.mr) * (bl.mr * kc_max)
         need_b = self._ceil_div(self._min(bl.nc, n), bl.nr) * (bl.nr * kc_max)
+        window = (col_begin <= col_end) & (col_end <= n)
         d_agrees = (lb.dim(d, 0).eq(m) & lb.dim(d, 1).eq(n)) | lb.compare("eq", add_d, lb.const(0, i1))
-        ok = (a_other.eq(m)) & (b_k.eq(k)) & (b_n.eq(n)) & d_agrees \
+        ok = (a_other.eq(m)) & (b_k.eq(k)) & (b_n.eq(n)) & d_agrees & window \
             & (lb.dim(packed_a, 0) >= need_a) & (lb.dim(packed_b, 0) >= need_b)
         lb.op("cf.assert", ok, result=[],
               msg=StringAttr("irc_gemm: the sizes of A, B, C and the scratch buffers do not agree"))
@@ -201,10 +204,13 @@ class PackedGemm:
         tile = bl.mr * bl.nr
         self.tile = lb.op("memref.alloca", result=MemRefType([tile], self.elem))
         self.tile_view = lb.view(self.tile, 0, MemRefType([None], self.elem), [lb.index(tile)])
+        self.col_begin, self.col_end = col_begin, col_end
         with lb.if_(k.eq(0)) as empty:
             with empty.then_():  # no products: C is D or zeros
-                with lb.for_(0, m * n) as i:
-                    lb.store(lb.select(add_d, lb.load(self.d, [i.iv]), self.zero), self.c, [i.iv])
+                with lb.for_(0, m) as i:
+                    with lb.for_(col_begin, col_end) as j:
+                        at = i.iv * n + j.iv
+                        lb.store(lb.select(add_d, lb.load(self.d, [at]), self.zero), self.c, [at])
             with empty.else_():
                 self._product()
 
@@ -212,8 +218,8 @@ class PackedGemm:
         lb, bl = self.lb, self.bl
         parts = self._ceil_div(self.k, bl.kc)
         kc_step = self._ceil_div(self.k, parts)  # equal K panels: no thin last panel
-        with lb.for_(0, self.n, bl.nc) as jc:
-            nc = self._min(bl.nc, self.n - jc.iv)
+        with lb.for_(self.col_begin, self.col_end, bl.nc) as jc:
+            nc = self._min(bl.nc, self.col_end - jc.iv)
             with lb.for_(0, self.k, kc_step) as pc:
                 kc = self._min(kc_step, self.k - pc.iv)
                 first = pc.iv.eq(0)
@@ -371,7 +377,10 @@ class PackedGemm:
 def lower_matmul_library(ctx, op, inputs, output, epilogue=None) -> None:
     """The matmul as a call of the library GEMM for the host's blocking (declared in the module),
     with packing scratch the size ``Blocking.scratch_sizes`` gives, planned like any temporary;
-    ``epilogue`` = (D's buffer, alpha) computes ``D + alpha * (A @ B)`` instead (``epilogue``)."""
+    ``epilogue`` = (D's buffer, alpha) computes ``D + alpha * (A @ B)`` instead (``epilogue``).
+    The call covers all of C's columns (the column window is there for threads to split a
+    product by; two calls of it at once do run side by side, but not yet from a tensor
+    function's segments: issue 14)."""
     from irc.dialects.func import CallOp
 
     from .blas import declare
@@ -392,6 +401,7 @@ def lower_matmul_library(ctx, op, inputs, output, epilogue=None) -> None:
     d, alpha = epilogue if epilogue is not None else (None, 1.0)
     views.append(lb.view(d, 0, mat, [lb.dim(d, 0), lb.dim(d, 1)]).value if d is not None else views[2])
     views += [lb.const(alpha, elem).value, lb.const(int(d is not None), i1).value]
+    views += [lb.index(0).value, lb.index(n).value]  # every column
     call = CallOp.build(name, views, [])
     call.attributes["nocapture"] = UnitAttr()  # keeps no pointer: plan-memory may reuse the buffers
     lb.insert(call)

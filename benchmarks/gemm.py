@@ -3,6 +3,7 @@
     python benchmarks/gemm.py                 # the shapes below, f32 (and 1024^3 f64)
     python benchmarks/gemm.py --blockings     # irc's library at other tile/block sizes, for tuning
     python benchmarks/gemm.py --quick         # small sizes, few runs (smoke test)
+    python benchmarks/gemm.py --threads 2     # irc on 1 and on 2 threads, every core allowed
 
 Shapes: square 256, 1024 and 2048, and the products of the MLP training step of
 benchmarks/autodiff.py (784-1024-1024-10, batch 256), with the transposed
@@ -17,14 +18,20 @@ contender's result is checked against a float64 product.  Medians of 7 rounds of
 (``irc_gemm_f32_nn_8x32_96x512x8192``: tile MRxNR, blocks MCxKCxNC) on the MLP's
 shapes, the evidence behind ``Blocking.for_host`` (passes/lowering/gemm_library.py).
 
-The process is pinned to one core (tensor_cpu.py: jax would otherwise use every core).
+The process is pinned to one core (tensor_cpu.py: jax would otherwise use every core),
+except with ``--threads N``, which times irc's product with ``threads=1`` and ``threads=N``
+side by side on every core the process may use (the peers are not run then).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from pathlib import Path
+
+if "--threads" in sys.argv:
+    os.environ["IRC_BENCH_ALL_CORES"] = "1"  # before tensor_cpu pins the process to one core
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 tc = importlib.import_module("tensor_cpu")  # pins the process and sets the thread variables first
@@ -154,6 +161,28 @@ def shapes_part(shapes, rounds, per_round) -> list[tuple[str, bool]]:
     return checks
 
 
+def threads_part(threads: int, rounds, per_round) -> list[tuple[str, bool]]:
+    """irc's products on one thread and on ``threads``, interleaved; the speedup of each."""
+    checks = []
+    print(f"| product (M x N x K) | irc 1 thread GFLOP/s | irc {threads} threads GFLOP/s | speedup | same bits |")
+    print("|---|---|---|---|---|")
+    for label, m, n, k, ta, tb in SHAPES:
+        a, b, a_buf, b_buf = operands(m, n, k, ta, tb, np.float32)
+        module = irc.parse(matmul_ir(m, n, k, ta, tb))
+        fns = [irc.compile(module, cache_dir=tc.IRC_CACHE, threads=t).mm for t in (1, threads)]
+        outs = [fn(a_buf, b_buf) for fn in fns]
+        medians = timed([lambda fn=fn, x=a_buf, y=b_buf: fn(x, y) for fn in fns], rounds, per_round)
+        rates = [2 * m * n * k / t / 1e9 for t in medians]
+        same = bool(np.array_equal(outs[0], outs[1]))
+        speedup = medians[0] / medians[1]
+        shape = f"{m}x{n}x{k}" + (" A^T" if ta else "") + (" B^T" if tb else "")
+        print(f"| {label}: {shape} | {rates[0]:.1f} | {rates[1]:.1f} | {speedup:.2f} | {same} |", flush=True)
+        checks.append((f"{label}: {threads} threads give the same bits", same))
+        if min(m, n, k) >= 256:
+            checks.append((f"{label}: {threads} threads >= 1.8x one ({speedup:.2f})", speedup >= 1.8))
+    return checks
+
+
 def blockings_part(rounds, per_round) -> None:
     from irc.passes.lowering import gemm_library as gl
     from irc.runtime.executable import compile as compile_module
@@ -191,9 +220,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, few runs")
     ap.add_argument("--blockings", action="store_true", help="irc's library at other blockings (tuning)")
+    ap.add_argument("--threads", type=int, default=0, help="irc on 1 and on N threads (every core allowed)")
     opts = ap.parse_args(argv)
     info = tc.machine()
-    print(f"gemm: one core (pinned to CPU {tc.PINNED_CPU}); {info['cpu']} (LLVM {info['llvm_cpu']}, {info['vector']})")
+    where = f"cores {sorted(os.sched_getaffinity(0))}" if opts.threads else f"one core (pinned to CPU {tc.PINNED_CPU})"
+    print(f"gemm: {where}; {info['cpu']} (LLVM {info['llvm_cpu']}, {info['vector']})")
     print(f"versions: irc {info['irc']}, numpy {info['numpy']}, jax {info['jax']}, torch {info['torch']}, "
           f"llvmlite {info['llvmlite']} (LLVM {info['llvm']})")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M')}\n")
@@ -201,6 +232,12 @@ def main(argv=None) -> int:
     if opts.blockings:
         blockings_part(rounds, per_round)
         return 0
+    if opts.threads:
+        checks = threads_part(opts.threads, rounds, per_round)
+        print()
+        for text, ok in checks:
+            print(f"{'PASS' if ok else 'FAIL'}  {text}")
+        return 1 if any("same bits" in text for text, ok in checks if not ok) else 0
     checks = shapes_part(QUICK_SHAPES if opts.quick else SHAPES, rounds, per_round)
     print()
     for text, ok in checks:

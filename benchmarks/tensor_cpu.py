@@ -121,7 +121,7 @@ runtime runs a large dot on a pool of every core the process may use, whatever X
 a 256x1024x1024 f32 jax.jit matmul took 1.95 s of CPU time per second (200 GFLOP/s on the
 2-core EPYC of docs/benchmarks.md, 2026-11-24) with the flags above, and 1.00 (105 GFLOP/s)
 pinned.  The affinity mask is the one setting every contender obeys."""
-if hasattr(os, "sched_setaffinity"):
+if hasattr(os, "sched_setaffinity") and os.environ.get("IRC_BENCH_ALL_CORES") != "1":  # gemm.py --threads
     PINNED_CPU = max(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {PINNED_CPU})
 

@@ -85,7 +85,10 @@ def estimated_work(loop) -> int:
         trips = max(0, -(-(bounds[1].value - bounds[0].value) // bounds[2].value))
     per_trip = 0
     for op in loop.regions[0].entry.ops:
-        per_trip += estimated_work(op) if op.name == "scf.for" else 1
+        if op.name == "scf.for":
+            per_trip += estimated_work(op)
+        else:  # an op may say what it costs (a GEMM library call: its multiply-adds), else one
+            per_trip += op.attributes["work"].value if "work" in op.attributes else 1
     return trips * per_trip
 
 

@@ -109,6 +109,8 @@ def tensor_pipeline(options: TensorOptions = TensorOptions(), outputs_for_tempor
             l1, l3 = host_caches()
             flags = ["blas=true"] if options.blas else ["gemm-library=true"]
             flags += [f"vector-bits={bits}", f"vector-registers={registers}", f"l1-bytes={l1}", f"l3-bytes={l3}"]
+            if options.threads > 1:
+                flags.append(f"threads={options.threads}")
             pipeline = f"tensor-to-loops{{{' '.join(flags)}}}"
         stages.append(pipeline)
     if options.threads > 1:

@@ -337,3 +337,24 @@ def test_column_windows_write_only_their_columns_and_together_the_product(kind):
         assert np.all(np.abs(c - want) <= bound)
     with pytest.raises(irc.diagnostics.ExecutionError, match="do not agree"):  # a window past C
         exe[name](a_buf, b_buf, c, *scratch(SMALL, m, n, k, dtype), False, True, d, 1.0, False, 20, 24)
+
+
+def test_a_large_product_is_split_across_threads_and_agrees():
+    """With threads, a product is one GEMM call per block of column panels in a parallel loop
+    that split-parallel runs on threads; each call sums in the same order, so the bits agree."""
+    src = """
+func.func @mm(%a: tensor<96x300xf32>, %b: tensor<300x200xf32>) -> tensor<96x200xf32> {
+  %c = tensor.matmul %a, %b : (tensor<96x300xf32>, tensor<300x200xf32>) -> tensor<96x200xf32>
+  func.return %c : tensor<96x200xf32>
+}"""
+    module = irc.parse(src)
+    one, two = irc.compile(module, threads=1), irc.compile(module, threads=2)
+    lowered, func = two.mm.lower(((96, 300), (300, 200)))
+    calls = [op for op in lowered.walk() if op.name == "func.call" and op.callee.startswith("irc_gemm_")]
+    assert calls and all("parallel" in op.parent_op.attributes for op in calls)  # one call per part
+    assert func.attributes.get("segments") is not None  # split-parallel made it a thread segment
+    a, b, _, _ = operands(96, 200, 300, np.float32, (False, False))
+    np.testing.assert_array_equal(two.mm(a, b), one.mm(a, b))
+    assert within_sum_bound(two.mm(a, b), a, b)
+    spec = next(iter(two.mm._specializations.values()))
+    assert any(rng is not None and work >= (96 * 200 * 300) // 2 for _, rng, work in spec.segments)

@@ -43,9 +43,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from irc.attributes import StringAttr, UnitAttr
+from irc.attributes import IntegerAttr, StringAttr, UnitAttr
 from irc.builder import Builder
-from irc.types import FloatType, MemRefType, i1, index
+from irc.types import FloatType, MemRefType, i1, i64, index
 
 from .matmul import MC, block_sizes, tile_sizes
 
@@ -374,13 +374,17 @@ class PackedGemm:
             lb.store(lb.op("math.fma", self.alpha, acc, base), c, [i])
 
 
+THREAD_MIN_WORK = 1 << 21
+"""Multiply-adds below which a product stays on one thread (each part packs all of A)."""
+
+
 def lower_matmul_library(ctx, op, inputs, output, epilogue=None) -> None:
     """The matmul as a call of the library GEMM for the host's blocking (declared in the module),
     with packing scratch the size ``Blocking.scratch_sizes`` gives, planned like any temporary;
     ``epilogue`` = (D's buffer, alpha) computes ``D + alpha * (A @ B)`` instead (``epilogue``).
-    The call covers all of C's columns (the column window is there for threads to split a
-    product by; two calls of it at once do run side by side, but not yet from a tensor
-    function's segments: issue 14)."""
+    With ``threads`` > 1 (tensor-to-loops' option) a large product is a ``parallel`` loop of one
+    call per block of whole column panels, each with its own scratch, which split-parallel runs
+    on threads (each part packs all of A and its own columns of B)."""
     from irc.dialects.func import CallOp
 
     from .blas import declare
@@ -395,16 +399,31 @@ def lower_matmul_library(ctx, op, inputs, output, epilogue=None) -> None:
     mat, vec = MemRefType([None, None], elem), MemRefType([None], elem)
     declare(ctx, name, signature(elem))
     views = [lb.view(buf, 0, mat, [lb.dim(buf, 0), lb.dim(buf, 1)]).value for buf in (*inputs, output)]
-    scratch = [ctx.temporary(MemRefType([size], elem)) for size in blocking.scratch_sizes(m, n, k)]
-    views += [lb.view(buf, 0, vec, [lb.dim(buf, 0)]).value for buf in scratch]
-    views += [lb.const(int(t), i1).value for t in transposed]
+    panels = -(-n // blocking.nr)
+    parts = max(1, min(ctx.options.get("threads", 1), panels, m * n * k // THREAD_MIN_WORK))
+    sizes = blocking.scratch_sizes(m, n, k)
+    scratch = [ctx.temporary(MemRefType([size * parts], elem)) for size in sizes]
     d, alpha = epilogue if epilogue is not None else (None, 1.0)
-    views.append(lb.view(d, 0, mat, [lb.dim(d, 0), lb.dim(d, 1)]).value if d is not None else views[2])
-    views += [lb.const(alpha, elem).value, lb.const(int(d is not None), i1).value]
-    views += [lb.index(0).value, lb.index(n).value]  # every column
-    call = CallOp.build(name, views, [])
-    call.attributes["nocapture"] = UnitAttr()  # keeps no pointer: plan-memory may reuse the buffers
-    lb.insert(call)
+    d_view = lb.view(d, 0, mat, [lb.dim(d, 0), lb.dim(d, 1)]).value if d is not None else views[2]
+    flags = [lb.const(int(t), i1).value for t in transposed]
+    tail = [d_view, lb.const(alpha, elem).value, lb.const(int(d is not None), i1).value]
+
+    def call(part, col_begin, col_end) -> None:
+        own = [lb.view(buf, part * (size * elem.width // 8), vec, [lb.index(size)]).value
+               for buf, size in zip(scratch, sizes)]
+        c = CallOp.build(name, [*views, *own, *flags, *tail, lb.index(col_begin).value, lb.index(col_end).value], [])
+        c.attributes["nocapture"] = UnitAttr()  # keeps no pointer: plan-memory may reuse the buffers
+        c.attributes["work"] = IntegerAttr(max(1, m * n * k // parts), i64)  # split-parallel's estimate
+        lb.insert(c)
+
+    if parts == 1:
+        call(lb.index(0), 0, n)
+        return
+    with lb.for_(0, parts, parallel=True) as t:  # part t: panels t*P/parts .. (t+1)*P/parts
+        first = lb.op("arith.divui", t.iv * panels, lb.index(parts)) * blocking.nr
+        last = lb.op("arith.minsi", lb.op("arith.divui", (t.iv + 1) * panels, lb.index(parts)) * blocking.nr,
+                     lb.index(n))
+        call(t.iv, first, last)
 
 
 def epilogue(op, position: dict):

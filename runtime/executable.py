@@ -247,10 +247,22 @@ def _compile_with_tensor_functions(module, tensor_funcs, tensor_options, options
 
 def _build(lowered, names, options: CompileOptions, stack_budget: int, timings, key, cache_dir, module,
            link_extras):
+    text, tr, entry, extra_names = _machine_code(lowered, options, stack_budget, timings, fast_entries=True)
+    t = time.perf_counter()
+    library, addresses = engine.load(names + extra_names, object_code=entry.object_code, **link_extras)
+    timings["JIT-link"] = time.perf_counter() - t
+    if key is not None:
+        _cache.store(key, entry, cache_dir)
+    return library, addresses, tr.faults, text, entry
+
+
+def _machine_code(lowered, options: CompileOptions, stack_budget: int, timings: dict, fast_entries: bool):
+    """Translate, optimise and emit ``lowered``: (LLVM IR text, the translation, the cache entry
+    of its unlinked object code and fault table, the fast entries' names it added)."""
     t = time.perf_counter()
     tr = translate(lowered, Options(options.checks, options.bounds_checks, options.fast_math, stack_budget),
                    mangle=True)
-    names = names + fastcall.add_fast_entries(tr.module, tr.signatures, tr.symbols)
+    extra_names = fastcall.add_fast_entries(tr.module, tr.signatures, tr.symbols) if fast_entries else []
     text = str(tr.module)
     timings["translate"] = time.perf_counter() - t
     t = time.perf_counter()
@@ -259,26 +271,16 @@ def _build(lowered, names, options: CompileOptions, stack_budget: int, timings, 
         llmod = engine.optimize(text, options.opt_level, tm)
     except RuntimeError as e:  # LLVM rejected our IR: a bug in irc
         raise IRError(f"internal error: LLVM rejected the translated module: {e}") from None
-    timings["LLVM optimise"] = time.perf_counter() - t
-    t = time.perf_counter()
-    object_code = tm.emit_object(llmod)
-    library, addresses = engine.load(names, object_code=object_code, **link_extras)
-    timings["JIT-link"] = time.perf_counter() - t
-    entry = _cache.Entry(object_code, [(m, _loc_tuple(loc)) for m, loc in tr.faults])
-    if key is not None:
-        _cache.store(key, entry, cache_dir)
-    return library, addresses, tr.faults, text, entry
+    code = tm.emit_object(llmod)
+    timings["LLVM optimise"] = time.perf_counter() - t  # and code generation
+    return text, tr, _cache.Entry(code, [(m, _loc_tuple(loc)) for m, loc in tr.faults]), extra_names
 
 
 def object_code(module, options: CompileOptions = CompileOptions()) -> _cache.Entry:
     """``module`` compiled to relocatable machine code and its fault table, not linked: for
     runtime pieces that are cached under a key of their own (cpu/gemm_library.py)."""
     lowered = prepare(module, options.opt_level)
-    tr = translate(lowered, Options(options.checks, options.bounds_checks, options.fast_math, stack.stack_budget()),
-                   mangle=True)
-    tm = engine.target_machine(options.opt_level)
-    code = tm.emit_object(engine.optimize(str(tr.module), options.opt_level, tm))
-    return _cache.Entry(code, [(m, _loc_tuple(loc)) for m, loc in tr.faults])
+    return _machine_code(lowered, options, stack.stack_budget(), {}, fast_entries=False)[2]
 
 
 def runtime_links(declared) -> dict:

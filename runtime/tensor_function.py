@@ -416,6 +416,17 @@ class TensorFunction:
                 spec.arenas.append(arena)
         return self._results(outputs, scalars)
 
+    def entry(self, shapes: tuple):
+        """The call for arguments already known to be ``np.ndarray``s of exactly ``shapes`` and
+        the signature's dtypes, specialised and generated (``fast_entry.py``); ``self`` where
+        there is no such call (not specialised yet, threads, sizes from scalars).  irc.jit uses it
+        once its cache key has matched."""
+        from .fast_entry import make_entry
+
+        spec = self._specializations.get(tuple(shapes))
+        entry = make_entry(self, spec, tuple(shapes), self.name) if spec is not None else None
+        return entry or self
+
     def _fast_call(self, args, out):
         """The call for arrays that need nothing done to them: exact numpy arrays of the
         signature's dtypes, C-contiguous and writeable (``c_char.from_buffer`` insists on both,

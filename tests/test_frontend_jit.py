@@ -250,3 +250,62 @@ def test_machine_code_comes_from_the_disk_cache_in_a_new_process(tmp_path):
                for _ in range(2)]
     assert outputs[0].split()[0] == outputs[1].split()[0]
     assert outputs[1].split()[1] == "disk"
+
+
+# -- the generated entry of a cached specialisation (runtime/fast_entry.py) ----------------------------
+
+
+def _entry_of(fn, *args):
+    return fn._array_calls[tuple((a.shape, a.dtype) for a in args)]
+
+
+def test_cached_call_goes_through_a_generated_entry_and_matches_numpy():
+    def f(a, b, c, d):
+        return a * b + c - d, np.tanh(a @ b.T).sum(axis=0)
+
+    fn, single = irc.jit(f), irc.jit(lambda a, b, c, d: a * b + c - d)
+    args = [RNG.standard_normal((6, 5)).astype(np.float32) for _ in range(4)]
+    first = fn(*args)
+    np.testing.assert_allclose(single(*args), f(*args)[0], rtol=2e-5, atol=2e-5)
+    assert "<irc entry for @" in _entry_of(single, *args).__code__.co_filename  # not the generic call
+    for _ in range(3):
+        args = [RNG.standard_normal((6, 5)).astype(np.float32) for _ in range(4)]
+        got, want = fn(*args), f(*args)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+    assert fn.trace_count == 1 and len(first) == 2
+
+
+def test_generated_entry_hands_buffers_it_cannot_use_to_the_full_call():
+    """Read-only and non-contiguous arrays have the cache key's shape and dtype but cannot be
+    passed by address: the entry gives them to the full call, which copies them."""
+    def f(a, b):
+        return np.exp(a) - b
+
+    fn = irc.jit(f)
+    a, b = RNG.standard_normal((4, 8)), RNG.standard_normal((4, 8))
+    fn(a, b)
+    read_only = a.copy()
+    read_only.flags.writeable = False
+    strided = RNG.standard_normal((4, 16))[:, ::2]
+    assert strided.shape == (4, 8) and not strided.flags.c_contiguous
+    for x, y in ((read_only, b), (a, strided), (strided, read_only)):
+        np.testing.assert_allclose(fn(x, y), f(x, y), rtol=1e-12)
+    assert fn.trace_count == 1
+
+
+def test_generated_entry_with_an_arena_is_safe_on_threads():
+    """A specialisation with temporaries takes an arena per concurrent call from its free list."""
+    import concurrent.futures
+
+    def f(x, w1, w2):
+        return np.tanh(np.tanh(x @ w1) @ w2).sum(axis=1, keepdims=True) * np.exp(x[:, :1])
+
+    fn = irc.jit(f)
+    w1, w2 = RNG.standard_normal((16, 32)), RNG.standard_normal((32, 16))
+    xs = [RNG.standard_normal((8, 16)) for _ in range(40)]
+    fn(xs[0], w1, w2)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda x: fn(x, w1, w2), xs))
+    for x, g in zip(xs, got):
+        np.testing.assert_allclose(g, f(x, w1, w2), rtol=1e-10, atol=1e-12)

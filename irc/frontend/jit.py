@@ -207,16 +207,23 @@ class Jitted:
         spec = self._cache.get(key)
         if spec is None:
             spec = self._specialize(key, args)
+            result = self._run(spec, leaves)  # compiles the specialisation the array call uses
             if self._arrays_only and all(type(a) is np.ndarray and a.ndim for a in args) \
                     and all(isinstance(t, TensorType) for t in spec.out_types):
-                self._array_calls[tuple((a.shape, a.dtype) for a in args)] = self._array_call(spec)
+                shapes = tuple(a.shape for a in args)
+                self._array_calls[tuple((a.shape, a.dtype) for a in args)] = self._array_call(spec, shapes)
+            return result
         return self._run(spec, leaves)
 
     @staticmethod
-    def _array_call(spec: Specialization):
-        """The call for array arguments of ``spec``'s shapes: the compiled entry, its results put
-        back in the result's structure (a lone array returned as it is)."""
+    def _array_call(spec: Specialization, shapes: tuple):
+        """The call for array arguments of ``shapes`` (and the dtypes of the cache key): the
+        compiled entry (``TensorFunction.entry``), its results put back in the result's structure
+        (a lone array returned as it is)."""
         function, out_tree = spec.function, spec.traced.out_tree
+        entry = getattr(function, "entry", None)
+        if entry is not None:
+            function = entry(shapes)
         if len(spec.out_types) == 1 and out_tree.kind == "leaf":
             return function
         if len(spec.out_types) == 1:

@@ -1,0 +1,104 @@
+"""One specialisation's call as a generated Python function: the least a call can do.
+
+``irc.jit`` keys its cache on the arguments' exact types, shapes and dtypes, so once a
+key matches there is nothing left to check but what only the buffers can say
+(C-contiguous and writeable: ``c_char.from_buffer`` raises otherwise, and the call
+then goes the full way, which copies or explains).  The generated function makes the
+outputs, takes the addresses, and makes one C call with the sizes written in as
+constants, the way the scalar wrappers of ``cpu/callconv.py`` are generated::
+
+    def _entry(a0, a1):
+        o0 = _empty(_shape0, _dtype0)
+        try:
+            args = (_at(a0), 4, 8, _at(a1), 8, 2, _at(o0), 4, 2,)
+        except _refused:
+            return _full(a0, a1)
+        status = _c0(*args)
+        if status: _fault0(status)
+        return o0
+
+with an arena from the specialisation's free list where it has temporaries, and one C
+call per segment where ``split-parallel`` cut it but each segment is too small to be
+worth a second thread (``TensorFunction._invoke``'s rule, decided here once).
+
+This is a third of the time of ``TensorFunction.__call__``'s own fast path (which has to
+find the specialisation and check every argument first): see benchmarks/frontend.py
+``overhead``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+
+def _at(a) -> int:
+    return ctypes.addressof(ctypes.c_char.from_buffer(a))
+
+
+def make_entry(function, spec, shapes: tuple, name: str):
+    """The call of ``spec`` (a ``Specialization`` of the ``TensorFunction`` ``function``) for
+    arguments that the caller has checked are ``np.ndarray``s of exactly ``shapes`` and the
+    signature's dtypes; anything the buffers refuse goes to ``function`` itself.  None where a
+    call would run on several threads or the function takes sizes from scalars."""
+    if function._fast_dtypes is None:
+        return None
+    calls = _c_calls(spec, function.tensor_options.threads)
+    if calls is None:
+        return None
+    params = [f"a{i}" for i in range(len(shapes))]
+    outs = [f"o{k}" for k in range(len(spec.out_shapes))]
+    env = {"_empty": np.empty, "_at": _at, "_full": function, "_refused": (TypeError, ValueError, BufferError)}
+    lines = [f"def _entry({', '.join(params)}):"]
+    for k, (shape, dtype) in enumerate(zip(spec.out_shapes, function._out_dtypes)):
+        env[f"_shape{k}"], env[f"_dtype{k}"] = tuple(shape), dtype
+        lines.append(f"    o{k} = _empty(_shape{k}, _dtype{k})")
+    c_args = [x for v, shape in zip(params + outs, list(shapes) + list(spec.out_shapes))
+              for x in (f"_at({v})", *(str(int(n)) for n in shape))]
+    if spec.arena_bytes is not None:
+        # An arena per concurrent call, from the specialisation's free list (as the full path).
+        env["_arenas"], env["_new_arena"], env["_nbytes"] = spec.arenas, _arena_maker(), spec.arena_bytes
+        env["_arena_at"] = _at if spec.arena_bytes else (lambda a: a.ctypes.data)  # from_buffer: >= 1 byte
+        c_args += ["_arena_at(arena)", str(int(spec.arena_bytes))]
+        lines += ["    arena = _arenas.pop() if _arenas else _new_arena(_nbytes)", "    try:"]
+    indent = "    " if spec.arena_bytes is None else "        "
+    lines += [f"{indent}try:", f"{indent}    args = ({', '.join(c_args)},)", f"{indent}except _refused:",
+              f"{indent}    return _full({', '.join(params)})"]
+    for k, (c_function, raise_fault, extra) in enumerate(calls):
+        env[f"_c{k}"], env[f"_fault{k}"] = c_function, raise_fault
+        lines += [f"{indent}status = _c{k}(*args{''.join(f', {int(x)}' for x in extra)})",
+                  f"{indent}if status: _fault{k}(status)"]
+    if spec.arena_bytes is not None:
+        lines += ["    finally:", "        _arenas.append(arena)"]
+    lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)' if outs else 'None'}")
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<irc entry for @{name} {list(shapes)}>", "exec"), env)  # noqa: S102 - generated above
+    return env["_entry"]
+
+
+def _c_calls(spec, threads: int) -> list | None:
+    """The C calls one call of ``spec`` makes, in order: ``(c_function, raise_fault, extra
+    arguments)``; None where a segment would run on several threads (``TensorFunction._invoke``
+    decides that from the same figures, which are constants of the specialisation)."""
+    from .tensor_function import MIN_WORK_PER_THREAD
+
+    if threads <= 1 or not spec.segments:
+        return [(spec.c_function, spec.wrapper.raise_fault, ())]
+    calls = []
+    for wrapper, rng, work in spec.segments:
+        if rng is None:
+            calls.append((wrapper.c_function, wrapper.raise_fault, ()))
+            continue
+        lb, ub, step = rng
+        trips = max(0, -(-(ub - lb) // step))
+        if min(threads, trips, max(1, work // MIN_WORK_PER_THREAD)) > 1:
+            return None
+        calls.append((wrapper.c_function, wrapper.raise_fault, (lb, ub)))
+    return calls
+
+
+def _arena_maker():
+    from .tensor_function import _aligned_arena
+
+    return _aligned_arena

@@ -312,6 +312,7 @@ class FunctionTranslator:
         self.blocks: dict = {}
         self.phis: list = []
         self.exit_blocks: dict = {}  # irc block -> the LLVM block its terminator ends up in
+        self.accesses: dict = {}  # (LLVM block, buffer, ...) -> what _element_pointer reuses there
         self.fmf = ("fast",) if options.fast_math else ()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -871,21 +872,43 @@ def _check_live(self, b, op, mem, message: str) -> None:
 
 
 def _element_pointer(self, b, op, mem_value, indices):
+    """The address of ``mem[indices]``: base + ((i0 * n1 + i1) * n2 + ...).
+
+    The descriptor's fields and the row offset (all but the last index) are made once per
+    LLVM block and buffer and reused by the block's later accesses (``self.accesses``): an
+    unrolled kernel reads a few rows many times (the GEMM micro-kernel: 256 accesses to 8
+    rows), and LLVM's own clean-up of thousands of repeated extracts and multiplies was most
+    of its time on such code."""
     t = mem_value.type
     mem = self.value(mem_value)
     idx = [self.value(v) for v in indices]
-    sizes = _sizes(b, mem, t.rank)
     _check_live(self, b, op, mem, memref_dialect.FREED_ACCESS)
+    block = b.block
+    fields = self.accesses.get((block, id(mem)))
+    if fields is None or fields[0] is not mem:
+        fields = self.accesses[(block, id(mem))] = (mem, b.extract_value(mem, 0), _sizes(b, mem, t.rank))
+    _, base, sizes = fields
     if self.options.bounds_checks and idx:
         bad = None
         for i, n in zip(idx, sizes):
             out = b.icmp_unsigned(">=", i, n)  # also catches negative indices
             bad = out if bad is None else b.or_(bad, out)
         self.fault_if(b, bad, op, f"index out of bounds for {t}")
-    linear = ir.Constant(I64, 0)
-    for i, n in zip(idx, sizes):
-        linear = b.add(b.mul(linear, n), i)
-    return b.gep(b.extract_value(mem, 0), [linear], inbounds=True)
+        if b.block is not block:  # the fault branch ended the block: the fields stay where they are
+            block = b.block
+            self.accesses[(block, id(mem))] = fields
+    if not idx:
+        return b.gep(base, [ir.Constant(I64, 0)], inbounds=True)
+    if len(idx) == 1:
+        return b.gep(base, [idx[0]], inbounds=True)
+    key = (block, id(mem), *map(id, idx[:-1]))
+    row = self.accesses.get(key)
+    if row is None or row[0] is not mem or any(x is not y for x, y in zip(row[1], idx[:-1])):
+        linear = idx[0]
+        for i, n in zip(idx[1:-1], sizes[1:-1]):
+            linear = b.add(b.mul(linear, n), i)
+        row = self.accesses[key] = (mem, idx[:-1], b.mul(linear, sizes[-1]))
+    return b.gep(base, [b.add(row[2], idx[-1])], inbounds=True)
 
 
 @_handler("memref.load")

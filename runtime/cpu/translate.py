@@ -1140,7 +1140,34 @@ def _view(self, b, op):
     sizes = [next(dyn) if d is None else ir.Constant(I64, d) for d in t.shape]
     offset = self.value(offset_v)
     _check_live(self, b, op, src, memref_dialect.FREED_VIEW)
-    # Checked even without 'checks', as alloc's sizes are: a view past its source writes anywhere.
+    if not _view_fits_statically(t, src_v.type, offset, sizes):
+        _check_view(self, b, op, t, src_v, src, offset, sizes)
+    base = b.bitcast(b.extract_value(src, 0), PTR)
+    generation = b.or_(b.extract_value(src, 3), ir.Constant(I64, VIEW_BIT))
+    return _descriptor(b, t, b.gep(base, [offset], inbounds=True), sizes, b.extract_value(src, 2), generation)
+
+
+def _view_fits_statically(t: MemRefType, src_t: MemRefType, offset, sizes) -> bool:
+    """Whether a view's offset and sizes are constants that fit its static source, aligned: then
+    it needs no run-time check (most views are: bufferization's slots in the arena, reshapes)."""
+    known = [x.constant for x in (offset, *sizes) if isinstance(x, ir.Constant) and isinstance(x.constant, int)]
+    if len(known) != 1 + len(sizes) or not src_t.has_static_shape:
+        return False
+    start, *dims = known
+    if start < 0 or any(d < 0 for d in dims):
+        return False
+    nbytes = _item_bytes(t)
+    for d in dims:
+        nbytes *= d
+    src_bytes = _item_bytes(src_t)
+    for d in src_t.shape:
+        src_bytes *= d
+    return start + nbytes <= src_bytes and start % _item_bytes(t) == 0
+
+
+def _check_view(self, b, op, t, src_v, src, offset, sizes) -> None:
+    """Fault unless the view lies inside its source, aligned to its element (the interpreter's order).
+    Checked even without 'checks', as alloc's sizes are: a view past its source writes anywhere."""
     nbytes, negative, too_big = _checked_byte_size(self, b, t, sizes)
     end = b.add(offset, nbytes)  # no wrap: both are below 2**63 when the first two tests pass
     bad = b.or_(b.or_(negative, too_big), b.icmp_signed("<", offset, ir.Constant(I64, 0)))
@@ -1148,6 +1175,3 @@ def _view(self, b, op):
     self.fault_if(b, bad, op, memref_dialect.view_does_not_fit(t))
     misaligned = b.and_(offset, ir.Constant(I64, _item_bytes(t) - 1))
     self.fault_if(b, b.icmp_unsigned("!=", misaligned, ir.Constant(I64, 0)), op, memref_dialect.view_misaligned(t))
-    base = b.bitcast(b.extract_value(src, 0), PTR)
-    generation = b.or_(b.extract_value(src, 3), ir.Constant(I64, VIEW_BIT))
-    return _descriptor(b, t, b.gep(base, [offset], inbounds=True), sizes, b.extract_value(src, 2), generation)

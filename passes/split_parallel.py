@@ -37,8 +37,17 @@ def _clonable(op) -> bool:
 
 
 def _parallel_bounds(loop):
+    """[lb, ub, step] of a parallel ``scf.for``, or of a call of a loop nest that outline-loops
+    made (its bounds are its first two operands, its step an attribute); else None."""
     if "parallel" not in loop.attributes or loop.results:
         return None
+    if loop.name == "func.call":
+        if "step" not in loop.attributes:
+            return None
+        bounds = [constant_value(v) for v in loop.operands[:2]]
+        if any(b is None for b in bounds) or loop.attributes["step"].value <= 0:
+            return None
+        return [bounds[0].value, bounds[1].value, loop.attributes["step"].value]
     bounds = [constant_value(v) for v in loop.operands[:3]]
     if any(b is None for b in bounds) or bounds[2].value <= 0:
         return None
@@ -61,7 +70,7 @@ def plan_segments(func) -> list[tuple[list, list | None]] | None:
             continue
         if op.results:  # a value made once (an allocation, a call's result) cannot be recomputed
             return None
-        bounds = _parallel_bounds(op) if op.name == "scf.for" else None
+        bounds = _parallel_bounds(op) if op.name in ("scf.for", "func.call") else None
         if bounds is None:
             serial.append(op)
             continue
@@ -78,7 +87,10 @@ def plan_segments(func) -> list[tuple[list, list | None]] | None:
 
 def estimated_work(loop) -> int:
     """Ops a loop executes, counting nested loops with constant bounds by their trip counts
-    (one trip where unknown): what a runtime weighs against the cost of starting threads."""
+    (one trip where unknown): what a runtime weighs against the cost of starting threads.
+    A call of an outlined loop nest (outline-loops) says its own."""
+    if loop.name == "func.call":
+        return loop.attributes["work"].value if "work" in loop.attributes else 1
     bounds = [constant_value(v) for v in loop.operands[:3]]
     trips = 1
     if all(b is not None for b in bounds) and bounds[2].value > 0:

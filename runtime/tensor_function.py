@@ -12,7 +12,8 @@ runs the tensor pipeline on a copy of the module::
     5. plan memory             plan-memory{arena=argument}
     6. approximate math        math-approx                (when the pass is registered)
     7. clean up                canonicalize,cse,licm
-    8. split for threads       split-parallel             (with threads > 1)
+    8. share loop nests        outline-loops              twin loop nests: one function
+    9. split for threads       split-parallel             (with threads > 1)
 
 and then compiles the result like any scalar module (``executable.CPU_STAGES``).
 irc computes the output shapes and allocates the outputs (or writes into the
@@ -43,6 +44,7 @@ TENSOR_STAGES = [
     ("plan memory", "plan-memory{arena=argument}"),
     ("approximate math", "math-approx"),
     ("clean up", "canonicalize,cse,licm"),
+    ("share loop nests", "outline-loops"),
 ]
 
 
@@ -93,7 +95,7 @@ def host_caches() -> tuple[int, int]:
 
 
 def tensor_pipeline(options: TensorOptions = TensorOptions(), outputs_for_temporaries: bool = True) -> str:
-    """Stages 2-7 of the module docstring as a pipeline string, for ``options``;
+    """Stages 2-8 of the module docstring as a pipeline string, for ``options``;
     ``outputs_for_temporaries=False`` keeps plan-memory from placing temporaries in the outputs
     (for calls whose outputs are their inputs' buffers: ``TensorFunction.__call__``)."""
     from irc.passmanager import PASSES

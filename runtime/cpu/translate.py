@@ -219,6 +219,8 @@ def translate(module, options: Options | None = None, *, mangle: bool = False) -
         # The body takes a hidden call depth and context; the public entry starts them.
         body = ir.Function(mod, body_function_type(op.function_type), name=mod.get_unique_name(f"{fn.name}.body"))
         body.linkage = "internal"
+        if "noinline" in op.attributes:  # compiled once however often it is called (outline-loops)
+            body.attributes.add("noinline")
         bodies[op.sym_name] = body
         _public_entry(tr, fn, body, op, options)
     for op in module.body.ops:

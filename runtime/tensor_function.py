@@ -94,14 +94,25 @@ def host_caches() -> tuple[int, int]:
     return sizes.get(1, 0), sizes[max(sizes)] if sizes and max(sizes) > 1 else 0
 
 
-def tensor_pipeline(options: TensorOptions = TensorOptions(), outputs_for_temporaries: bool = True) -> str:
-    """Stages 2-8 of the module docstring as a pipeline string, for ``options``;
+FINISHING_STAGES = ("share loop nests", "split for threads")
+"""The stages that only rearrange the function into calls (``TensorFunction._specialize`` reads
+what the function does, e.g. ``out_aliasing.in_place_safe``, before them)."""
+
+
+def tensor_pipeline(options: TensorOptions = TensorOptions(), outputs_for_temporaries: bool = True,
+                    part: str = "all") -> str:
+    """Stages 2-9 of the module docstring as a pipeline string, for ``options``;
     ``outputs_for_temporaries=False`` keeps plan-memory from placing temporaries in the outputs
-    (for calls whose outputs are their inputs' buffers: ``TensorFunction.__call__``)."""
+    (for calls whose outputs are their inputs' buffers: ``TensorFunction.__call__``); ``part``:
+    ``"all"``, ``"body"`` (all but ``FINISHING_STAGES``) or ``"finish"`` (those)."""
     from irc.passmanager import PASSES
 
     stages = []
-    for name, pipeline in TENSOR_STAGES[1:]:
+    for name, pipeline in TENSOR_STAGES[1:] + [("split for threads", "split-parallel")]:
+        if (part == "body" and name in FINISHING_STAGES) or (part == "finish" and name not in FINISHING_STAGES):
+            continue
+        if name == "split for threads" and options.threads <= 1:
+            continue
         if name == "approximate math" and not (options.math_approx and "math-approx" in PASSES):
             continue
         if name == "plan memory" and not outputs_for_temporaries:
@@ -115,8 +126,6 @@ def tensor_pipeline(options: TensorOptions = TensorOptions(), outputs_for_tempor
                 flags.append(f"threads={options.threads}")
             pipeline = f"tensor-to-loops{{{' '.join(flags)}}}"
         stages.append(pipeline)
-    if options.threads > 1:
-        stages.append("split-parallel")
     return ",".join(stages)
 
 
@@ -270,10 +279,10 @@ class TensorFunction:
                     spec = self._specializations[key] = self._specialize(shapes, sizes, aliased)
         return spec
 
-    def lower(self, shapes: tuple, sizes: tuple = (), aliased: bool = False):
+    def lower(self, shapes: tuple, sizes: tuple = (), aliased: bool = False, part: str = "all"):
         """The loop-level module this function becomes for arguments of ``shapes``, the
         parameters ``size_params`` being the constants ``sizes`` (``aliased``: see
-        ``specialization``)."""
+        ``specialization``; ``part``: see ``tensor_pipeline``)."""
         import irc.passes
         from irc.passes.specialize_shapes import specialize
 
@@ -298,7 +307,7 @@ class TensorFunction:
             detail = e.message if e.location.line == 0 else str(e).removeprefix("error: ")
             raise ValueError(f"@{self.name} cannot run on arguments of shapes {shown}: {detail}") from None
         # Verified once, by the compile that takes it (executable.prepare), not after each stage.
-        irc.passes.run(module, tensor_pipeline(self.tensor_options, outputs_for_temporaries=not aliased),
+        irc.passes.run(module, tensor_pipeline(self.tensor_options, outputs_for_temporaries=not aliased, part=part),
                        verify_each=False)
         return module, func
 
@@ -318,14 +327,17 @@ class TensorFunction:
             spec = self._from_disk(disk_key)
             if spec is not None:
                 return spec
-        module, func = self.lower(shapes, sizes, aliased)
+        import irc.passes
+
+        module, func = self.lower(shapes, sizes, aliased, part="body")
         sig = func.attributes["tensor_signature"].type
         outs = [tuple(t.shape) for t in sig.results if isinstance(t, TensorType)]
         for k, shape in enumerate(outs):
             if None in shape:
                 raise ValueError(f"@{self.name}: the shape of tensor result {k} depends on values only known "
                                  f"while it runs ({list(shape)}); compute it from parameters")
-        in_place = in_place_safe(func, len(self.signature.inputs), len(outs))
+        in_place = in_place_safe(func, len(self.signature.inputs), len(outs))  # before its loops are calls
+        irc.passes.run(module, tensor_pipeline(self.tensor_options, part="finish"), verify_each=False)
         arena = func.attributes.get("arena_bytes")
         segments = []
         names = func.attributes.get("segments")

@@ -751,3 +751,64 @@ func.func @step(%w1: tensor<64x64xf32>, %w2: tensor<64x64xf32>, %x: tensor<32x64
     specs = exe.step._specializations
     aliased = [s for key, s in specs.items() if isinstance(key, tuple) and "aliased" in key]
     assert aliased and not out_aliasing.to_copy([w1, w2, x], [w1, w2], aliased[0].in_place)
+
+
+# -- outline-loops in the pipeline --------------------------------------------------------------------
+
+TWIN_LAYERS = """
+func.func @layers(%x: tensor<64x32xf32>, %w0: tensor<32x32xf32>, %b0: tensor<32xf32>,
+                  %w1: tensor<32x32xf32>, %b1: tensor<32xf32>, %w2: tensor<32x32xf32>,
+                  %b2: tensor<32xf32>) -> tensor<64x32xf32> {
+  %m0 = tensor.matmul %x, %w0 : (tensor<64x32xf32>, tensor<32x32xf32>) -> tensor<64x32xf32>
+  %s0 = tensor.broadcast %b0 : tensor<32xf32> to tensor<64x32xf32>
+  %a0 = arith.addf %m0, %s0 : tensor<64x32xf32>
+  %h0 = math.tanh %a0 : tensor<64x32xf32>
+  %m1 = tensor.matmul %h0, %w1 : (tensor<64x32xf32>, tensor<32x32xf32>) -> tensor<64x32xf32>
+  %s1 = tensor.broadcast %b1 : tensor<32xf32> to tensor<64x32xf32>
+  %a1 = arith.addf %m1, %s1 : tensor<64x32xf32>
+  %h1 = math.tanh %a1 : tensor<64x32xf32>
+  %m2 = tensor.matmul %h1, %w2 : (tensor<64x32xf32>, tensor<32x32xf32>) -> tensor<64x32xf32>
+  %s2 = tensor.broadcast %b2 : tensor<32xf32> to tensor<64x32xf32>
+  %a2 = arith.addf %m2, %s2 : tensor<64x32xf32>
+  %h2 = math.tanh %a2 : tensor<64x32xf32>
+  func.return %h2 : tensor<64x32xf32>
+}
+
+func.func @twins(%x: tensor<1000xf64>, %y: tensor<1000xf64>) -> (tensor<1000xf64>, tensor<1000xf64>) {
+  %a = math.exp %x : tensor<1000xf64>
+  %b = math.exp %y : tensor<1000xf64>
+  func.return %a, %b : tensor<1000xf64>, tensor<1000xf64>
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_layers_that_differ_only_in_buffers_share_one_compiled_loop_nest(threads):
+    """The layers' bias-and-tanh nests become calls of one function (outline-loops), on one
+    thread and split over two; the result is the interpreter's."""
+    module = irc.parse(TWIN_LAYERS)
+    exe = irc.compile(module, threads=threads)
+    rng = np.random.default_rng(7)
+    args = [rng.standard_normal((64, 32)).astype(np.float32)]
+    for _ in range(3):
+        args += [(rng.standard_normal((32, 32)) * 0.3).astype(np.float32), rng.standard_normal(32).astype(np.float32)]
+    lowered, _ = exe.layers.lower(tuple(a.shape for a in args))
+    text = lowered.print()
+    assert text.count("func.call @layers.loop0(") >= 2 and "attributes {noinline}" in text
+    want = irc.interpret(module, "layers", *args)
+    np.testing.assert_allclose(exe.layers(*args), want, rtol=2e-5, atol=2e-6)
+
+
+def test_outputs_written_by_shared_nests_are_still_written_in_place():
+    """The in-place analysis reads the function before its nests become calls: ``out=`` the
+    inputs stays zero-copy."""
+    exe = irc.compile(irc.parse(TWIN_LAYERS))
+    x, y = np.linspace(0, 1, 1000), np.linspace(1, 2, 1000)
+    want = (np.exp(x), np.exp(y))
+    assert "func.call @twins.loop0(" in exe.twins.lower(((1000,), (1000,)))[0].print()
+    spec = exe.twins.specialization(((1000,), (1000,)), (), aliased=True)
+    assert {(0, 0), (1, 1)} <= spec.in_place
+    a, b = exe.twins(x, y, out=(x, y))
+    assert a is x and b is y
+    np.testing.assert_allclose(x, want[0], rtol=1e-6)
+    np.testing.assert_allclose(y, want[1], rtol=1e-6)

@@ -10,20 +10,22 @@ runs one part of it - a parallel loop, over a sub-range given by two extra
 apart from the loop's lower bound), or a run of serial loops.  Each segment
 recomputes the constants, views and sizes it uses.  Running the segments in
 order, every parallel one over any partition of its range, is ``@f``; ``@f``
-itself is kept unchanged (it is what a single thread and the interpreter run).
+itself becomes exactly that, calls of its segments in order over their whole ranges (what a
+single thread and the interpreter run), so each loop is compiled once, in its segment.
 Other top-level ops without results (copies, stores, serial loops) run in the
 serial segments, in order.
 
 ``@f`` gets ``segments = ["f.seg0", ...]``; a parallel segment gets
 ``parallel_range = [lb, ub, step]`` and ``work``, the number of ops it executes
-(an estimate: what starting threads must be worth).  A function with a top-level
-op that defines a value it cannot recompute (an allocation, a call's result),
-or that returns values, is left alone.
+(an estimate: what starting threads must be worth).  A function that allocates at
+its top level or returns values is left alone, and so is one where a value made once
+(a load, a loop's or a call's result: it belongs to the serial segment that makes it)
+is read by another segment.
 """
 
 from __future__ import annotations
 
-from irc.attributes import ArrayAttr, IntegerAttr, StringAttr
+from irc.attributes import ArrayAttr, IntegerAttr, StringAttr, UnitAttr
 from irc.passmanager import Pass
 from irc.patterns import constant_value
 from irc.types import FunctionType, i64, index
@@ -55,25 +57,38 @@ def _parallel_bounds(loop):
 
 
 def plan_segments(func) -> list[tuple[list, list | None]] | None:
-    """[(top-level loops, parallel range or None)] for ``func``, or None if it cannot be split."""
+    """[(top-level ops, parallel range or None)] for ``func``, or None if it cannot be split.
+
+    An op that makes a value once (a load, a loop's result, a call's result) and the pure
+    ops computing from it are *local* to the serial segment they fall in: each segment is a
+    function of its own, so such a value must not be read by another segment (the loss of a
+    training step: loaded, negated and stored back, all in one serial segment).  An
+    allocation is never local: its buffer outlives the segment."""
     entry = func.body.entry
     if func.body.first_block is not func.body.last_block:
         return None
     segments: list[tuple[list, list | None]] = []
     serial: list = []
+    local: dict = {}  # value -> index of the segment (in 'segments', once closed) that defines it
     for op in entry.ops:
         if op is entry.terminator:
             if op.name != "func.return" or op.operands:
                 return None
             break
-        if _clonable(op):
+        reads_local = _reads(op, local)
+        if _clonable(op) and not reads_local:
             continue
-        if op.results:  # a value made once (an allocation, a call's result) cannot be recomputed
+        if op.name in ("memref.alloc", "memref.alloca"):
             return None
         bounds = _parallel_bounds(op) if op.name in ("scf.for", "func.call") else None
         if bounds is None:
+            if any(k != len(segments) for k in reads_local):  # a value of an earlier segment
+                return None
             serial.append(op)
+            local.update((r, len(segments)) for r in op.results)
             continue
+        if reads_local:
+            return None
         if serial:
             segments.append((serial, None))
             serial = []
@@ -83,6 +98,17 @@ def plan_segments(func) -> list[tuple[list, list | None]] | None:
     if not any(bounds for _, bounds in segments):
         return None
     return segments
+
+
+def _reads(op, local: dict) -> set:
+    """The segments whose local values ``op`` (or an op nested in it) reads."""
+    found = set()
+    for inner in ([op] if not op.regions else op.walk()):
+        for v in inner.operands:
+            k = local.get(v)
+            if k is not None:
+                found.add(k)
+    return found
 
 
 def estimated_work(loop) -> int:
@@ -105,13 +131,15 @@ def estimated_work(loop) -> int:
 
 
 def _needed_prologue(loops, entry) -> list:
-    """The top-level clonable ops the loops use, transitively, in program order."""
+    """The top-level clonable ops the loops use, transitively, in program order (not the
+    segment's own ops: a pure op on a local value is one of them)."""
     needed: set = set()
+    own = set(loops)
     stack = [v for loop in loops for op in loop.walk() for v in op.operands]
     while stack:
         v = stack.pop()
         op = getattr(v, "op", None)
-        if op is not None and op.parent is entry and op not in needed and _clonable(op):
+        if op is not None and op.parent is entry and op not in needed and op not in own and _clonable(op):
             needed.add(op)
             stack.extend(op.operands)
     return [op for op in entry.ops if op in needed]
@@ -171,3 +199,30 @@ class SplitParallel(Pass):
                 names.append(name)
                 stats.add("parallel-segments" if bounds else "serial-segments")
             func.attributes["segments"] = ArrayAttr(StringAttr(n) for n in names)
+            _call_segments(func, plan, names)
+
+
+def _call_segments(func, plan, names) -> None:
+    """``@f``'s body becomes calls of its segments in order (each parallel one over its whole
+    range), so that every loop is compiled once, in its segment; segments are ``noinline`` for
+    the same reason."""
+    from irc.dialects.func import CallOp
+
+    from irc.builder import Builder
+
+    module_ops = {op.attributes["sym_name"].value: op for op in func.parent.ops if "sym_name" in op.attributes}
+    ret = func.body.entry.terminator
+    b = Builder(loc=func.loc, reuse_constants=True).before_op(ret)
+    for (ops, bounds), name in zip(plan, names):
+        module_ops[name].attributes["noinline"] = UnitAttr()
+        args = list(func.args)
+        if bounds:
+            args += [b.index(bounds[0]).value, b.index(bounds[1]).value]
+        call = CallOp.build(name, args, [])
+        call.loc = ops[0].loc
+        ret.parent.insert_before(call, ret)
+        for op in reversed(ops):
+            op.erase()
+    for op in list(func.body.entry.ops_reversed()):  # what only the segments read now
+        if op is not ret and op.is_pure and not op.regions and all(r.first_use is None for r in op.results):
+            op.erase()

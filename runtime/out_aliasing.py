@@ -10,7 +10,9 @@ is provably safe in place, which a user writing ``f(x, out=x)`` for an
 elementwise ``f`` expects to be zero-copy: the loop-level function stores into
 the output exactly once, and every read of the input is in that store's block,
 before it, at the very same indices (so iteration ``I`` reads ``x[I]`` and then
-writes ``out[I]``, and no iteration reads an element another one wrote).
+writes ``out[I]``, and no iteration reads an element another one wrote), or in a top-level
+op that runs before that store's loop (the forward pass reading a bias that the update at
+the end of a training step overwrites).
 Outputs that overlap each other are refused, as they have no meaning.
 
 The second safe pattern is the GEMM epilogue (passes/lowering/gemm_library.py): an
@@ -43,7 +45,7 @@ def in_place_safe(func, n_inputs: int, n_outputs: int) -> frozenset:
                           and _only_epilogue_input(args[j], call, func.body.entry)}
             continue
         for j in range(n_inputs):
-            if args[j].type == out.type and _reads_only_before(args[j], store):
+            if args[j].type == out.type and _reads_only_before(args[j], store, func.body.entry):
                 pairs.add((k, j))
     return frozenset(pairs)
 
@@ -127,19 +129,30 @@ def _single_store(out):
     return stores[0] if len(stores) == 1 else None
 
 
-def _reads_only_before(value, store) -> bool:
-    """Whether every use of ``value`` is a ``memref.dim`` or a ``memref.load`` at ``store``'s
-    indices, in ``store``'s block, before it."""
+def _reads_only_before(value, store, block=None) -> bool:
+    """Whether every use of ``value`` is a ``memref.dim``, a ``memref.load`` at ``store``'s
+    indices in ``store``'s block before it, or in a top-level op of ``block`` that runs before
+    the one holding ``store`` (the store is the output's only writer, so nothing is written
+    there yet: the forward pass of a training step reads a bias long before its update)."""
     indices = list(store.operands[2:])
+    at = _top_level(store, block) if block is not None else None
     for use in value.uses:
         op = use.owner
         if op.name == "memref.dim":
+            continue
+        if at is not None and (top := _top_level(op, block)) is not at and _before(top, at):
             continue
         if op.name != "memref.load" or op.parent is not store.parent or list(op.operands[1:]) != indices:
             return False
         if not _before(op, store):
             return False
     return True
+
+
+def _top_level(op, block):
+    while op.parent is not block:
+        op = op.parent_op
+    return op
 
 
 def _before(a, b) -> bool:

@@ -23,6 +23,7 @@ import argparse
 import math
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -293,13 +294,29 @@ def cmd_run(args) -> int:
             exe = irc.compile(module, opt_level=args.opt_level, cache=not args.no_cache,
                               checks=not args.no_checks, bounds_checks=not args.no_checks,
                               fast_math=args.fast_math, extern=_extern_names(args))
+            start = time.perf_counter()
             result = exe[entry](*values)
+            if args.timing:
+                _write_timing(exe, entry, time.perf_counter() - start)
     except (TypeError, ValueError) as e:
         raise UsageError(str(e)) from None
     results = () if result is None else (result if len(ft.results) > 1 else (result,))
     for value, t in zip(results, ft.results):
         print(format_result(value, t))
     return EXIT_OK
+
+
+def _write_timing(exe, entry: str, call_seconds: float) -> None:
+    """``irc run --timing``: how long each stage of compiling ``@entry`` took, then the call."""
+    function = exe[entry]
+    rows = list(exe.stats.items())
+    for spec in getattr(function, "_specializations", {}).values():  # a tensor function: per shapes
+        rows = list(spec.timings.items())
+    sys.stderr.write(f"timing of @{entry}:\n")
+    for name, seconds in rows:
+        if isinstance(seconds, float):
+            sys.stderr.write(f"  {name:<32} {seconds * 1e3:9.2f} ms\n")
+    sys.stderr.write(f"  {'the call (compiling included)':<32} {call_seconds * 1e3:9.2f} ms\n")
 
 
 def _is_checkpoint(path: str) -> bool:
@@ -511,6 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.formatter_class = argparse.RawDescriptionHelpFormatter
     run.add_argument("file", help="an .ir file, a checkpoint written by irc.save (.irc), or - for standard input")
     run.add_argument("--entry", help="the function to run (default: @main; not for checkpoints)")
+    run.add_argument("--timing", action="store_true",
+                     help="report the time each stage of compiling the function took (standard error)")
     run.add_argument("--interp", action="store_true",
                      help="run on the reference interpreter instead of the CPU JIT")
     run.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2, metavar="N",

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -105,6 +106,12 @@ def tensor_pipeline(options: TensorOptions = TensorOptions(), outputs_for_tempor
     ``outputs_for_temporaries=False`` keeps plan-memory from placing temporaries in the outputs
     (for calls whose outputs are their inputs' buffers: ``TensorFunction.__call__``); ``part``:
     ``"all"``, ``"body"`` (all but ``FINISHING_STAGES``) or ``"finish"`` (those)."""
+    return ",".join(pipeline for _, pipeline in tensor_stages(options, outputs_for_temporaries, part))
+
+
+def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporaries: bool = True,
+                  part: str = "all") -> list[tuple[str, str]]:
+    """``tensor_pipeline`` as (stage name, pipeline) pairs: what runs, one stage at a time."""
     from irc.passmanager import PASSES
 
     stages = []
@@ -125,8 +132,8 @@ def tensor_pipeline(options: TensorOptions = TensorOptions(), outputs_for_tempor
             if options.threads > 1:
                 flags.append(f"threads={options.threads}")
             pipeline = f"tensor-to-loops{{{' '.join(flags)}}}"
-        stages.append(pipeline)
-    return ",".join(stages)
+        stages.append((name, pipeline))
+    return stages
 
 
 MIN_WORK_PER_THREAD = 1 << 15
@@ -211,6 +218,7 @@ class Specialization:
         self.arenas: list[np.ndarray] = []  # a free list: one arena per concurrent call
         # (wrapper, (lb, ub, step) or None, work) per segment when the function runs on threads
         self.segments = [(executable[seg], rng, work) for seg, rng, work in segments]
+        self.timings: dict[str, float] = {}  # seconds per stage of making it (--timing)
 
 
 class TensorFunction:
@@ -279,10 +287,12 @@ class TensorFunction:
                     spec = self._specializations[key] = self._specialize(shapes, sizes, aliased)
         return spec
 
-    def lower(self, shapes: tuple, sizes: tuple = (), aliased: bool = False, part: str = "all"):
+    def lower(self, shapes: tuple, sizes: tuple = (), aliased: bool = False, part: str = "all",
+              timings: dict | None = None):
         """The loop-level module this function becomes for arguments of ``shapes``, the
         parameters ``size_params`` being the constants ``sizes`` (``aliased``: see
-        ``specialization``; ``part``: see ``tensor_pipeline``)."""
+        ``specialization``; ``part``: see ``tensor_pipeline``); ``timings``, if given, gets
+        the seconds each stage took."""
         import irc.passes
         from irc.passes.specialize_shapes import specialize
 
@@ -299,6 +309,8 @@ class TensorFunction:
         if called:
             irc.passes.run(module, "inline")
             self._drop_tensor_functions(module, func, keep=_called_from(module, func))
+        timings = {} if timings is None else timings
+        start = time.perf_counter()
         try:
             specialize(func, types)
         except IRError as e:
@@ -306,9 +318,12 @@ class TensorFunction:
             # str(e) shows the op's source line where it has one (a traced op: the user's line)
             detail = e.message if e.location.line == 0 else str(e).removeprefix("error: ")
             raise ValueError(f"@{self.name} cannot run on arguments of shapes {shown}: {detail}") from None
+        timings[TENSOR_STAGES[0][0]] = time.perf_counter() - start
         # Verified once, by the compile that takes it (executable.prepare), not after each stage.
-        irc.passes.run(module, tensor_pipeline(self.tensor_options, outputs_for_temporaries=not aliased, part=part),
-                       verify_each=False)
+        for name, pipeline in tensor_stages(self.tensor_options, outputs_for_temporaries=not aliased, part=part):
+            start = time.perf_counter()
+            irc.passes.run(module, pipeline, verify_each=False)
+            timings[name] = time.perf_counter() - start
         return module, func
 
     @staticmethod
@@ -324,12 +339,15 @@ class TensorFunction:
 
         disk_key = self._disk_key(shapes, (sizes, aliased))
         if disk_key is not None:
+            start = time.perf_counter()
             spec = self._from_disk(disk_key)
             if spec is not None:
+                spec.timings = {"load from the disk cache": time.perf_counter() - start}
                 return spec
         import irc.passes
 
-        module, func = self.lower(shapes, sizes, aliased, part="body")
+        timings: dict = {}
+        module, func = self.lower(shapes, sizes, aliased, part="body", timings=timings)
         sig = func.attributes["tensor_signature"].type
         outs = [tuple(t.shape) for t in sig.results if isinstance(t, TensorType)]
         for k, shape in enumerate(outs):
@@ -337,7 +355,10 @@ class TensorFunction:
                 raise ValueError(f"@{self.name}: the shape of tensor result {k} depends on values only known "
                                  f"while it runs ({list(shape)}); compute it from parameters")
         in_place = in_place_safe(func, len(self.signature.inputs), len(outs))  # before its loops are calls
-        irc.passes.run(module, tensor_pipeline(self.tensor_options, part="finish"), verify_each=False)
+        for name, pipeline in tensor_stages(self.tensor_options, part="finish"):
+            start = time.perf_counter()
+            irc.passes.run(module, pipeline, verify_each=False)
+            timings[name] = time.perf_counter() - start
         arena = func.attributes.get("arena_bytes")
         segments = []
         names = func.attributes.get("segments")
@@ -354,7 +375,9 @@ class TensorFunction:
 
             record = specialization_cache.record(module, self.name, outs, arena_bytes, segments, in_place)
             specialization_cache.store(disk_key, record, exe.cache_entry, self.compile_options.get("cache_dir"))
-        return Specialization(exe, self.name, outs, arena_bytes, segments, in_place)
+        spec = Specialization(exe, self.name, outs, arena_bytes, segments, in_place)
+        spec.timings = {**timings, **{k: v for k, v in exe.stats.items() if isinstance(v, float) and k != "total"}}
+        return spec
 
     def _disk_key(self, shapes: tuple, sizes: tuple) -> str | None:
         """The specialisation cache's key (specialization_cache.py), or None where it does not

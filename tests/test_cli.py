@@ -349,3 +349,23 @@ def test_examples_survive_canonicalize_and_dce(files, capsys, monkeypatch, examp
     before = run_cli(capsys, "run", EXAMPLES / example, "--interp", "--", *args)
     after = run_cli(capsys, "run", "clean.ir", "--interp", "--", *args)
     assert before == after and before[0] == 0
+
+
+def test_run_timing_reports_every_stage_of_the_compile(tmp_path, capsys, monkeypatch):
+    """``irc run --timing``: the tensor pipeline's stages (as tensor_stages names them), the CPU
+    stages, then the call, on standard error; the results on standard output are unchanged."""
+    from irc.runtime.tensor_function import TENSOR_STAGES
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.ir").write_text("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+                                   "  %e = math.exp %a : tensor<4xf32>\n  func.return %e : tensor<4xf32>\n}\n")
+    np.save(tmp_path / "a.npy", np.zeros(4, np.float32))
+    code, out, err = run_cli(capsys, "run", "t.ir", "@a.npy", "--timing", "--no-cache")
+    assert code == 0 and out == run_cli(capsys, "run", "t.ir", "@a.npy")[1]
+    lines = err.splitlines()
+    assert lines[0] == "timing of @f:"
+    names = [line[:34].strip() for line in lines[1:]]
+    for stage, _ in TENSOR_STAGES[:5]:
+        assert stage in names
+    assert {"translate", "LLVM optimise", "the call (compiling included)"} <= set(names)
+    assert all(float(line.split()[-2]) >= 0 for line in lines[1:])

@@ -18,12 +18,14 @@ When the axis is the innermost dimension (``inner == 1``), rows are
 independent (the row loop is ``parallel``) and each stays in L1 across its
 three passes, so x is read from memory once and the output written once.  The
 max is one accumulator (max is exactly associative, so LLVM's loop vectoriser
-splits it itself); the sum keeps ``UNROLL`` independent f64 accumulators in an
-unrolled loop, added up in sequence after it (fadd is not associative: the
+splits it itself); the exps are a loop of their own, writing the output row (one copy of
+``exp``'s polynomial, which LLVM's loop vectoriser widens: unrolled into the sum
+loop it was 32 copies, and three quarters of the kernel's compile time); the sum
+then reads them back from L1 and keeps ``UNROLL`` independent f64 accumulators
+in an unrolled loop, added up in sequence after it (fadd is not associative: the
 independent chains are what LLVM's SLP vectoriser puts in vector lanes; a
 pairwise tree at the end made it pick 2-lane vectors for the whole loop).
-The unrolled body does all its loads before its stores, since ``out`` may
-alias ``x`` as far as LLVM knows.  Otherwise (``inner > 1``) each pass runs
+log_softmax then overwrites the exps with its results, computed from ``x``.  Otherwise (``inner > 1``) each pass runs
 over whole lines of ``inner`` contiguous elements, with the running max and
 sum in scratch rows, which vectorise directly.
 
@@ -112,17 +114,11 @@ def _row(lb: Builder, x, out, base, n: int, log: bool) -> None:
         loop.yield_(lb.op("arith.maximumf", loop.args[0], lb.load(x, [at(loop.iv)])))
     top = loop.results[0]
 
-    def exp_terms(indices):
-        # All loads before any store: 'out' may alias 'x' as far as LLVM knows, and a store
-        # between two loads would keep them from becoming one vector load.
-        xs = [lb.load(x, [at(i)]) for i in indices]
-        es = [fm.exp_shifted(v, top) for v in xs]
-        if not log:
-            for i, e in zip(indices, es):
-                lb.store(e, out, [at(i)])
-        return [fm.wide(e) for e in es]
-
-    total = _sum(lb, n, exp_terms)
+    # exp in a loop of its own (one copy of its polynomial for LLVM's loop vectoriser), into
+    # the output row, which the sum then reads back from L1; log_softmax overwrites it below.
+    with lb.for_(0, n) as i:
+        lb.store(fm.exp_shifted(lb.load(x, [at(i.iv)]), top), out, [at(i.iv)])
+    total = _sum(lb, n, lambda indices: [fm.wide(lb.load(out, [at(i)])) for i in indices])
     scale = fm.scale(total, log)
     with lb.for_(0, n) as i:
         where = at(i.iv)

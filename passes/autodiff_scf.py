@@ -50,7 +50,6 @@ from irc.values import Value
 
 from .autodiff import Adjoints, _free_values, function, no_rule
 
-
 # ---- reverse mode ---------------------------------------------------------------------------------
 
 

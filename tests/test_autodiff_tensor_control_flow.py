@@ -147,22 +147,24 @@ def loop_in_if_ref(xp, p, h, w, n):
 
 
 def while_norm(b, h0, x):
-    """Grow h until its squared norm passes 10; the forwarded value is computed in 'before'."""
-    with b.while_([h0]) as w:
-        with w.before() as (h,):
-            g = h * 1.1 + 0.05
-            w.condition(scalar(b, (g * g).sum()) < 10.0, g)
-        with w.after() as (g,):
-            w.yield_(g * (x * x * 0.5 + 1.0) + g.sin() * 0.05)
-    return [w.results[0]]
+    """Grow h until its squared norm passes 10; the forwarded value is computed in 'before'
+    (reading x from outside), and a sum starting at a constant is carried beside it."""
+    with b.while_([h0, b.zeros_like(h0)]) as w:
+        with w.before() as (h, acc):
+            g = h * 1.1 + x * 0.05
+            w.condition(scalar(b, (g * g).sum()) < 10.0, g, acc)
+        with w.after() as (g, acc):
+            w.yield_(g * (x * x * 0.5 + 1.0) + g.sin() * 0.05, acc + g * 0.1)
+    return list(w.results)
 
 
 def while_norm_ref(xp, h, x):
+    acc = h * 0.0
     while True:
-        g = h * 1.1 + 0.05
+        g = h * 1.1 + x * 0.05
         if not (g * g).sum() < 10.0:
-            return [g]
-        h = g * (x * x * 0.5 + 1.0) + xp.sin(g) * 0.05
+            return [g, acc]
+        h, acc = g * (x * x * 0.5 + 1.0) + xp.sin(g) * 0.05, acc + g * 0.1
 
 
 def while_two(b, a0, s0, x):
@@ -184,15 +186,52 @@ def while_two_ref(xp, a, s, x):
 def loop_of_while(b, h0, x, n):
     with b.for_(0, n, 1, inits=[h0]) as loop:
         (h,) = loop.args
-        res = while_norm(b, h, x)[0]
-        loop.yield_(res * 0.3)
+        res, acc = while_norm(b, h, x)
+        loop.yield_(res * 0.3 + acc)
     return [loop.results[0]]
 
 
 def loop_of_while_ref(xp, h, x, n):
     for _ in range(n):
-        h = while_norm_ref(xp, h, x)[0] * 0.3
+        res, acc = while_norm_ref(xp, h, x)
+        h = res * 0.3 + acc
     return [h]
+
+
+def accumulate(b, x, n):
+    """Carries that start as constants: only the body gives them a derivative (c through a)."""
+    zero = b.zeros_like(x)
+    with b.for_(0, n, 1, inits=[zero, zero]) as loop:
+        a, c = loop.args
+        i = as_float(b, loop.iv)
+        loop.yield_(a + (x * i).tanh(), c + a * a)
+    return [loop.results[1]]
+
+
+def accumulate_ref(xp, x, n):
+    a = c = x * 0.0
+    for i in range(n):
+        a, c = a + xp.tanh(x * i), c + a * a
+    return [c]
+
+
+def while_reshape(b, h0, s0, x):
+    """The state (a tensor, a scalar) and the forwarded values (one tensor) differ."""
+    with b.while_([h0, s0], after_types=[h0.type]) as w:
+        with w.before() as (h, s):
+            g = h * s
+            w.condition(scalar(b, (g * g).sum()) < 5.0, g)
+        with w.after() as (g,):
+            w.yield_(g + x, scalar(b, g.sum()) * 0.0 + 1.5)
+    return [w.results[0]]
+
+
+def while_reshape_ref(xp, h, s, x):
+    while True:
+        g = h * s
+        if not (g * g).sum() < 5.0:
+            return [g]
+        h, s = g + x, g.sum() * 0.0 + 1.5
 
 
 RNG = np.random.default_rng(5)
@@ -220,6 +259,9 @@ CASES = [
      [[normal(3), normal(3)], [np.array([2.0, 2.0, 1.0]), normal(3)], [np.array([0.3, -0.2, 0.4]), normal(3, scale=0.1)]]),
     ("while_two", while_two, while_two_ref, [T(2, 2), f64, T(2, 2)],
      [[normal(2, 2), 0.1, normal(2, 2)], [normal(2, 2), 3.5, normal(2, 2)]]),
+    ("accumulate", accumulate, accumulate_ref, [T(4), index], [[normal(4), n] for n in (0, 1, 3)]),
+    ("while_reshape", while_reshape, while_reshape_ref, [T(3), f64, T(3)],
+     [[normal(3), 0.8, normal(3)], [normal(3) * 3, 1.1, normal(3)]]),
     ("loop_of_while", loop_of_while, loop_of_while_ref, [T(3), T(3), index],
      [[normal(3), normal(3), n] for n in (0, 2)]),
 ]
@@ -255,6 +297,16 @@ def perturbed(args, i, pos, h):
         out[i] = float(out[i]) + h
     else:
         out[i][pos] += h
+    return out
+
+
+def moved(args, types, direction, h):
+    """``args`` with each float one moved by h times its entry of ``direction``."""
+    out = list(args)
+    for i, v in zip(floats(types), direction):
+        out[i] = np.asarray(args[i], dtype=np.float64) + h * np.asarray(v)
+        if np.ndim(args[i]) == 0:
+            out[i] = float(out[i])
     return out
 
 
@@ -332,16 +384,9 @@ def test_jvp_matches_differences_and_vjp(case):
         for r, expect in zip(out[:n], results):
             np.testing.assert_array_equal(r, expect)
         tangents = out[n:]
-
-        def moved(h):
-            moved_args = list(args)
-            for i, v in zip(floats(types), direction):
-                moved_args[i] = np.asarray(args[i], dtype=np.float64) + h * np.asarray(v)
-                if np.ndim(args[i]) == 0:
-                    moved_args[i] = float(moved_args[i])
-            return run(m, "f", *moved_args)
-
-        for t, hi, lo in zip(tangents, moved(EPS), moved(-EPS)):
+        above = run(m, "f", *moved(args, types, direction, EPS))
+        below = run(m, "f", *moved(args, types, direction, -EPS))
+        for t, hi, lo in zip(tangents, above, below):
             np.testing.assert_allclose(t, (np.asarray(hi) - np.asarray(lo)) / (2 * EPS), rtol=1e-6, atol=1e-7)
         us = cotangents(results)
         grads = run(m, "f_vjp", *args, *us)[n:]

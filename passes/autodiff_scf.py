@@ -113,7 +113,7 @@ def _backprop_for(rev, b: Builder, op: ForOp, cots: list, adj: Adjoints) -> None
             loop.yield_(*outs)
         return loop.results
 
-    floats = [i for i, t in enumerate(op.result_types) if is_float(t)]
+    floats = _useful_for(op, cots)
     free = [v for v in _free_values(op) if is_float(v.type)]
 
     def step_adjoint(k, states, cot_next):
@@ -125,7 +125,7 @@ def _backprop_for(rev, b: Builder, op: ForOp, cots: list, adj: Adjoints) -> None
         return [a.table.get(_raw(states[i])) for i in floats], [a.table.get(v) for v in free]
 
     inits = [b.wrap(v) for v in op.inits]
-    final = [cots[i] if cots[i] is not None else b.zeros_like(op.results[i]) for i in floats]
+    final = [_or_zeros(b, cots[i], op.results[i]) for i in floats]
     with b.located(op.loc):
         cot_init, cot_free = _reverse_steps(b, n, inits, final, free, floats, run, step_adjoint, _constant_trips(op))
     for i, c in zip(floats, cot_init):
@@ -141,8 +141,7 @@ def _backprop_while(rev, b: Builder, op: WhileOp, cots: list, adj: Adjoints) -> 
     trips = b.wrap(rev.trip_counts[op])
     before, after = op.before.entry, op.after.entry
     n_states = len(op.operands) - 1  # the last carry is the counter
-    states_of = [a.type for a in before.args[:n_states]]
-    floats = [i for i, t in enumerate(states_of) if is_float(t)]
+    floats = _useful_while(op, cots)
     free = [v for v in _free_values(op) if is_float(v.type)]
 
     def run_before(states, count: bool = True):
@@ -182,7 +181,7 @@ def _backprop_while(rev, b: Builder, op: WhileOp, cots: list, adj: Adjoints) -> 
             if c is not None:
                 a.add(forwarded[i], c)
         rev.adjoint(b, before_ops, a)
-        final = [a.table.get(_raw(last[i])) or b.zeros_like(last[i]) for i in floats]
+        final = [_or_zeros(b, a.table.get(_raw(last[i])), last[i]) for i in floats]
         last_free = [a.table.get(v) for v in free]
         cot_init, cot_free = _reverse_steps(b, trips, inits, final, free, floats, run, step_adjoint, None)
     for i, c in zip(floats, cot_init):
@@ -190,6 +189,42 @@ def _backprop_while(rev, b: Builder, op: WhileOp, cots: list, adj: Adjoints) -> 
     for v, c, d in zip(free, cot_free, last_free):
         adj.add(v, c, op)
         adj.add(v, d, op)
+
+
+def _useful_for(op: ForOp, cots: list) -> list[int]:
+    """The float carries whose cotangent can be nonzero: those of a result with a cotangent,
+    and those the body makes such a carry's next value from.  The others get no adjoint
+    carry (besides saving work, a zero cotangent times an infinite partial would be NaN)."""
+    body = op.body
+    outs = body.terminator.operands
+    floats = [i for i, t in enumerate(op.result_types) if is_float(t)]
+    useful = {i for i in floats if cots[i] is not None}
+    while True:
+        targets = {outs[i] for i in useful}
+        more = useful | {j for j in floats if targets & _reached(body, {body.args[1 + j]})}
+        if more == useful:
+            return sorted(useful)
+        useful = more
+
+
+def _useful_while(op: WhileOp, cots: list) -> list[int]:
+    """``_useful_for`` for a counted ``scf.while``: the states (before-region arguments) from which
+    'before' forwards a value with a cotangent, where the results' cotangents and 'after' (from
+    the forwarded values to the next states) say which forwarded values have one."""
+    before, after = op.before.entry, op.after.entry
+    n = len(op.operands) - 1
+    forwarded_values, next_states = before.terminator.operands[1:-1], after.terminator.operands[:-1]
+    states = [i for i in range(n) if is_float(before.args[i].type)]
+    forwarded = {j for j, c in enumerate(cots[:-1]) if c is not None}
+    while True:
+        targets = {forwarded_values[j] for j in forwarded}
+        useful = {i for i in states if targets & _reached(before, {before.args[i]})}
+        targets = {next_states[i] for i in useful}
+        more = forwarded | {j for j in range(len(forwarded_values))
+                            if is_float(after.args[j].type) and targets & _reached(after, {after.args[j]})}
+        if more == forwarded:
+            return sorted(useful)
+        forwarded = more
 
 
 def _constant_trips(op: ForOp) -> int | None:
@@ -223,6 +258,8 @@ def _reverse_steps(b: Builder, n: V, inits: list, final: list, free: list, float
     ``run(states, start, stop)`` recomputes s_stop from s_start; ``step_adjoint(k, s_k,
     cot of s_{k+1})`` gives (cot of s_k, cot of each free value, None for zero).
     Returns (cot of s_0, cot of each free value)."""
+    if not floats:  # no step passes a cotangent on: the steps add nothing
+        return [], [None] * len(free)
     length = _segment_length(b, n, known)
     segments = b.op("arith.ceildivsi", n, length)
     nf = len(floats)
@@ -234,12 +271,16 @@ def _reverse_steps(b: Builder, n: V, inits: list, final: list, free: list, float
         with b.for_(0, stop - start, 1, inits=outer.args) as inner:
             k = stop - 1 - inner.iv
             cot_state, cot_free = step_adjoint(k, run(entering, start, k), inner.args[:nf])
-            nxt = [c if c is not None else b.zeros_like(old) for c, old in zip(cot_state, inner.args[:nf])]
+            nxt = [_or_zeros(b, c, old) for c, old in zip(cot_state, inner.args[:nf])]
             acc = [old if c is None else old + c for c, old in zip(cot_free, inner.args[nf:])]
             inner.yield_(*nxt, *acc)
         outer.yield_(*inner.results)
     results = outer.results
     return results[:nf], results[nf:]
+
+
+def _or_zeros(b: Builder, cot, like) -> V:
+    return cot if cot is not None else b.zeros_like(like)
 
 
 def _raw(v) -> Value:

@@ -68,6 +68,35 @@ def rnn_const_ref(xp, h, w, x):
     return rnn_ref(xp, h, w, x, 6)
 
 
+def strided(b, h0, w, n):
+    """i64 bounds from 2 to n by 3, the induction variable read as a float."""
+    with b.for_(b.const(2, i64), n, b.const(3, i64), inits=[h0]) as loop:
+        (h,) = loop.args
+        i = b.cast("arith.sitofp", loop.iv, f64)
+        loop.yield_((h @ w * (i * 0.1)).sin() + h)
+    return [loop.results[0]]
+
+
+def strided_ref(xp, h, w, n):
+    for i in range(2, n, 3):
+        h = xp.sin(h @ w * (i * 0.1)) + h
+    return [h]
+
+
+def dynamic(b, h0, w):
+    """A carry of type tensor<?x3xf64>, and a constant trip count of 4."""
+    with b.for_(0, 4, 1, inits=[h0]) as loop:
+        (h,) = loop.args
+        loop.yield_((h @ w).tanh() * 0.9 + h * 0.2)
+    return [loop.results[0]]
+
+
+def dynamic_ref(xp, h, w):
+    for _ in range(4):
+        h = xp.tanh(h @ w) * 0.9 + h * 0.2
+    return [h]
+
+
 def mixed(b, a0, c0, s0, x, n):
     """Two tensor carries, a float scalar carry and an index carry read as a float."""
     with b.for_(0, n, 1, inits=[a0, c0, s0, b.index(0)]) as loop:
@@ -247,6 +276,10 @@ CASES = [
      [[normal(2, 3), normal(3, 3), normal(2, 3), n] for n in (0, 1, 2, 5, 10)]),
     ("rnn_const", rnn_const, rnn_const_ref, [T(2, 3), T(3, 3), T(2, 3)],
      [[normal(2, 3), normal(3, 3), normal(2, 3)]]),
+    ("strided", strided, strided_ref, [T(2, 2), T(2, 2), i64],
+     [[normal(2, 2), normal(2, 2), n] for n in (2, 3, 5, 6, 12)]),
+    ("dynamic", dynamic, dynamic_ref, [TensorType([None, 3], f64), T(3, 3)],
+     [[normal(2, 3), normal(3, 3)], [normal(1, 3), normal(3, 3)]]),
     ("mixed", mixed, mixed_ref, [T(3), T(3), f64, T(3), index],
      [[normal(3), normal(3), 0.4, normal(3), n] for n in (0, 1, 4)]),
     ("nested", nested, nested_ref, [T(2, 2), T(2, 2), T(2, 2), index],
@@ -284,7 +317,7 @@ def run(m, name, *args) -> list:
 
 
 def is_index(t):
-    return t is index
+    return t is index or t is i64
 
 
 def floats(types):
@@ -466,6 +499,24 @@ def test_hessian_vector_product_through_a_loop():
     hvp = out[-3:]
     hi = run(m, "f_grad", *[a + EPS * d for a, d in zip(args[:3], v)], 4)[1:]
     lo = run(m, "f_grad", *[a - EPS * d for a, d in zip(args[:3], v)], 4)[1:]
+    for t, p, q in zip(hvp, hi, lo):
+        np.testing.assert_allclose(t, (p - q) / (2 * EPS), rtol=1e-6, atol=1e-8)
+
+
+def while_loss(b, h0, x):
+    g, acc = while_norm(b, h0, x)
+    return [(g * acc).sum()]
+
+
+def test_hessian_vector_product_through_a_while_loop():
+    m = build(while_loss, [T(3), T(3)])
+    irc.passes.run(m, "grad{func=f},jvp{func=f_grad}")
+    irc.verify(m)
+    args = [normal(3), normal(3)]
+    v = [normal(3), normal(3)]
+    hvp = run(m, "f_grad_jvp", *args, *v)[-2:]
+    hi = run(m, "f_grad", *[a + EPS * d for a, d in zip(args, v)])[1:]
+    lo = run(m, "f_grad", *[a - EPS * d for a, d in zip(args, v)])[1:]
     for t, p, q in zip(hvp, hi, lo):
         np.testing.assert_allclose(t, (p - q) / (2 * EPS), rtol=1e-6, atol=1e-8)
 

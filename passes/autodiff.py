@@ -13,14 +13,21 @@ the rules, so a new op is differentiable the moment its class says how.  Values 
 integer, index or i1 type carry no gradient; an op with a float operand and a
 float result but no rule is a diagnostic at that op, never a silent zero.
 
-Reverse mode has two strategies, chosen per function and visible in the output:
+Reverse mode has three strategies, chosen per function and visible in the output:
 
 - **Straight line** (one block; ``scf.if`` inside is differentiated structurally, by
   an ``scf.if`` on the same condition that recomputes the taken branch and runs
   its adjoint): the forward ops are copied, then the adjoint ops follow in
   reverse order, reading the forward values directly.  Every graph-level
   optimisation then applies to the whole gradient.
-- **Taped CFG** (loops: ``scf.for``, ``scf.while``, or several blocks with phis):
+- **Structured loops** (one block with ``scf.for``/``scf.while`` and tensor values
+  anywhere): as the straight line, and a loop's adjoint is loops (autodiff_scf): they
+  run the iterations backwards and recompute the carry each one needs from the
+  loop's initial values, in segments of about sqrt(N) steps: O(N sqrt N) runs of
+  the body, memory for a fixed number of carries, no tape.  The result is ``scf``
+  over tensors again, so it optimises, compiles and differentiates like the forward.
+- **Taped CFG** (several blocks with phis, or structured loops in a function of
+  scalars only, where a tape is cheaper: linear time):
   the function is lowered to a CFG (scf-to-cf), then run twice forward: once to
   count how often each block runs (that sizes the tape), once to record the trace
   of blocks and, per block execution, the values its adjoint needs, in
@@ -28,12 +35,14 @@ Reverse mode has two strategies, chosen per function and visible in the output:
   then replays the trace backwards, one adjoint block per forward block, with
   the adjoints of values in ``memref<1xT>`` slots (``mem2reg`` promotes them) and
   a phi's adjoint sent to the incoming value of the edge the trace says was
-  taken.  Tensor values cannot be taped yet: a loop over tensors is a diagnostic.
+  taken.  Tensor values cannot be taped: a CFG loop over tensors is a diagnostic.
 
 ``func.call`` is differentiated by calling the callee's own generated ``_vjp`` /
 ``_jvp`` function (recursion works: the function is registered before its body is
-built).  Forward mode lowers structured control flow to a CFG and carries a
-tangent beside every float value (a tangent phi beside every float phi).
+built).  Forward mode keeps a one-block function structured: a tangent is carried
+beside each float carry of ``scf.for``/``scf.while`` and each float result of
+``scf.if`` (autodiff_scf.StructuredForward); a function of several blocks carries a
+tangent phi beside every float phi (its ``scf`` ops are lowered to a CFG first).
 """
 
 from __future__ import annotations

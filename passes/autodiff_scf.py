@@ -303,6 +303,12 @@ def _reached(block: Block, active: set) -> set:
     return active
 
 
+def _names(args, tangent_positions) -> list:
+    """Block argument names: the source's, then ``t_NAME`` for each tangent."""
+    names = [a.name_hint for a in args]
+    return [*names, *[f"t_{names[i]}" if names[i] else None for i in tangent_positions]]
+
+
 class StructuredForward:
     """Emits a forward copy of a one-block function with a tangent beside each float value that
     one can reach; ``scf`` ops become ``scf`` ops with the tangents as extra carries and
@@ -402,7 +408,7 @@ class StructuredForward:
         t_inits = [self.tangent_or_zero(inits[i]).value for i in active]
         bounds = [vmap.get(v, v) for v in op.operands[:3]]
         types = [*op.result_types, *[op.result_types[i] for i in active]]
-        new_body = Block([body.args[0].type, *types])
+        new_body = Block([body.args[0].type, *types], arg_names=_names(body.args, [1 + i for i in active]))
         new = b.insert(ForOp([*bounds, *inits, *t_inits], types, dict(op.attributes),
                              regions=[Region([new_body])], loc=op.loc))
         n = len(inits)
@@ -434,8 +440,9 @@ class StructuredForward:
         states, forwarded = sorted(states), sorted(forwarded)
         state_types = [v.type for v in inits]
         result_types = list(op.result_types)
-        new_before = Block([*state_types, *[state_types[i] for i in states]])
-        new_after = Block([*result_types, *[result_types[j] for j in forwarded]])
+        new_before = Block([*state_types, *[state_types[i] for i in states]], arg_names=_names(before.args, states))
+        new_after = Block([*result_types, *[result_types[j] for j in forwarded]],
+                          arg_names=_names(after.args, forwarded))
         t_inits = [self.tangent_or_zero(inits[i]).value for i in states]
         new = b.insert(WhileOp([*inits, *t_inits], [*result_types, *[result_types[j] for j in forwarded]],
                                dict(op.attributes), regions=[Region([new_before]), Region([new_after])],

@@ -265,10 +265,12 @@ def _reverse_steps(b: Builder, n: V, inits: list, final: list, free: list, float
     nf = len(floats)
     carried = [*final, *[b.zeros_like(v) for v in free]]
     with b.for_(0, segments, 1, inits=carried) as outer:
+        _name(outer, "seg", nf)
         start = (segments - 1 - outer.iv) * length
         stop = (start + length).minimum(n)
         entering = run(inits, 0, start)
         with b.for_(0, stop - start, 1, inits=outer.args) as inner:
+            _name(inner, "back", nf)
             k = stop - 1 - inner.iv
             cot_state, cot_free = step_adjoint(k, run(entering, start, k), inner.args[:nf])
             nxt = [_or_zeros(b, c, old) for c, old in zip(cot_state, inner.args[:nf])]
@@ -277,6 +279,13 @@ def _reverse_steps(b: Builder, n: V, inits: list, final: list, free: list, float
         outer.yield_(*inner.results)
     results = outer.results
     return results[:nf], results[nf:]
+
+
+def _name(loop, iv: str, n_cots: int) -> None:
+    """Names for an adjoint loop's arguments, so that the printed gradient reads as one."""
+    loop.iv.value.name_hint = iv
+    for k, a in enumerate(loop.args):
+        a.value.name_hint = "cot" if k < n_cots else "acc"
 
 
 def _or_zeros(b: Builder, cot, like) -> V:

@@ -97,6 +97,22 @@ def dynamic_ref(xp, h, w):
     return [h]
 
 
+def gather(b, x, s0, n):
+    """A scalar carry that reads element i of a tensor from outside: x's cotangent gathers
+    one element per step."""
+    with b.for_(0, n, 1, inits=[s0]) as loop:
+        (s,) = loop.args
+        xi = b.built(ExtractOp.build(x.value, [loop.iv.value]))
+        loop.yield_((xi * s).sin() + xi)
+    return [loop.results[0]]
+
+
+def gather_ref(xp, x, s, n):
+    for i in range(n):
+        s = xp.sin(x[i] * s) + x[i]
+    return [s]
+
+
 def mixed(b, a0, c0, s0, x, n):
     """Two tensor carries, a float scalar carry and an index carry read as a float."""
     with b.for_(0, n, 1, inits=[a0, c0, s0, b.index(0)]) as loop:
@@ -280,6 +296,7 @@ CASES = [
      [[normal(2, 2), normal(2, 2), n] for n in (2, 3, 5, 6, 12)]),
     ("dynamic", dynamic, dynamic_ref, [TensorType([None, 3], f64), T(3, 3)],
      [[normal(2, 3), normal(3, 3)], [normal(1, 3), normal(3, 3)]]),
+    ("gather", gather, gather_ref, [T(5), f64, index], [[normal(5), 0.3, n] for n in (0, 1, 5)]),
     ("mixed", mixed, mixed_ref, [T(3), T(3), f64, T(3), index],
      [[normal(3), normal(3), 0.4, normal(3), n] for n in (0, 1, 4)]),
     ("nested", nested, nested_ref, [T(2, 2), T(2, 2), T(2, 2), index],

@@ -561,3 +561,61 @@ def test_scalar_loops_keep_the_tape():
         b.ret(loop.results[0])
     irc.passes.run(m, "grad{func=f}")
     assert "taped" in m.lookup("f_grad").attributes
+
+
+# ---- the front end's transforms --------------------------------------------------------------------
+
+
+def traced_loop(n, body, init):
+    """An scf.for over a traced tensor, built in the current trace (what irc.fori_loop builds
+    once the front end emits tensor loops): the transforms need nothing more."""
+    from irc.frontend.tracer import Tracer, current, operand
+
+    tr = current()
+    with tr.builder.for_(0, n, 1, inits=[operand(tr, init)]) as loop:
+        loop.yield_(operand(tr, body(Tracer(tr, loop.args[0]))))
+    return Tracer(tr, loop.results[0])
+
+
+def interpreted(fn):
+    """``fn`` traced by irc.jit and run on the interpreter (compiling scf ops over tensors is the
+    tensor level's work, not yet done)."""
+    def call(*args):
+        m = irc.jit(fn).lower(*args)
+        return irc.interpret(m, m.functions[0].sym_name, *args)
+
+    return call
+
+
+def test_front_end_grad_jvp_and_grad_of_grad_of_a_tensor_loop():
+    h, w = normal(2, 3), normal(3, 3)
+
+    def f(h, w):
+        return np.sum(traced_loop(5, lambda g: np.tanh(g @ w), h) ** 2)
+
+    def f_numpy(h, w):
+        for _ in range(5):
+            h = np.tanh(h @ w)
+        return np.sum(h ** 2)
+
+    dh, dw = interpreted(irc.grad(f, argnums=(0, 1)))(h, w)
+    for g, i in ((dh, 0), (dw, 1)):
+        fd = np.zeros(g.shape)
+        for pos in np.ndindex(g.shape):
+            args = [h, w]
+            fd[pos] = (f_numpy(*perturbed(args, i, pos, EPS)) - f_numpy(*perturbed(args, i, pos, -EPS))) / (2 * EPS)
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    u = normal(2, 3)
+    _, tangent = interpreted(lambda h, w: irc.jvp(f, (h, w), (u, np.zeros_like(w))))(h, w)
+    assert float(tangent) == pytest.approx(float(np.sum(dh * u)), rel=1e-10)
+
+    def squared_norm_of_dw(w):
+        return np.sum(irc.grad(f, argnums=1)(h, w) ** 2)
+
+    second = interpreted(irc.grad(squared_norm_of_dw))(w)
+    first = interpreted(irc.grad(f, argnums=1))
+    fd = np.zeros(w.shape)
+    for pos in np.ndindex(w.shape):
+        fd[pos] = (np.sum(first(h, perturbed([w], 0, pos, EPS)[0]) ** 2)
+                   - np.sum(first(h, perturbed([w], 0, pos, -EPS)[0]) ** 2)) / (2 * EPS)
+    np.testing.assert_allclose(second, fd, rtol=1e-5, atol=1e-7)

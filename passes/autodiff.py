@@ -25,7 +25,7 @@ Reverse mode has three strategies, chosen per function and visible in the output
   run the iterations backwards and recompute the carry each one needs from the
   loop's initial values, in segments of about sqrt(N) steps: O(N sqrt N) runs of
   the body, memory for a fixed number of carries, no tape.  The result is ``scf``
-  over tensors again, so it optimises, compiles and differentiates like the forward.
+  over tensors again, so it optimises (and differentiates again) like the forward.
 - **Taped CFG** (several blocks with phis, or structured loops in a function of
   scalars only, where a tape is cheaper: linear time):
   the function is lowered to a CFG (scf-to-cf), then run twice forward: once to

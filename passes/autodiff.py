@@ -13,14 +13,21 @@ the rules, so a new op is differentiable the moment its class says how.  Values 
 integer, index or i1 type carry no gradient; an op with a float operand and a
 float result but no rule is a diagnostic at that op, never a silent zero.
 
-Reverse mode has two strategies, chosen per function and visible in the output:
+Reverse mode has three strategies, chosen per function and visible in the output:
 
 - **Straight line** (one block; ``scf.if`` inside is differentiated structurally, by
   an ``scf.if`` on the same condition that recomputes the taken branch and runs
   its adjoint): the forward ops are copied, then the adjoint ops follow in
   reverse order, reading the forward values directly.  Every graph-level
   optimisation then applies to the whole gradient.
-- **Taped CFG** (loops: ``scf.for``, ``scf.while``, or several blocks with phis):
+- **Structured loops** (one block with ``scf.for``/``scf.while`` and tensor values
+  anywhere): as the straight line, and a loop's adjoint is loops (autodiff_scf): they
+  run the iterations backwards and recompute the carry each one needs from the
+  loop's initial values, in segments of about sqrt(N) steps: O(N sqrt N) runs of
+  the body, memory for a fixed number of carries, no tape.  The result is ``scf``
+  over tensors again, so it optimises (and differentiates again) like the forward.
+- **Taped CFG** (several blocks with phis, or structured loops in a function of
+  scalars only, where a tape is cheaper: linear time):
   the function is lowered to a CFG (scf-to-cf), then run twice forward: once to
   count how often each block runs (that sizes the tape), once to record the trace
   of blocks and, per block execution, the values its adjoint needs, in
@@ -28,12 +35,14 @@ Reverse mode has two strategies, chosen per function and visible in the output:
   then replays the trace backwards, one adjoint block per forward block, with
   the adjoints of values in ``memref<1xT>`` slots (``mem2reg`` promotes them) and
   a phi's adjoint sent to the incoming value of the edge the trace says was
-  taken.  Tensor values cannot be taped yet: a loop over tensors is a diagnostic.
+  taken.  Tensor values cannot be taped: a CFG loop over tensors is a diagnostic.
 
 ``func.call`` is differentiated by calling the callee's own generated ``_vjp`` /
 ``_jvp`` function (recursion works: the function is registered before its body is
-built).  Forward mode lowers structured control flow to a CFG and carries a
-tangent beside every float value (a tangent phi beside every float phi).
+built).  Forward mode keeps a one-block function structured: a tangent is carried
+beside each float carry of ``scf.for``/``scf.while`` and each float result of
+``scf.if`` (autodiff_scf.StructuredForward); a function of several blocks carries a
+tangent phi beside every float phi (its ``scf`` ops are lowered to a CFG first).
 """
 
 from __future__ import annotations
@@ -187,6 +196,9 @@ class Reverse:
     def __init__(self, module):
         self.module = module
         self.made: dict[str, str] = {}
+        # The trip count of each scf.while copied with a counter, and the counters' increments.
+        self.trip_counts: dict[Operation, Value] = {}
+        self.counter_ops: set[Operation] = set()
 
     # The function every caller uses: params + one cotangent per float result -> results + one
     # cotangent per float parameter.
@@ -229,19 +241,37 @@ class Reverse:
         """Copy ``block``'s ops (a one-block region) at ``b`` through ``vmap``, then emit their adjoint.
         ``cots`` maps a position in the terminator's operands to its cotangent.
         Returns (the terminator's operands, mapped; the adjoint table of everything)."""
+        ops, outputs = self.copy_ops(b, block, vmap)
+        adj = Adjoints(b)
+        for i, c in cots.items():
+            adj.add(outputs[i], c)
+        self.adjoint(b, ops, adj)
+        return [V(b, v) for v in outputs], adj.table
+
+    def copy_ops(self, b: Builder, block: Block, vmap: dict, count: bool = True):
+        """Copy ``block``'s ops but its terminator at ``b`` through ``vmap`` (which grows); returns
+        (the copies, the terminator's operands mapped).  With ``count`` (the copies' adjoint
+        follows), each ``scf.while`` with float results is copied with a trip counter, which
+        its adjoint reads (autodiff_scf); the counters' own ops are never copied."""
+        from .autodiff_scf import counted_while
+
         ops: list[Operation] = []
         term = block.terminator
         for op in block.ops:
             if op is term:
                 break
-            ops.append(b.insert(op.clone(vmap)))
-        outputs = [vmap.get(v, v) for v in term.operands]
-        adj = Adjoints(b)
-        for i, c in cots.items():
-            adj.add(outputs[i], c)
+            if op in self.counter_ops:
+                continue
+            if count and isinstance(op, WhileOp) and any(is_float(t) for t in op.result_types):
+                ops.append(counted_while(self, b, op, vmap))
+            else:
+                ops.append(b.insert(op.clone(vmap)))
+        return ops, [vmap.get(v, v) for v in term.operands]
+
+    def adjoint(self, b: Builder, ops: list[Operation], adj: Adjoints) -> None:
+        """The adjoints of ``ops`` (copies made by ``copy_ops``), in reverse order, into ``adj``."""
         for op in reversed(ops):
             self.backprop(b, op, adj)
-        return [V(b, v) for v in outputs], adj.table
 
     def backprop(self, b: Builder, op: Operation, adj: Adjoints) -> None:
         cots = [adj.pop(r) for r in op.results]
@@ -249,6 +279,10 @@ class Reverse:
             return
         if isinstance(op, IfOp):
             return self.backprop_if(b, op, cots, adj)
+        if isinstance(op, (ForOp, WhileOp)):
+            from .autodiff_scf import backprop_loop
+
+            return backprop_loop(self, b, op, cots, adj)
         if isinstance(op, CallOp):
             return self.backprop_call(b, op, cots, adj)
         if not any(is_float(v.type) for v in op.operands):
@@ -327,10 +361,15 @@ def mark_taped(new: FuncOp, source: FuncOp) -> None:
 
 
 def _is_cfg(fn: FuncOp) -> bool:
-    """Whether reverse mode must tape: several blocks, or a loop anywhere."""
+    """Whether reverse mode tapes: several blocks (CFG loops and phis), or structured loops in a
+    function of scalars only.  Loops in a function with tensors are differentiated structurally
+    (autodiff_scf: the adjoint loop recomputes the carries instead of taping them)."""
     if fn.body.first_block is not fn.body.last_block:
         return True
-    return any(isinstance(op, (ForOp, WhileOp)) for op in fn.walk())
+    ops = list(fn.walk())
+    if not any(isinstance(op, (ForOp, WhileOp)) for op in ops):
+        return False
+    return not any(isinstance(v.type, TensorType) for op in ops for v in (*op.operands, *op.results))
 
 
 # ---- grad and vjp entry points ------------------------------------------------------------------
@@ -420,6 +459,9 @@ class Forward:
                            extra_names=[f"t_{fn.args[i].name_hint or i}" for i in fpar])
         name = new.sym_name
         self.made.setdefault(key, name)
+        if fn.body.first_block is fn.body.last_block:
+            self.structured(fn, new)
+            return name
         source = fn
         if any(isinstance(op, (ForOp, IfOp, WhileOp)) for op in fn.walk()):
             source = _lowered_copy(fn)
@@ -477,6 +519,21 @@ class Forward:
                     t = b.zeros_like(value)
                 tphi.add_incoming(t.value, pred)
         return name
+
+    def structured(self, fn: FuncOp, new: FuncOp) -> None:
+        """The body of ``new`` for a one-block ``fn``: ``scf`` ops stay structured, with tangents
+        as extra carries and results (autodiff_scf.StructuredForward)."""
+        from .autodiff_scf import StructuredForward
+
+        ft = fn.function_type
+        b = Builder(loc=fn.loc)
+        b.at_end(new.body.entry)
+        emit = StructuredForward(self, b)
+        vmap: dict = {a: p for a, p in zip(fn.args, new.args)}
+        for i, k in enumerate(float_positions(ft.inputs)):
+            emit.tangents[new.args[k]] = V(b, new.args[len(ft.inputs) + i])
+        outs = emit.block(fn.body.entry, vmap)
+        b.ret(*outs, *[emit.tangent_or_zero(outs[i]) for i in float_positions(ft.results)])
 
     def tangent_of(self, b: Builder, op: Operation, tangents: dict) -> None:
         ts = [tangents.get(v) for v in op.operands]

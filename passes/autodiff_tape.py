@@ -21,7 +21,8 @@ control flow is a CFG (after scf-to-cf):
 Counting first doubles the forward's cost but sizes the tape exactly and keeps
 every buffer's size known before it is written; ``mem2reg`` turns the slots into
 SSA values.  Values held on the tape must be scalars: a tensor value in a
-function with loops is a diagnostic.
+function of several blocks is a diagnostic (one-block functions with tensors in
+``scf`` loops take the structured path, autodiff_scf, instead).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ in order.  ``result=`` picks another result (a float scalar or a float tensor of
 one element), ``wrt=1,3`` lists the parameters (MLIR's list syntax), ``name=``
 names the new function.  Applying ``grad`` to a ``_grad`` function with
 ``result=`` naming one of its gradients gives second derivatives.  How loops are
-differentiated (a tape in memref buffers) is described in ``passes/autodiff.py``.
+differentiated (structured loops that recompute the carries where tensors are
+involved, else a tape in memref buffers) is described in ``passes/autodiff.py``.
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 ``jvp{func=F}`` adds ``@F_jvp(params..., one tangent per float parameter) ->
 (results..., one tangent per float result)``.  Forward mode needs no tape: each
-float value gets a tangent computed beside it, through loops and branches (a
-tangent phi beside each float phi).  ``jvp`` of a ``_grad`` function gives
-Hessian-vector products.
+float value gets a tangent computed beside it, through loops and branches: a
+tangent carried beside each float carry of ``scf.for``/``scf.while`` and each float
+result of ``scf.if`` (the loops stay structured, tensors included), or a tangent
+phi beside each float phi in a function of several blocks.  ``jvp`` of a ``_grad``
+function gives Hessian-vector products.
 """
 
 from __future__ import annotations

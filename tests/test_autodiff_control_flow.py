@@ -146,16 +146,26 @@ def test_a_float_store_is_a_diagnostic_not_a_zero():
     assert (info.value.location.line, info.value.location.column) == (4, 7)
 
 
-def test_a_tensor_in_a_loop_is_a_diagnostic():
+def test_a_tensor_in_a_cfg_loop_is_a_diagnostic():
+    """The tape holds scalars; tensors in scf loops are differentiated structurally instead
+    (tests/test_autodiff_tensor_control_flow.py), tensors through cf phis not at all."""
     text = """
     func.func @f(%x: tensor<4xf64>, %n: index) -> tensor<4xf64> {
+    ^entry:
       %c0 = arith.constant 0 : index
       %c1 = arith.constant 1 : index
-      %r = scf.for %i = %c0 to %n step %c1 iter_args(%a = %x) -> (tensor<4xf64>) {
-        %b = arith.mulf %a, %a : tensor<4xf64>
-        scf.yield %b : tensor<4xf64>
-      }
-      func.return %r : tensor<4xf64>
+      cf.br ^head
+    ^head:
+      %i = cf.phi [%c0, ^entry], [%i1, ^body] : index
+      %a = cf.phi [%x, ^entry], [%b, ^body] : tensor<4xf64>
+      %more = arith.cmpi slt, %i, %n : index
+      cf.cond_br %more, ^body, ^exit
+    ^body:
+      %b = arith.mulf %a, %a : tensor<4xf64>
+      %i1 = arith.addi %i, %c1 : index
+      cf.br ^head
+    ^exit:
+      func.return %a : tensor<4xf64>
     }
     """
     module = irc.parse(text)

@@ -193,8 +193,9 @@ def run_mlir(exe: str, text: str) -> Counter | str:
 
 
 def run_irc(text: str) -> Counter | str:
-    import irc
     import irc.passes
+
+    import irc
 
     try:
         module = irc.parse(normalise(text))

@@ -94,3 +94,65 @@ class SimplifyTrivialLoop(RewritePattern):
 
 
 PATTERNS = [FoldInvariantIterArgs(), SimplifyTrivialLoop()]
+
+
+def _rebuild_if(op, keep: list[int], rewriter):
+    """``op`` (an scf.if) without the results not in ``keep``; the regions move to the new op."""
+    from irc.dialects.scf import IfOp
+
+    for region in op.regions:
+        term = region.entry.terminator
+        term.set_operands([term.operands[k] for k in keep])
+    regions = op.regions
+    op.regions = []
+    new = IfOp([op.operands[0]], [op.results[k].type for k in keep], dict(op.attributes), regions=regions,
+               loc=op.loc, result_names=[op.results[k].name_hint for k in keep])
+    rewriter.before_op(op).insert(new)
+    for i, k in enumerate(keep):
+        rewriter.replace_all_uses_with(op.results[k], new.results[i])
+    rewriter.erase_op(op)
+    return new
+
+
+class IfToSelect(RewritePattern):
+    """An scf.if whose arms only yield values defined outside it is one ``arith.select`` per
+    result (none where both arms yield the same value), as MLIR's canonicalizer does."""
+
+    op_name = "scf.if"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        from irc.dialects.arith import SelectOp
+
+        if not op.results or any(r.entry is None or r.entry.first_op is not r.entry.terminator
+                                 for r in op.regions):
+            return False
+        then_values = op.regions[0].entry.terminator.operands
+        else_values = op.regions[1].entry.terminator.operands
+        cond = op.operands[0]
+        results = []
+        for a, b in zip(then_values, else_values):
+            if a is b:
+                results.append(a)
+                continue
+            select = SelectOp.build(cond, a, b)
+            select.loc = op.loc
+            rewriter.before_op(op).insert(select)
+            results.append(select.results[0])
+        rewriter.replace_op(op, results)
+        return True
+
+
+class DropUnusedIfResults(RewritePattern):
+    """Results of an scf.if that nothing uses are dropped from it and from its yields."""
+
+    op_name = "scf.if"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        keep = [k for k, r in enumerate(op.results) if r.first_use is not None]
+        if len(keep) == len(op.results) or any(r.entry is None for r in op.regions):
+            return False
+        _rebuild_if(op, keep, rewriter)
+        return True
+
+
+PATTERNS += [IfToSelect(), DropUnusedIfResults()]

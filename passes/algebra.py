@@ -737,7 +737,7 @@ class CmpFOfIntToFloat(RewritePattern):
         if t.width == 1 and sign:
             lo, hi = -1, 0
         if pred in ("eq", "ne"):
-            if c != math.floor(c) or not lo <= c <= hi:
+            if math.isinf(c) or c != math.floor(c) or not lo <= c <= hi:
                 return self.constant(op, rewriter, pred == "ne")
             k, p = int(c), pred
         elif pred in ("lt", "ge"):  # x < c  <=>  x < ceil(c)

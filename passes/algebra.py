@@ -401,7 +401,8 @@ class CmpIOfBool(RewritePattern):
 
 class CmpIOfExtensions(RewritePattern):
     """Compare before widening: ``cmpi p, ext(a), ext(b)`` -> ``cmpi p, a, b`` and ``cmpi p, ext(a), c``
-    -> ``cmpi p, a, c'`` when ``c`` is the extension of a narrower ``c'``.  Equality holds for both
+    -> ``cmpi p, a, c'`` when ``c`` is the extension of a narrower ``c'`` (a constant when ``c`` lies
+    beyond every extended value).  Equality holds for both
     extensions; sign extension keeps the signed order, zero extension the unsigned one."""
 
     op_name = "arith.cmpi"
@@ -428,8 +429,11 @@ class CmpIOfExtensions(RewritePattern):
             if ext.name == "arith.extsi" else (0, (1 << narrow.width) - 1)
         if narrow.width == 1 and ext.name == "arith.extsi":
             lo, hi = -1, 0
-        if not lo <= value <= hi:
-            return False
+        if not lo <= value <= hi:  # every extended value lies on one side of c
+            below = value > hi
+            truth = {"eq": False, "ne": True}.get(pred, below == (pred[1:] in ("lt", "le")))
+            rewriter.replace_op(op, [int_constant_like(rewriter, op, -1 if truth else 0, op.results[0])])
+            return True
         return replace_with_op(rewriter, op, type(op).build(pred, src, int_constant_like(rewriter, op, value, src)))
 
 

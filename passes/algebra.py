@@ -300,10 +300,23 @@ class SplatAbsorbingConstant(RewritePattern):
         return True
 
 
-EXACT_PATTERNS = [AbsorbingConstant(), Reassociate(), SubtractConstant(), SubtractionIdentities(),
-                  StrengthReduce(), CastOfCast(), SelectOfBooleans(), UnsignedMinMaxBounds(),
+def per_name(pattern_cls, names) -> list:
+    """One instance of a pattern class for each op name it handles: the driver then offers each op
+    only the patterns for its name, instead of every op every pattern that matches any name."""
+    out = []
+    for name in names:
+        pattern = pattern_cls()
+        pattern.op_name = name
+        out.append(pattern)
+    return out
+
+
+EXACT_PATTERNS = [*per_name(AbsorbingConstant, AbsorbingConstant.ABSORBING), *per_name(Reassociate, ASSOCIATIVE),
+                  SubtractConstant(), SubtractionIdentities(), *per_name(StrengthReduce, StrengthReduce.NAMES),
+                  *per_name(CastOfCast, [*CastOfCast.SAME_KIND, "arith.index_cast", "arith.truncf"]),
+                  SelectOfBooleans(), *per_name(UnsignedMinMaxBounds, ["arith.minui", "arith.maxui"]),
                   *(SplatAbsorbingConstant(name) for name in AbsorbingConstant.ABSORBING)]
-FAST_MATH_PATTERNS = [FastMathIdentities()]
+FAST_MATH_PATTERNS = per_name(FastMathIdentities, ["arith.addf", "arith.mulf", "arith.subf"])
 
 
 # ---- rules of MLIR's arith canonicalisation (issue 15): scalars and splat tensors alike ------
@@ -425,7 +438,7 @@ class CmpIOfExtensions(RewritePattern):
 
         wide, narrow = elem_type(b), elem_type(src)
         value = signed(wrap(c, wide), wide) if ext.name == "arith.extsi" else unsigned(wrap(c, wide), wide)
-        lo, hi = (signed(1 << (narrow.width - 1), narrow), (1 << (narrow.width - 1)) - 1) \
+        lo, hi = (-(1 << (narrow.width - 1)), (1 << (narrow.width - 1)) - 1) \
             if ext.name == "arith.extsi" else (0, (1 << narrow.width) - 1)
         if narrow.width == 1 and ext.name == "arith.extsi":
             lo, hi = -1, 0
@@ -562,17 +575,19 @@ class AddSubRules(RewritePattern):
 
     def add(self, op, rewriter) -> bool:
         a, b = op.operands
-        for x, y in ((a, b), (b, a)):
-            sub = defining(x, "arith.subi")
-            if sub is not None and sub.operands[1] is y:
-                rewriter.replace_op(op, [sub.operands[0]])
+        da, db = a.defining_op, b.defining_op
+        name_a, name_b = da.name if da is not None else None, db.name if db is not None else None
+        if name_a not in ("arith.subi", "arith.muli") and name_b not in ("arith.subi", "arith.muli"):
+            return False
+        for x, y, dx, dy in ((a, b, da, db), (b, a, db, da)):
+            if dx is not None and dx.name == "arith.subi" and dx.operands[1] is y:
+                rewriter.replace_op(op, [dx.operands[0]])
                 return True
-            neg = defining(y, "arith.muli")
-            if neg is not None and is_int_value(neg.operands[1], -1):
-                return replace_with_op(rewriter, op, binary("arith.subi", x, neg.operands[0]))
-        c2 = int_or_splat(b)
-        sub = defining(a, "arith.subi")
-        if c2 is not None and sub is not None and a.has_one_use and (c1 := int_or_splat(sub.operands[0])) is not None:
+            if dy is not None and dy.name == "arith.muli" and is_int_value(dy.operands[1], -1):
+                return replace_with_op(rewriter, op, binary("arith.subi", x, dy.operands[0]))
+        sub = da if name_a == "arith.subi" else None
+        c2 = int_or_splat(b) if sub is not None else None
+        if c2 is not None and a.has_one_use and (c1 := int_or_splat(sub.operands[0])) is not None:
             k = int_constant_like(rewriter, op, c1 + c2, a)
             return replace_with_op(rewriter, op, binary("arith.subi", k, sub.operands[1]))
         return False
@@ -762,7 +777,14 @@ class CmpFOfIntToFloat(RewritePattern):
         return True
 
 
-MLIR_ARITH_PATTERNS = [CmpFOfIntToFloat(), CmpIConstantRight(), CmpIOfBool(), CmpIOfExtensions(), NotOfCmp(), SelectRules(),
-                       BitwiseIdentities(), BitwiseOfExtensions(), AddSubRules(), SignedMinMaxBounds(),
-                       RemainderByOne(), CastChains(), FloatSignRules()]
+CAST_CHAIN_NAMES = ["arith.extsi", "arith.index_cast", "arith.index_castui", "arith.trunci", "arith.truncf",
+                    "arith.bitcast"]
+MLIR_ARITH_PATTERNS = [CmpFOfIntToFloat(), CmpIConstantRight(), CmpIOfBool(), CmpIOfExtensions(), NotOfCmp(),
+                       SelectRules(), *per_name(BitwiseIdentities, BitwiseIdentities.NAMES),
+                       *per_name(BitwiseOfExtensions, BitwiseIdentities.NAMES),
+                       *per_name(AddSubRules, ["arith.addi", "arith.subi"]),
+                       *per_name(SignedMinMaxBounds, ["arith.minsi", "arith.maxsi"]),
+                       *per_name(RemainderByOne, ["arith.remui", "arith.remsi"]),
+                       *per_name(CastChains, CAST_CHAIN_NAMES),
+                       *per_name(FloatSignRules, ["arith.mulf", "arith.divf", *FloatSignRules.NEUTRAL, "arith.cmpf"])]
 EXACT_PATTERNS += MLIR_ARITH_PATTERNS

@@ -1,4 +1,4 @@
-"""Canonicalization patterns for ``scf.for`` (used by ``canonicalize``; registers no pass).
+"""Canonicalization patterns for ``scf.for`` and ``scf.if`` (used by ``canonicalize``; registers no pass).
 
 * ``FoldInvariantIterArgs``: an iter_arg that the body yields back unchanged, or
   that is yielded its own initial value, holds its initial value throughout; it
@@ -7,7 +7,11 @@
   its initial values, one that runs once is its body inlined, and one whose body
   only yields values from outside (and runs at least once) is those values.
 
-A loop left with no results and a body free of side effects is then dead, and
+* ``IfToSelect``: an ``scf.if`` whose arms only yield values defined outside it
+  is one ``arith.select`` per result (MLIR's rule).
+* ``DropUnusedIfResults``: results of an ``scf.if`` nothing uses leave it and its yields.
+
+A loop or if left with no results and a body free of side effects is then dead, and
 the greedy driver erases it.
 """
 

@@ -300,7 +300,491 @@ class SplatAbsorbingConstant(RewritePattern):
         return True
 
 
-EXACT_PATTERNS = [AbsorbingConstant(), Reassociate(), SubtractConstant(), SubtractionIdentities(),
-                  StrengthReduce(), CastOfCast(), SelectOfBooleans(), UnsignedMinMaxBounds(),
+def per_name(pattern_cls, names) -> list:
+    """One instance of a pattern class for each op name it handles: the driver then offers each op
+    only the patterns for its name, instead of every op every pattern that matches any name."""
+    out = []
+    for name in names:
+        pattern = pattern_cls()
+        pattern.op_name = name
+        out.append(pattern)
+    return out
+
+
+EXACT_PATTERNS = [*per_name(AbsorbingConstant, AbsorbingConstant.ABSORBING), *per_name(Reassociate, ASSOCIATIVE),
+                  SubtractConstant(), SubtractionIdentities(), *per_name(StrengthReduce, StrengthReduce.NAMES),
+                  *per_name(CastOfCast, [*CastOfCast.SAME_KIND, "arith.index_cast", "arith.truncf"]),
+                  SelectOfBooleans(), *per_name(UnsignedMinMaxBounds, ["arith.minui", "arith.maxui"]),
                   *(SplatAbsorbingConstant(name) for name in AbsorbingConstant.ABSORBING)]
-FAST_MATH_PATTERNS = [FastMathIdentities()]
+FAST_MATH_PATTERNS = per_name(FastMathIdentities, ["arith.addf", "arith.mulf", "arith.subf"])
+
+
+# ---- rules of MLIR's arith canonicalisation (issue 15): scalars and splat tensors alike ------
+
+
+def elem_type(value):
+    """The element type of a scalar or tensor value."""
+    return value.type.element_type if value.type.is_shaped else value.type
+
+
+def int_or_splat(value) -> int | None:
+    """The value of an integer constant, scalar or splat tensor (as stored), else None."""
+    c = int_const(value)
+    if c is not None:
+        return c
+    attr = constant_value(value)
+    if isinstance(attr, DenseAttr) and attr.is_splat and attr.array.size and attr.array.dtype.kind in "iub":
+        return int(attr.array.flat[0])
+    return None
+
+
+def is_int_value(value, n: int) -> bool:
+    """Whether ``value`` is an integer constant (scalar or splat) equal to ``n`` at its width."""
+    c = int_or_splat(value)
+    t = elem_type(value)
+    return c is not None and isinstance(t, (IntegerType, IndexType)) and wrap(c, t) == wrap(n, t)
+
+
+def defining(value, *names):
+    """The op defining ``value`` if its name is one of ``names``, else None."""
+    op = value.defining_op
+    return op if op is not None and op.name in names else None
+
+
+def int_constant_like(rewriter, op, value: int, like):
+    """A constant equal to ``value`` of ``like``'s type (a scalar, or a splat tensor)."""
+    from irc.dialects.arith import ConstantOp
+
+    from irc.semantics import value_to_attr
+
+    t = like.type
+    if not t.is_shaped:
+        return make_constant(rewriter, op, value, t)
+    import numpy as np
+
+    from irc.types import i1, numpy_dtype
+
+    e = t.element_type
+    array = np.full(t.shape, bool(value & 1) if e is i1 else wrap(value, e),
+                    dtype=bool if e is i1 else numpy_dtype(e))
+    c = ConstantOp.build(value_to_attr(array, t))
+    c.loc = op.loc
+    rewriter.before_op(op).insert(c)
+    return c.results[0]
+
+
+def insert(rewriter, op, new):
+    new.loc = op.loc
+    rewriter.before_op(op).insert(new)
+    return new.results[0]
+
+
+SWAPPED = {"eq": "eq", "ne": "ne", "slt": "sgt", "sgt": "slt", "sle": "sge", "sge": "sle",
+           "ult": "ugt", "ugt": "ult", "ule": "uge", "uge": "ule"}
+NEGATED = {"eq": "ne", "ne": "eq", "slt": "sge", "sge": "slt", "sle": "sgt", "sgt": "sle",
+           "ult": "uge", "uge": "ult", "ule": "ugt", "ugt": "ule"}
+
+
+class CmpIConstantRight(RewritePattern):
+    """``cmpi slt, c, x`` -> ``cmpi sgt, x, c``: the constant on the right, predicate mirrored."""
+
+    op_name = "arith.cmpi"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        a, b = op.operands
+        if constant_value(a) is None or constant_value(b) is not None:
+            return False
+        return replace_with_op(rewriter, op, type(op).build(SWAPPED[op.predicate], b, a))
+
+
+class CmpIOfBool(RewritePattern):
+    """On i1: ``cmpi eq, x, true`` and ``cmpi ne, x, false`` are ``x``."""
+
+    op_name = "arith.cmpi"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        x, c = op.operands
+        if getattr(elem_type(x), "width", 0) != 1 or isinstance(elem_type(x), IndexType):
+            return False
+        if (op.predicate == "eq" and is_int_value(c, 1)) or (op.predicate == "ne" and is_int_value(c, 0)):
+            rewriter.replace_op(op, [x])
+            return True
+        return False
+
+
+class CmpIOfExtensions(RewritePattern):
+    """Compare before widening: ``cmpi p, ext(a), ext(b)`` -> ``cmpi p, a, b`` and ``cmpi p, ext(a), c``
+    -> ``cmpi p, a, c'`` when ``c`` is the extension of a narrower ``c'`` (a constant when ``c`` lies
+    beyond every extended value).  Equality holds for both
+    extensions; sign extension keeps the signed order, zero extension the unsigned one."""
+
+    op_name = "arith.cmpi"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        a, b = op.operands
+        ext = defining(a, "arith.extsi", "arith.extui")
+        pred = op.predicate
+        if ext is None or (pred[0] == "s" and ext.name != "arith.extsi") or \
+                (pred[0] == "u" and ext.name != "arith.extui"):
+            return False
+        src = ext.operands[0]
+        other = defining(b, ext.name)
+        if other is not None and other.operands[0].type is src.type:
+            return replace_with_op(rewriter, op, type(op).build(pred, src, other.operands[0]))
+        c = int_or_splat(b)
+        if c is None:
+            return False
+        from irc.semantics import signed, unsigned
+
+        wide, narrow = elem_type(b), elem_type(src)
+        value = signed(wrap(c, wide), wide) if ext.name == "arith.extsi" else unsigned(wrap(c, wide), wide)
+        lo, hi = (-(1 << (narrow.width - 1)), (1 << (narrow.width - 1)) - 1) \
+            if ext.name == "arith.extsi" else (0, (1 << narrow.width) - 1)
+        if narrow.width == 1 and ext.name == "arith.extsi":
+            lo, hi = -1, 0
+        if not lo <= value <= hi:  # every extended value lies on one side of c
+            below = value > hi
+            truth = {"eq": False, "ne": True}.get(pred, below == (pred[1:] in ("lt", "le")))
+            rewriter.replace_op(op, [int_constant_like(rewriter, op, -1 if truth else 0, op.results[0])])
+            return True
+        return replace_with_op(rewriter, op, type(op).build(pred, src, int_constant_like(rewriter, op, value, src)))
+
+
+class NotOfCmp(RewritePattern):
+    """``xori (cmpi p, a, b), true`` -> ``cmpi !p, a, b`` (the comparison used nowhere else)."""
+
+    op_name = "arith.xori"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        cmp, c = op.operands
+        inner = defining(cmp, "arith.cmpi")
+        if inner is None or not is_int_value(c, 1) or not cmp.has_one_use:
+            return False
+        return replace_with_op(rewriter, op, type(inner).build(NEGATED[inner.predicate], *inner.operands))
+
+
+class SelectRules(RewritePattern):
+    """``select (not c), a, b`` -> ``select c, b, a``; ``select (a == b), a, b`` -> ``b`` (and ``!=``:
+    ``a``); ``select c, (select c, a, b), d`` -> ``select c, a, d`` (and in the false arm);
+    ``select c, 1, 0`` -> ``extui c``, ``select c, 0, 1`` -> ``extui (not c)`` and on i1
+    ``select c, false, true`` -> ``not c``."""
+
+    op_name = "arith.select"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        from irc.dialects.arith import ExtUIOp
+
+        c, a, b = op.operands
+        not_c = defining(c, "arith.xori")
+        if not_c is not None and is_int_value(not_c.operands[1], 1):
+            op.set_operands([not_c.operands[0], b, a])
+            rewriter.modified(op)
+            return True
+        cmp = defining(c, "arith.cmpi")
+        if cmp is not None and cmp.predicate in ("eq", "ne") and {*cmp.operands} == {a, b} and a is not b:
+            rewriter.replace_op(op, [b if cmp.predicate == "eq" else a])
+            return True
+        for k, arm in ((1, a), (2, b)):
+            inner = defining(arm, "arith.select")
+            if inner is not None and inner.operands[0] is c:
+                op.set_operand(k, inner.operands[k])
+                rewriter.modified(op)
+                return True
+        if not elem_type(a).is_int_or_index or isinstance(elem_type(a), IndexType):
+            return False
+        if c.type.is_shaped != a.type.is_shaped:
+            return False
+        one_zero = is_int_value(a, 1) and is_int_value(b, 0)
+        zero_one = is_int_value(a, 0) and is_int_value(b, 1)
+        if not (one_zero or zero_one):
+            return False
+        cond = c
+        if zero_one:
+            cond = insert(rewriter, op, binary("arith.xori", c, int_constant_like(rewriter, op, 1, c)))
+        if elem_type(a).width == 1:
+            if cond is c:
+                return False  # select c, true, false: SelectOfBooleans
+            rewriter.replace_op(op, [cond])
+            return True
+        return replace_with_op(rewriter, op, ExtUIOp.build(cond, elem_type(a)))
+
+
+class BitwiseIdentities(RewritePattern):
+    """``x & ~x`` -> 0, ``x | ~x`` -> -1 (``~x`` is ``x ^ -1``); ``(a ^ b) ^ b`` -> ``a`` in every
+    operand order; ``a & (a & b)`` -> ``a & b`` and ``a | (a | b)`` -> ``a | b``."""
+
+    op_name = None
+    NAMES = ("arith.andi", "arith.ori", "arith.xori")
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        if op.name not in self.NAMES:
+            return False
+        a, b = op.operands
+        for x, y in ((a, b), (b, a)):
+            inner = defining(y, op.name)
+            if op.name != "arith.xori" and (not_x := defining(y, "arith.xori")) is not None:
+                p, q = not_x.operands
+                if (p is x and is_int_value(q, -1)) or (q is x and is_int_value(p, -1)):
+                    value = 0 if op.name == "arith.andi" else -1
+                    rewriter.replace_op(op, [int_constant_like(rewriter, op, value, x)])
+                    return True
+            if inner is None or x not in inner.operands:
+                continue
+            p, q = inner.operands
+            if op.name == "arith.xori":
+                rewriter.replace_op(op, [q if p is x else p])
+            else:
+                rewriter.replace_op(op, [y])
+            return True
+        return False
+
+
+class BitwiseOfExtensions(RewritePattern):
+    """``op(ext a, ext b)`` -> ``ext(op(a, b))`` for and, or, xor: bitwise ops commute with both
+    extensions (the extensions used nowhere else, so the count of ops goes down)."""
+
+    op_name = None
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        if op.name not in BitwiseIdentities.NAMES:
+            return False
+        a, b = op.operands
+        ea = defining(a, "arith.extsi", "arith.extui")
+        eb = defining(b, "arith.extsi", "arith.extui")
+        if ea is None or eb is None or ea.name != eb.name or ea.operands[0].type is not eb.operands[0].type:
+            return False
+        if not a.has_one_use or not b.has_one_use:
+            return False
+        narrow = insert(rewriter, op, binary(op.name, ea.operands[0], eb.operands[0]))
+        return replace_with_op(rewriter, op, type(ea).build(narrow, elem_type(a)))
+
+
+class AddSubRules(RewritePattern):
+    """``(a - b) + b`` -> ``a``; ``a + x * -1`` -> ``a - x``; with constants c1, c2:
+    ``(c1 - x) + c2`` -> ``(c1 + c2) - x``, ``c2 - (x + c1)`` -> ``(c2 - c1) - x``,
+    ``c2 - (c1 - x)`` -> ``x + (c2 - c1)``.  All exact in wrapping arithmetic."""
+
+    op_name = None
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        if op.name == "arith.addi":
+            return self.add(op, rewriter)
+        if op.name == "arith.subi":
+            return self.sub(op, rewriter)
+        return False
+
+    def add(self, op, rewriter) -> bool:
+        a, b = op.operands
+        da, db = a.defining_op, b.defining_op
+        name_a, name_b = da.name if da is not None else None, db.name if db is not None else None
+        if name_a not in ("arith.subi", "arith.muli") and name_b not in ("arith.subi", "arith.muli"):
+            return False
+        for x, y, dx, dy in ((a, b, da, db), (b, a, db, da)):
+            if dx is not None and dx.name == "arith.subi" and dx.operands[1] is y:
+                rewriter.replace_op(op, [dx.operands[0]])
+                return True
+            if dy is not None and dy.name == "arith.muli" and is_int_value(dy.operands[1], -1):
+                return replace_with_op(rewriter, op, binary("arith.subi", x, dy.operands[0]))
+        sub = da if name_a == "arith.subi" else None
+        c2 = int_or_splat(b) if sub is not None else None
+        if c2 is not None and a.has_one_use and (c1 := int_or_splat(sub.operands[0])) is not None:
+            k = int_constant_like(rewriter, op, c1 + c2, a)
+            return replace_with_op(rewriter, op, binary("arith.subi", k, sub.operands[1]))
+        return False
+
+    def sub(self, op, rewriter) -> bool:
+        a, b = op.operands
+        c2 = int_or_splat(a)
+        if c2 is None or not b.has_one_use:
+            return False
+        add = defining(b, "arith.addi")
+        if add is not None and (c1 := int_or_splat(add.operands[1])) is not None:
+            k = int_constant_like(rewriter, op, c2 - c1, b)
+            return replace_with_op(rewriter, op, binary("arith.subi", k, add.operands[0]))
+        sub = defining(b, "arith.subi")
+        if sub is not None and (c1 := int_or_splat(sub.operands[0])) is not None:
+            k = int_constant_like(rewriter, op, c2 - c1, b)
+            return replace_with_op(rewriter, op, binary("arith.addi", sub.operands[1], k))
+        return False
+
+
+class SignedMinMaxBounds(RewritePattern):
+    """``maxsi x, MAX`` -> MAX, ``maxsi x, MIN`` -> x, ``minsi x, MIN`` -> MIN, ``minsi x, MAX`` -> x."""
+
+    op_name = None
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        if op.name not in ("arith.minsi", "arith.maxsi"):
+            return False
+        x, c = op.operands
+        t = elem_type(x)
+        if not isinstance(t, IntegerType) or int_or_splat(c) is None:
+            return False
+        from irc.semantics import signed
+
+        v = signed(wrap(int_or_splat(c), t), t)
+        lo, hi = -(1 << (t.width - 1)), (1 << (t.width - 1)) - 1
+        if v not in (lo, hi):
+            return False
+        keeps_x = (op.name == "arith.maxsi") == (v == lo)
+        rewriter.replace_op(op, [x if keeps_x else c])
+        return True
+
+
+class RemainderByOne(RewritePattern):
+    """``remui x, 1`` and ``remsi x, 1`` are 0."""
+
+    op_name = None
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        if op.name not in ("arith.remui", "arith.remsi") or not is_int_value(op.operands[1], 1):
+            return False
+        if getattr(elem_type(op.operands[1]), "width", 64) == 1:
+            return False  # i1's 1 is -1 for remsi; leave it
+        rewriter.replace_op(op, [int_constant_like(rewriter, op, 0, op.operands[0])])
+        return True
+
+
+class CastChains(RewritePattern):
+    """Casts of casts that ``CastOfCast`` leaves, on scalars and tensors: ``extsi(extui x)`` ->
+    ``extui x`` (its top bit is 0); ``index_cast(extsi x)`` -> ``index_cast x`` and
+    ``index_castui(extui x)`` -> ``index_castui x`` (to index); ``trunci(ext x)`` -> ``ext x`` or
+    ``trunci x`` by the widths; ``truncf(extf x)`` -> ``truncf x`` when narrower than x (extf is
+    exact); ``truncf(sitofp x)`` -> ``sitofp x`` when the wide float holds every value of x
+    exactly (one rounding instead of two, the same result); ``bitcast(bitcast x)`` -> one
+    bitcast (or x)."""
+
+    op_name = None
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        from irc.types import FloatType
+
+        if op.name == "arith.bitcast" and op.operands[0].type is op.results[0].type:
+            rewriter.replace_op(op, [op.operands[0]])
+            return True
+        inner = op.operands[0].defining_op if op.operands else None
+        if inner is None or not inner.operands or op.name not in (
+                "arith.extsi", "arith.index_cast", "arith.index_castui", "arith.trunci", "arith.truncf",
+                "arith.bitcast"):
+            return False
+        x = inner.operands[0]
+        src, out = elem_type(x), elem_type(op.results[0])
+        name, iname = op.name, inner.name
+        if name == "arith.extsi" and iname == "arith.extui":
+            return replace_with_op(rewriter, op, type(inner).build(x, out))
+        if (name, iname) in (("arith.index_cast", "arith.extsi"), ("arith.index_castui", "arith.extui")) \
+                and isinstance(out, IndexType):
+            return replace_with_op(rewriter, op, type(op).build(x, out))
+        if name == "arith.trunci" and iname in ("arith.extsi", "arith.extui") and isinstance(src, IntegerType):
+            if src is out:
+                rewriter.replace_op(op, [x])
+                return True
+            return replace_with_op(rewriter, op, (type(inner) if src.width < out.width else type(op)).build(x, out))
+        if name == "arith.truncf" and iname == "arith.extf" and isinstance(src, FloatType) \
+                and src.width > out.width:
+            return replace_with_op(rewriter, op, type(op).build(x, out))
+        if name == "arith.truncf" and iname in ("arith.sitofp", "arith.uitofp") and isinstance(src, IntegerType):
+            mantissa = {"f64": 53, "f32": 24, "f16": 11, "bf16": 8}.get(elem_type(inner.results[0]).kind, 0)
+            if src.width <= mantissa:
+                return replace_with_op(rewriter, op, type(inner).build(x, out))
+            return False
+        if name == "arith.bitcast" and iname == "arith.bitcast":
+            if x.type is op.results[0].type:
+                rewriter.replace_op(op, [x])
+                return True
+            return replace_with_op(rewriter, op, type(op).build(x, out))
+        return False
+
+
+class FloatSignRules(RewritePattern):
+    """Exact float rules: ``(-x) * (-y)`` -> ``x * y`` and ``(-x) / (-y)`` -> ``x / y``;
+    ``minimumf x, +inf`` and ``maximumf x, -inf`` -> x; ``minnumf x, NaN`` and ``maxnumf x, NaN``
+    -> x; ``cmpf`` against a NaN constant: false for ordered predicates, true for unordered."""
+
+    op_name = None
+    NEUTRAL = {"arith.minimumf": lambda v: v == float("inf"), "arith.maximumf": lambda v: v == float("-inf"),
+               "arith.minnumf": lambda v: v != v, "arith.maxnumf": lambda v: v != v}
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        name = op.name
+        if name in ("arith.mulf", "arith.divf"):
+            na, nb = (defining(v, "arith.negf") for v in op.operands)
+            if na is None or nb is None:
+                return False
+            return replace_with_op(rewriter, op, type(op)([na.operands[0], nb.operands[0]], [op.results[0].type],
+                                                          dict(op.attributes)))
+        if name in self.NEUTRAL:
+            c = float_const(op.operands[1])
+            if c is not None and self.NEUTRAL[name](c):
+                rewriter.replace_op(op, [op.operands[0]])
+                return True
+            return False
+        if name == "arith.cmpf" and op.predicate not in ("true", "false"):
+            if not any((v := float_const(x)) is not None and v != v for x in op.operands):
+                return False
+            truth = op.predicate[0] == "u"
+            rewriter.replace_op(op, [int_constant_like(rewriter, op, -1 if truth else 0, op.results[0])])
+            return True
+        return False
+
+
+class CmpFOfIntToFloat(RewritePattern):
+    """``cmpf p, (uitofp x), c`` -> ``cmpi`` on x (``sitofp``: signed), when the float type holds
+    every value of x exactly and c is not NaN: the converted value is an integer and never NaN,
+    so ordered and unordered predicates agree, and ``x < c`` is ``x < ceil(c)``, ``x <= c`` is
+    ``x <= floor(c)``; a c outside x's range gives a constant."""
+
+    op_name = "arith.cmpf"
+    MANTISSA = {"f64": 53, "f32": 24, "f16": 11, "bf16": 8}
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        import math
+
+        from irc.dialects.arith import CmpIOp
+
+        conv = defining(op.operands[0], "arith.uitofp", "arith.sitofp")
+        c = float_const(op.operands[1])
+        pred = op.predicate[1:] if op.predicate not in ("true", "false", "ord", "uno") else None
+        if conv is None or c is None or c != c or pred is None or op.operands[0].type.is_shaped:
+            return False
+        x = conv.operands[0]
+        t = x.type
+        if not isinstance(t, IntegerType) or t.width > self.MANTISSA.get(op.operands[0].type.kind, 0):
+            return False
+        sign = conv.name == "arith.sitofp"
+        lo, hi = (-(1 << (t.width - 1)), (1 << (t.width - 1)) - 1) if sign else (0, (1 << t.width) - 1)
+        if t.width == 1 and sign:
+            lo, hi = -1, 0
+        if pred in ("eq", "ne"):
+            if math.isinf(c) or c != math.floor(c) or not lo <= c <= hi:
+                return self.constant(op, rewriter, pred == "ne")
+            k, p = int(c), pred
+        elif pred in ("lt", "ge"):  # x < c  <=>  x < ceil(c)
+            if math.isinf(c) or not lo < math.ceil(c) <= hi:
+                return self.constant(op, rewriter, (c > hi) == (pred == "lt"))
+            k, p = math.ceil(c), pred
+        else:  # le, gt: x <= c  <=>  x <= floor(c)
+            if math.isinf(c) or not lo <= math.floor(c) < hi:
+                return self.constant(op, rewriter, (c >= hi) == (pred == "le"))
+            k, p = math.floor(c), pred
+        if p not in ("eq", "ne"):
+            p = ("s" if sign else "u") + p
+        return replace_with_op(rewriter, op, CmpIOp.build(p, x, make_constant(rewriter, op, k, t)))
+
+    @staticmethod
+    def constant(op, rewriter, truth: bool) -> bool:
+        rewriter.replace_op(op, [int_constant_like(rewriter, op, -1 if truth else 0, op.results[0])])
+        return True
+
+
+CAST_CHAIN_NAMES = ["arith.extsi", "arith.index_cast", "arith.index_castui", "arith.trunci", "arith.truncf",
+                    "arith.bitcast"]
+MLIR_ARITH_PATTERNS = [CmpFOfIntToFloat(), CmpIConstantRight(), CmpIOfBool(), CmpIOfExtensions(), NotOfCmp(),
+                       SelectRules(), *per_name(BitwiseIdentities, BitwiseIdentities.NAMES),
+                       *per_name(BitwiseOfExtensions, BitwiseIdentities.NAMES),
+                       *per_name(AddSubRules, ["arith.addi", "arith.subi"]),
+                       *per_name(SignedMinMaxBounds, ["arith.minsi", "arith.maxsi"]),
+                       *per_name(RemainderByOne, ["arith.remui", "arith.remsi"]),
+                       *per_name(CastChains, CAST_CHAIN_NAMES),
+                       *per_name(FloatSignRules, ["arith.mulf", "arith.divf", *FloatSignRules.NEUTRAL, "arith.cmpf"])]
+EXACT_PATTERNS += MLIR_ARITH_PATTERNS

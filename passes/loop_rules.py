@@ -1,4 +1,4 @@
-"""Canonicalization patterns for ``scf.for`` (used by ``canonicalize``; registers no pass).
+"""Canonicalization patterns for ``scf.for`` and ``scf.if`` (used by ``canonicalize``; registers no pass).
 
 * ``FoldInvariantIterArgs``: an iter_arg that the body yields back unchanged, or
   that is yielded its own initial value, holds its initial value throughout; it
@@ -7,7 +7,11 @@
   its initial values, one that runs once is its body inlined, and one whose body
   only yields values from outside (and runs at least once) is those values.
 
-A loop left with no results and a body free of side effects is then dead, and
+* ``IfToSelect``: an ``scf.if`` whose arms only yield values defined outside it
+  is one ``arith.select`` per result (MLIR's rule).
+* ``DropUnusedIfResults``: results of an ``scf.if`` nothing uses leave it and its yields.
+
+A loop or if left with no results and a body free of side effects is then dead, and
 the greedy driver erases it.
 """
 
@@ -94,3 +98,65 @@ class SimplifyTrivialLoop(RewritePattern):
 
 
 PATTERNS = [FoldInvariantIterArgs(), SimplifyTrivialLoop()]
+
+
+def _rebuild_if(op, keep: list[int], rewriter):
+    """``op`` (an scf.if) without the results not in ``keep``; the regions move to the new op."""
+    from irc.dialects.scf import IfOp
+
+    for region in op.regions:
+        term = region.entry.terminator
+        term.set_operands([term.operands[k] for k in keep])
+    regions = op.regions
+    op.regions = []
+    new = IfOp([op.operands[0]], [op.results[k].type for k in keep], dict(op.attributes), regions=regions,
+               loc=op.loc, result_names=[op.results[k].name_hint for k in keep])
+    rewriter.before_op(op).insert(new)
+    for i, k in enumerate(keep):
+        rewriter.replace_all_uses_with(op.results[k], new.results[i])
+    rewriter.erase_op(op)
+    return new
+
+
+class IfToSelect(RewritePattern):
+    """An scf.if whose arms only yield values defined outside it is one ``arith.select`` per
+    result (none where both arms yield the same value), as MLIR's canonicalizer does."""
+
+    op_name = "scf.if"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        from irc.dialects.arith import SelectOp
+
+        if not op.results or any(r.entry is None or r.entry.first_op is not r.entry.terminator
+                                 for r in op.regions):
+            return False
+        then_values = op.regions[0].entry.terminator.operands
+        else_values = op.regions[1].entry.terminator.operands
+        cond = op.operands[0]
+        results = []
+        for a, b in zip(then_values, else_values):
+            if a is b:
+                results.append(a)
+                continue
+            select = SelectOp.build(cond, a, b)
+            select.loc = op.loc
+            rewriter.before_op(op).insert(select)
+            results.append(select.results[0])
+        rewriter.replace_op(op, results)
+        return True
+
+
+class DropUnusedIfResults(RewritePattern):
+    """Results of an scf.if that nothing uses are dropped from it and from its yields."""
+
+    op_name = "scf.if"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        keep = [k for k, r in enumerate(op.results) if r.first_use is not None]
+        if len(keep) == len(op.results) or any(r.entry is None for r in op.regions):
+            return False
+        _rebuild_if(op, keep, rewriter)
+        return True
+
+
+PATTERNS += [IfToSelect(), DropUnusedIfResults()]

@@ -180,7 +180,29 @@ def threads_part(threads: int, rounds, per_round) -> list[tuple[str, bool]]:
         checks.append((f"{label}: {threads} threads give the same bits", same))
         if min(m, n, k) >= 256:
             checks.append((f"{label}: {threads} threads >= 1.8x one ({speedup:.2f})", speedup >= 1.8))
+    checks += mlp_threads(threads, rounds, per_round)
     return checks
+
+
+def mlp_threads(threads: int, rounds, per_round) -> list[tuple[str, bool]]:
+    """tensor_cpu.py's MLP forward (16 layers relu(h @ W + b), batch 256, width 1024) on one
+    thread and on ``threads``: its matmuls and its bias-and-ReLU loops both split."""
+    layers, batch, width = (4, 64, 256) if per_round < 5 else (16, 256, 1024)
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal((batch, width)).astype(np.float32)]
+    for _ in range(layers):
+        args += [(rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32),
+                 rng.standard_normal(width).astype(np.float32)]
+    module = irc.parse(tc.mlp_ir(layers))
+    fns = [irc.compile(module, cache_dir=tc.IRC_CACHE, threads=t).mlp for t in (1, threads)]
+    outs = [fn(*args) for fn in fns]
+    medians = timed([lambda fn=fn: fn(*args) for fn in fns], rounds, per_round)
+    same = bool(np.array_equal(outs[0], outs[1]))
+    speedup = medians[0] / medians[1]
+    print(f"| MLP forward {layers} x {width}, batch {batch} | {medians[0] * 1e3:.1f} ms | "
+          f"{medians[1] * 1e3:.1f} ms | {speedup:.2f} | {same} |", flush=True)
+    return [(f"MLP forward: {threads} threads give the same bits", same),
+            (f"MLP forward: {threads} threads >= 1.8x one ({speedup:.2f})", speedup >= 1.8)]
 
 
 def blockings_part(rounds, per_round) -> None:

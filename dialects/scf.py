@@ -92,8 +92,8 @@ class YieldOp(Operation):
 
     def verify_op(self) -> None:
         parent = self.parent_op
-        if not isinstance(parent, (ForOp, IfOp, WhileOp)):
-            raise self.error("must end a region of scf.for, scf.if or scf.while")
+        if not isinstance(parent, (ForOp, IfOp, WhileOp, ExecuteRegionOp)):
+            raise self.error("must end a region of scf.for, scf.if, scf.while or scf.execute_region")
         expected = parent.yield_types(self.parent_region)
         if self.operand_types != expected:
             raise self.error(f"yields ({', '.join(map(str, self.operand_types))}) but '{parent.name}' "
@@ -419,3 +419,142 @@ def _parse_while(ctx, children):
                       "per loop result", loc)
     return WhileOp(operands, result_types, regions=[before, after], loc=loc)
 
+
+
+class ExecuteRegionOp(Operation):
+    """``%r = scf.execute_region -> (T) { ... }``: run a region once, which may hold
+    several blocks (and so unstructured control flow); its ``scf.yield`` gives the results."""
+
+    name = "scf.execute_region"
+    traits = frozenset({HasRecursiveEffects})
+    summary = "Run a region of any number of blocks once; scf.yield gives its results."
+    example = "%r = scf.execute_region -> i64 { %c = arith.constant 1 : i64 scf.yield %c : i64 }"
+
+    def yield_types(self, region):
+        return self.result_types
+
+    def verify_op(self) -> None:
+        if len(self.regions) != 1 or self.regions[0].is_empty:
+            raise self.error("needs one region with at least one block")
+        if self.regions[0].entry.args:
+            raise self.error("its region's entry block takes no arguments")
+
+    def interpret(self, interp, args):
+        _, values = interp.run_region(self.regions[0], [], interp.env)
+        return values
+
+    def print_custom(self, p) -> None:
+        if self.results:
+            types = p.types(self.result_types)
+            p.write(f" -> {types if len(self.results) == 1 else '(' + types + ')'}")
+        p.write(" ")
+        p.region(self.regions[0])
+        p.write(p.attr_dict(self.attributes))
+
+
+@syntax_rule("execute_op")
+def _parse_execute(ctx, children):
+    kw = children[0]
+    types, region, attrs = [], None, {}
+    for c in children[1:]:
+        if isinstance(c, Region):
+            region = c
+        elif isinstance(c, dict):
+            attrs = c
+        else:
+            types = c
+    return ExecuteRegionOp([], types, attrs, regions=[region], loc=ctx.loc(kw))
+
+
+class ReduceOp(Operation):
+    """``scf.reduce``: ends the body of ``scf.parallel`` (irc's parallel loops carry no reductions)."""
+
+    name = "scf.reduce"
+    traits = frozenset({Terminator, ReturnLike})
+    summary = "End the body of an scf.parallel loop."
+    example = "scf.reduce"
+
+    def verify_op(self) -> None:
+        if self.operands or self.regions:
+            raise self.error("with reductions is not supported by irc (scf.parallel without init values only)")
+        if not isinstance(self.parent_op, ParallelOp):
+            raise self.error("must end the body of scf.parallel")
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        if syn.args or syn.regions or syn.sig is not None:
+            raise IRError("'scf.reduce' with reductions is not supported by irc", syn.loc)
+        return cls([], [], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(p.attr_dict(self.attributes))
+
+
+class ParallelOp(Operation):
+    """``scf.parallel (%i, %j) = (%l0, %l1) to (%u0, %u1) step (%s0, %s1) { ... }``: a loop nest
+    whose iterations may run in any order.  Operands: the lower bounds, the upper bounds, then
+    the steps (``operandSegmentSizes`` as in MLIR); the body's arguments are the induction
+    variables.  The interpreter runs the iterations in order, as a nest of loops."""
+
+    name = "scf.parallel"
+    traits = frozenset({HasRecursiveEffects})
+    summary = "A loop nest whose iterations are independent (no reductions in irc)."
+    example = "scf.parallel (%i) = (%lb) to (%ub) step (%s) { scf.reduce }"
+
+    @property
+    def rank(self) -> int:
+        return len(self.operands) // 3
+
+    def verify_op(self) -> None:
+        n = len(self.operands)
+        if n == 0 or n % 3 or self.results or len(self.regions) != 1 or self.regions[0].is_empty:
+            raise self.error("needs equal numbers of lower bounds, upper bounds and steps, and a body")
+        if any(t is not index for t in self.operand_types):
+            raise self.error("bounds and steps must be index values")
+        if [a.type for a in self.regions[0].entry.args] != [index] * self.rank:
+            raise self.error("the body's arguments are one index induction variable per dimension")
+
+    def interpret(self, interp, args):
+        r = self.rank
+        lbs, ubs, steps = args[:r], args[r:2 * r], args[2 * r:]
+        if any(s <= 0 for s in steps):
+            raise interp.fault(self, "a step of scf.parallel is not positive")
+        region, env = self.regions[0], interp.env
+
+        def nest(d, ivs):
+            if d == r:
+                interp.run_region(region, ivs, env)
+                return
+            iv = lbs[d]
+            while iv < ubs[d]:
+                nest(d + 1, [*ivs, iv])
+                iv += steps[d]
+
+        nest(0, [])
+        return []
+
+    def print_custom(self, p) -> None:
+        r = self.rank
+        ivs = p.values(self.regions[0].entry.args)
+        ops = self.operands
+        p.write(f" ({ivs}) = ({p.values(ops[:r])}) to ({p.values(ops[r:2 * r])}) step ({p.values(ops[2 * r:])}) ")
+        p.region(self.regions[0])
+        p.write(p.attr_dict(self.attributes, ("operandSegmentSizes",)))
+
+
+@syntax_rule("parallel_header")
+def _parse_parallel_header(ctx, children):
+    kw, ivs, lbs, ubs, steps = children[:5]
+    if len(children) > 5:
+        raise ctx.error("scf.parallel with init values (reductions) is not supported by irc", kw)
+    if not (len(ivs) == len(lbs) == len(ubs) == len(steps)):
+        raise ctx.error("scf.parallel needs one lower bound, upper bound and step per induction variable", kw)
+    operands = [ctx.value(t, index) for t in (*lbs, *ubs, *steps)]
+    ctx.expect_entry_args([(t.value[1:], index, ctx.loc(t)) for t in ivs], isolated=False)
+    return (operands, ctx.loc(kw))
+
+
+@syntax_rule("parallel_op")
+def _parse_parallel(ctx, children):
+    (operands, loc), region, *attrs = children
+    return ParallelOp(operands, [], attrs[0] if attrs else {}, regions=[region], loc=loc)

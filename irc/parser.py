@@ -21,6 +21,7 @@ that are replaced when the definition appears.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from pathlib import Path
 
@@ -89,11 +90,22 @@ class RegionList(list):
 
 
 class Args(list):
-    """The argument items of a uniform op."""
+    """The argument items of a uniform op; ``flags`` holds MLIR's ``overflow<...>``-style tokens."""
+
+    flags: list | None = None
+
+
+class PropDict(dict):
+    """MLIR's ``<{...}>`` properties of a generic op (read as attributes)."""
 
 
 class _RegionState:
-    __slots__ = ("region", "current", "blocks", "undefined", "isolated")
+    """One open region.  ``phis`` and ``edges`` implement MLIR's block arguments:
+    a non-entry block's arguments become phis (``phis[block]``), created by the label
+    or by the first branch that passes values to it; ``edges`` lists every
+    (successor, number of values passed, location) for the count check at the close."""
+
+    __slots__ = ("region", "current", "blocks", "undefined", "isolated", "phis", "declared", "edges")
 
     def __init__(self, region: Region, isolated: _IsolatedScope | None):
         self.region = region
@@ -101,6 +113,9 @@ class _RegionState:
         self.blocks: dict[str, Block] = {}
         self.undefined: dict[str, Location] = {}
         self.isolated = isolated
+        self.phis: dict[Block, list] = {}
+        self.declared: set[Block] = set()
+        self.edges: list[tuple[Block, int, Location]] = []
 
 
 class _IsolatedScope:
@@ -165,6 +180,8 @@ class ParseContext(Transformer):
         self.explicit_modules: list[ModuleOp] = []
         self.op_loc = Location(source, 1, 1)
         self.too_deep: Location | None = None  # the first '{' one level past the limit
+        self.loc_aliases: dict[str, str] = {}  # '#loc3' -> the text inside its 'loc(...)'
+        self._loc_sources: dict[str, SourceFile] = {source.name: source}
 
     # -- helpers ops use ------------------------------------------------------------
 
@@ -235,6 +252,82 @@ class ParseContext(Transformer):
             state.undefined[name] = self.loc(tok)
         return block
 
+    def successor(self, item) -> Block:
+        """Resolve a successor item: ``("succ", ^bb)`` or ``("succ", ^bb, values, types)``.
+
+        Values passed along the edge (MLIR's block arguments) become incoming values
+        of the successor's phis, from the block the branch is being parsed into.
+        """
+        tok = item[1]
+        state = self.regions[-1]
+        if len(item) == 2:
+            block = self.block(tok)
+            state.edges.append((block, 0, self.loc(tok)))
+            return block
+        name = tok.value[1:].rstrip("(")
+        block = self._block_named(name, tok)
+        values_toks, types = item[2], item[3]
+        if len(values_toks) != len(types):
+            raise self.error(f"'^{name}' is passed {_count(len(values_toks), 'value')} but "
+                             f"{_count(len(types), 'type')}", tok)
+        values = self.values(values_toks, types)
+        phis = self._phis_for(block, types, tok)
+        pred = state.current
+        for phi, value in zip(phis, values):
+            known = phi.value_for(pred)
+            if known is None:
+                phi.add_incoming(value, pred)
+            elif known is not value:
+                raise self.error(f"one block passes two different values to '^{name}': irc merges values "
+                                 "with phis, which take one value per predecessor", tok)
+        state.edges.append((block, len(values), self.loc(tok)))
+        return block
+
+    def _block_named(self, name: str, tok) -> Block:
+        state = self.regions[-1]
+        block = state.blocks.get(name)
+        if block is None:
+            block = state.blocks[name] = Block(label=name, loc=self.loc(tok))
+            state.undefined[name] = self.loc(tok)
+        return block
+
+    def _phis_for(self, block: Block, types, where) -> list:
+        """The phis standing for ``block``'s arguments, created (unnamed) on first need."""
+        from irc.dialects.cf import PhiOp
+
+        state = self.regions[-1]
+        phis = state.phis.get(block)
+        if phis is None:
+            phis = state.phis[block] = []
+            for t in types:
+                phi = PhiOp.build(t)
+                phi.loc = self.loc(where) if not isinstance(where, Location) else where
+                block.append(phi)
+                phis.append(phi)
+        elif [p.results[0].type for p in phis] != list(types):
+            got = ", ".join(map(str, types))
+            want = ", ".join(str(p.results[0].type) for p in phis)
+            raise self.error(f"'^{block.label}' takes ({want}) but is given ({got})", where)
+        return phis
+
+    def mlir_loc(self, tok) -> Location | None:
+        """The location an MLIR ``loc(...)`` names (its first 'file':line:col), or None."""
+        text = tok.value[4:-1].strip()
+        seen = 0
+        while text.startswith("#") and seen < 8:  # an alias, maybe of an alias
+            text = self.loc_aliases.get(text)
+            if text is None:
+                raise self.error(f"undefined location alias '{tok.value[4:-1].strip()}'", tok)
+            seen += 1
+        match = _FILE_LOC.search(text)
+        if match is None:
+            return None
+        name = unquote_string('"' + match.group(1) + '"')
+        source = self._loc_sources.get(name)
+        if source is None:
+            source = self._loc_sources[name] = SourceFile(name, "")
+        return Location(source, int(match.group(2)), int(match.group(3)))
+
     # -- top level ------------------------------------------------------------------
 
     def start(self, children):
@@ -255,12 +348,18 @@ class ParseContext(Transformer):
         return ModuleOp.new(self.module_region)
 
     def module_op(self, children):
+        loc_tok = children.pop() if getattr(children[-1], "type", None) == "LOC" else None
         region = children[-1]
         if region.is_empty:  # '{ }' parsed as no blocks; a module always has its body block
             region.append(Block())
         module = ModuleOp.new(region, self.loc(children[0]))
-        if len(children) == 3:
-            module.attributes["sym_name"] = StringAttr(_symbol_name(children[1].value))
+        for c in children[1:-1]:
+            if isinstance(c, dict):
+                module.attributes.update(c)
+            else:
+                module.attributes["sym_name"] = StringAttr(_symbol_name(c.value))
+        if loc_tok is not None:
+            module.loc = self.mlir_loc(loc_tok) or module.loc
         self.explicit_modules.append(module)
         return module
 
@@ -306,7 +405,9 @@ class ParseContext(Transformer):
             i += 1
             tok = children[i]
         name = tok.value
-        args = attrs = regions = sig = None
+        if "." not in name:  # 'return', 'call': func's ops as MLIR prints them inside a function
+            name = "func." + name
+        args = attrs = regions = sig = loc_tok = None
         for c in children[i + 1:]:
             if type(c) is Args:
                 args = c
@@ -314,8 +415,12 @@ class ParseContext(Transformer):
                 sig = c
             elif type(c) is dict:
                 attrs = c
-            else:
+            elif type(c) is RegionList:
                 regions = c
+            else:
+                loc_tok = c
+        if args is not None and args.flags:
+            attrs = {**_flag_attrs(self, args.flags), **(attrs or {})}
         cls = registry.OPS.get(name)
         loc = Location(self.source, tok.line, tok.column)
         if cls is None:
@@ -325,14 +430,18 @@ class ParseContext(Transformer):
             raise IRError(f"unknown op '{name}'" + registry.suggestion(name), loc)
         self.op_loc = loc  # where an item in the wrong place is reported when it has no token
         op = cls.parse_uniform(self, UniformSyntax(name, args or _NO_ARGS, attrs or {}, regions or [], sig, loc))
-        op.loc = loc
+        op.loc = loc if loc_tok is None else (self.mlir_loc(loc_tok) or loc)
         self.finish_op(defs, op)
         return _SEQ
 
     def seq_special(self, children):
         i = 1 if children[0] is _SEQ else 0
+        loc_tok = children.pop() if getattr(children[-1], "type", None) == "LOC" else None
         defs = children[i] if len(children) - i == 2 else None
-        self.finish_op(defs, children[-1])
+        op = children[-1]
+        if loc_tok is not None:
+            op.loc = self.mlir_loc(loc_tok) or op.loc
+        self.finish_op(defs, op)
         return _SEQ
 
     def generic_op(self, children):
@@ -341,6 +450,7 @@ class ParseContext(Transformer):
         loc = self.loc(name_tok)
         fn = children[-1]
         operands = successors = regions = attrs = None
+        props = {}
         for c in children[1:-1]:
             if isinstance(c, ValueList):
                 operands = c
@@ -348,8 +458,12 @@ class ParseContext(Transformer):
                 successors = c
             elif isinstance(c, RegionList):
                 regions = c
+            elif isinstance(c, PropDict):
+                props = c
             else:
                 attrs = c
+        if props:
+            attrs = {**props, **(attrs or {})}
         operands = operands or []
         if len(operands) != len(fn.inputs):
             raise IRError(f"'{name}' has {_count(len(operands), 'operand')} but its type lists "
@@ -380,6 +494,31 @@ class ParseContext(Transformer):
         return args
 
     args_more_item = args_more_value
+
+    def args_flags(self, children):  # args FLAGS
+        args = children[0]
+        if args.flags is None:
+            args.flags = []
+        args.flags.append(children[1])
+        return args
+
+    def succ_operands_arg(self, children):  # SUCC_ARGS value_list types (":" and ")" filtered)
+        return ("succ", children[0], children[1], children[2])
+
+    def prop_dict(self, children):
+        return PropDict(children)
+
+    def dense_array_attr(self, children):
+        from .attributes import DenseArrayAttr
+
+        element = self.type_of(children[0])
+        values = [c.value for c in children[1:] if isinstance(c, Literal)]
+        return DenseArrayAttr(element, values)
+
+    def opaque_attr(self, children):
+        from .attributes import OpaqueAttr
+
+        return OpaqueAttr(children[0].value)
 
     def values_first(self, children):
         return ValueList(children)
@@ -467,10 +606,12 @@ class ParseContext(Transformer):
         return handler(self, children)
 
     def named_param(self, children):
-        return ("named", children[0], self.type_of(children[1]), children[2] if len(children) > 2 else None)
+        attrs = next((c for c in children[2:] if isinstance(c, dict)), None)
+        return ("named", children[0], self.type_of(children[1]), attrs)
 
     def anon_param(self, children):
-        return ("anon", None, self.type_of(children[0]), children[1] if len(children) > 1 else None)
+        attrs = next((c for c in children[1:] if isinstance(c, dict)), None)
+        return ("anon", None, self.type_of(children[0]), attrs)
 
     def func_params(self, children):
         return children
@@ -528,6 +669,8 @@ class ParseContext(Transformer):
         state = self.regions.pop()
         for name, loc in state.undefined.items():
             raise IRError(f"reference to an undefined block '^{name}'", loc)
+        if state.phis or state.declared:
+            _check_edges(state)
         region = state.region
         entry = region.entry
         if entry is region.last_block and entry.is_empty and entry.label is None and not entry.args:
@@ -552,9 +695,12 @@ class ParseContext(Transformer):
     def block_label(self, children):
         tok = children[0]
         text = tok.value
-        name = text[1:].rstrip(":( \t\r\n")
+        args = []
+        if tok.type == "LABEL_ARGS":
+            name, args = self._label_args(tok)
+        else:
+            name = text[1:].rstrip(": \t\r\n")
         state = self.regions[-1]
-        args = children[1:]
         entry = state.region.entry
         if entry is state.current and entry.label is None and entry.is_empty and name not in state.blocks:
             # The first label names the entry block.
@@ -566,10 +712,6 @@ class ParseContext(Transformer):
             for arg_tok, ty in args:
                 self.define(arg_tok.value[1:], entry.add_argument(ty), self.loc(arg_tok))
             return None
-        if args:
-            raise self.error(
-                f"only the entry block of a region may have arguments; merge values into '^{name}' "
-                "with cf.phi instead", tok)
         block = state.blocks.get(name)
         if block is None:
             block = state.blocks[name] = Block(label=name, loc=self.loc(tok))
@@ -580,10 +722,35 @@ class ParseContext(Transformer):
             block.loc = self.loc(tok)
         state.region.append(block)
         state.current = block
+        if args:  # MLIR's block arguments: one phi each, fed by the branches' operands
+            state.declared.add(block)
+            phis = self._phis_for(block, [ty for _, ty, _ in args], tok)
+            for (arg_name, _, loc), phi in zip(args, phis):
+                phi.loc = loc
+                self.define(arg_name, phi.results[0], loc)
         return None
 
-    def block_arg(self, children):
-        return (children[0], self.type_of(children[1]))
+    def _label_args(self, tok):
+        """``^bb1(%x: i64 loc(...), %y: f32):`` -> ("bb1", [(name, type, location), ...])."""
+        text = tok.value
+        open_at = text.index("(")
+        name = text[1:open_at]
+        inner_end = text.rindex(")")
+        args = []
+        for start, part in _split_top_level(text, open_at + 1, inner_end):
+            match = _BLOCK_ARG.match(part)
+            where = _offset_loc(self, tok, start + len(part) - len(part.lstrip()))
+            if match is None:
+                raise IRError("expected a block argument '%name: type'", where)
+            loc = where
+            if match.group(3):
+                loc = self.mlir_loc(_FakeToken(match.group(3), where)) or where
+            try:
+                ty = parse_type(match.group(2))
+            except ValueError as e:
+                raise IRError(str(e), where) from None
+            args.append((match.group(1), ty, loc))
+        return name, args
 
     # -- attributes -------------------------------------------------------------------------------
 
@@ -667,6 +834,99 @@ class ParseContext(Transformer):
 
 
 MAX_INT_LITERAL_DIGITS = 400  # beyond every type's range: see int_lit
+
+
+_FILE_LOC = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
+_BLOCK_ARG = re.compile(r"\s*%([A-Za-z0-9_$.\-]+)\s*:\s*(.+?)\s*(loc\(.*\))?\s*$", re.S)
+_LOC_ALIAS_DEF = re.compile(r"^(#[A-Za-z0-9_$.\-]+)[ \t]*=[ \t]*loc\((.*)\)[ \t]*$", re.M)
+
+
+class _FakeToken:
+    """A token-like (value, line, column) for text split out of a larger token."""
+
+    __slots__ = ("value", "line", "column")
+
+    def __init__(self, value: str, loc: Location):
+        self.value = value
+        self.line = loc.line
+        self.column = loc.column
+
+
+def _split_top_level(text: str, start: int, end: int):
+    """(offset, piece) for each comma-separated piece of ``text[start:end]`` outside parentheses/quotes."""
+    depth, quoted, piece_start = 0, False, start
+    i = start
+    while i < end:
+        ch = text[i]
+        if quoted:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            yield piece_start, text[piece_start:i]
+            piece_start = i + 1
+        i += 1
+    if text[piece_start:end].strip():
+        yield piece_start, text[piece_start:end]
+
+
+def _offset_loc(ctx, tok, offset: int) -> Location:
+    before = tok.value[:offset]
+    newlines = before.count("\n")
+    if newlines:
+        return Location(ctx.source, tok.line + newlines, offset - before.rindex("\n"))
+    return Location(ctx.source, tok.line, tok.column + offset)
+
+
+def _check_edges(state: _RegionState) -> None:
+    """Every branch passes as many values as its successor has arguments (phis made from them)."""
+    for block, n, loc in state.edges:
+        phis = state.phis.get(block, ())
+        if n != len(phis):
+            raise IRError(f"branch passes {_count(n, 'value')} to '^{block.label}', which has "
+                          f"{_count(len(phis), 'argument')}", loc)
+    for block in state.phis:
+        if block not in state.declared:
+            raise IRError(f"values are passed to '^{block.label}', which declares no arguments", block.loc)
+
+
+_OVERFLOW_FLAGS = {"nsw", "nuw", "none"}
+
+
+def _flag_attrs(ctx, flags) -> dict:
+    """``overflow<nsw>``, ``fastmath<fast>``, ``weights([3, 5])`` as the attributes MLIR stores them in."""
+    from .attributes import DenseArrayAttr, OpaqueAttr
+    from .types import i32
+
+    attrs = {}
+    for tok in flags:
+        text = tok.value
+        if text.startswith("overflow<"):
+            attrs["overflowFlags"] = OpaqueAttr("#arith." + text.replace(" ", ""))
+        elif text.startswith("fastmath<"):
+            attrs["fastmath"] = OpaqueAttr("#arith." + text.replace(" ", ""))
+        else:
+            inner = text[len("weights(["):-2]
+            try:
+                weights = [int(w) for w in inner.split(",") if w.strip()]
+            except ValueError:
+                raise ctx.error("branch weights are integers, as in 'weights([3, 5])'", tok) from None
+            attrs["branch_weights"] = DenseArrayAttr(i32, weights)
+    return attrs
+
+
+def _location_aliases(text: str) -> dict[str, str]:
+    """MLIR's ``#loc3 = loc(...)`` lines, which may follow their uses (read before the parse)."""
+    if "#" not in text or "= loc(" not in text:
+        return {}
+    return {m.group(1): m.group(2) for m in _LOC_ALIAS_DEF.finditer(text)}
 
 
 def _count(n: int, noun: str) -> str:
@@ -871,6 +1131,7 @@ def parse(text: str, filename: str = "<input>", allow_unregistered: bool = False
     lark, ctx = _get_parser()
     with _lock, paused_gc():
         ctx.reset(source, allow_unregistered)
+        ctx.loc_aliases = _location_aliases(text)
         try:
             module = lark.parse(text)
         except UnexpectedInput as e:

@@ -392,7 +392,7 @@ class WhileOp(Operation):
     def print_custom(self, p) -> None:
         pairs = ", ".join(f"{p.value(a)} = {p.value(v)}" for a, v in zip(self.before.entry.args, self.operands))
         ft = FunctionType([v.type for v in self.operands], self.result_types)
-        p.write(f" ({pairs}) : {ft}{p.attr_dict(self.attributes)} ")
+        p.write(f"{' (' + pairs + ')' if pairs else ''} : {ft}{p.attr_dict(self.attributes)} ")
         p.region(self.before)
         p.write(" do ")
         p.region(self.after, print_entry_args=True, print_entry_label=bool(self.after.entry.args))

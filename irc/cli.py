@@ -115,7 +115,7 @@ def cmd_opt(args) -> int:
     pm.timing = False  # printed below, together with parse and print times
     pm.run(module)
     printed_start = time.perf_counter()
-    text = module.print(generic=args.generic)
+    text = _print_for(module, args)
     done = time.perf_counter()
     _write_output(text if text.endswith("\n") or not text else text + "\n", output, args)
     if args.timing:
@@ -123,6 +123,17 @@ def cmd_opt(args) -> int:
         pm.times.append(("(print)", done - printed_start))
         pm.write_timing(sys.stderr)
     return EXIT_OK
+
+
+def _print_for(module, args) -> str:
+    """The output text of ``irc opt``: irc's own text, its generic form, or MLIR's (--emit mlir)."""
+    if args.emit == "mlir":
+        if args.generic:
+            raise UsageError("--emit mlir prints MLIR's custom form; it does not combine with --generic")
+        from .mlir import print_mlir
+
+        return print_mlir(module)
+    return module.print(generic=args.generic)
 
 
 def _picture_writer(args):
@@ -178,7 +189,7 @@ def _opt_split(args, output: str | None) -> int:
             if not args.no_verify:
                 verify(module)
             PassManager.parse(args.pipeline or "", verify_each=not args.no_verify).run(module)
-            outputs.append(module.print(generic=args.generic))
+            outputs.append(_print_for(module, args))
         except IRError as e:
             sys.stderr.write(f"{e}\n")
             failed = True
@@ -485,6 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run the default pipeline -O0, -O1 or -O2 (before any -p passes); "
                           "'irc passes' prints them")
     opt.add_argument("--generic", action="store_true", help="print every op in the generic form")
+    opt.add_argument("--emit", choices=["irc", "mlir"], default="irc",
+                     help="the output language: irc's text (default) or MLIR's, which mlir-opt reads "
+                          "(phis become block arguments; irc's graph ops must be lowered first)")
     opt.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
     opt.add_argument("--print-after-change", action="store_true",
                      help="print the IR after every pass that changed it")

@@ -427,7 +427,7 @@ class ParseContext(Transformer):
             if self.allow_unregistered:
                 raise IRError(f"unregistered op '{name}' must be written in the generic form "
                               f"'\"{name}\"(...) : (...) -> (...)'", loc)
-            raise IRError(f"unknown op '{name}'" + registry.suggestion(name), loc)
+            raise IRError(_unknown_op_message(name), loc)
         self.op_loc = loc  # where an item in the wrong place is reported when it has no token
         op = cls.parse_uniform(self, UniformSyntax(name, args or _NO_ARGS, attrs or {}, regions or [], sig, loc))
         op.loc = loc if loc_tok is None else (self.mlir_loc(loc_tok) or loc)
@@ -473,8 +473,7 @@ class ParseContext(Transformer):
         cls = registry.lookup(name)
         if cls is None:
             if not self.allow_unregistered:
-                raise IRError(f"unknown op '{name}'" + registry.suggestion(name)
-                              + " (use --allow-unregistered to accept unknown ops)", loc)
+                raise IRError(_unknown_op_message(name) + " (use --allow-unregistered to accept unknown ops)", loc)
             op = UnregisteredOp(values, fn.results, attrs or {}, blocks, regions or [], loc)
             op.name = name
             return op
@@ -929,6 +928,30 @@ def _location_aliases(text: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in _LOC_ALIAS_DEF.finditer(text)}
 
 
+# Upstream MLIR dialects irc does not read: an op of one is named as such, not as a typo.
+OUT_OF_SCOPE_DIALECTS = {
+    "vector": "vector", "affine": "affine", "linalg": "linalg", "tosa": "TOSA", "gpu": "GPU", "llvm": "LLVM",
+    "nvvm": "NVVM", "bufferization": "bufferization", "sparse_tensor": "sparse tensor", "complex": "complex",
+    "index": "index", "shape": "shape", "async": "async", "omp": "OpenMP", "spirv": "SPIR-V",
+    "emitc": "EmitC", "transform": "transform", "test": "test", "ml_program": "ML program", "quant": "quant",
+}
+_SCOPE = "irc reads MLIR's func, arith, math, cf, scf and memref dialects"
+
+
+def _unknown_op_message(name: str) -> str:
+    dialect = name.split(".", 1)[0]
+    if dialect in OUT_OF_SCOPE_DIALECTS:
+        return (f"'{name}' belongs to MLIR's {OUT_OF_SCOPE_DIALECTS[dialect]} dialect, which irc does not "
+                f"support ({_SCOPE})")
+    if dialect == "tensor":
+        return (f"unknown op '{name}': irc's tensor dialect is its own graph dialect, not MLIR's tensor "
+                f"dialect ({_SCOPE})" + registry.suggestion(name))
+    return f"unknown op '{name}'" + registry.suggestion(name)
+
+
+_FOREIGN_TYPES = re.compile(r"(vector|complex|tuple|memref<[^>]*(?:strided|affine_map|#))|!|#map|affine_map|affine_set")
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -1215,6 +1238,14 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
     line = getattr(e, "line", 1) or 1
     column = getattr(e, "column", 1) or 1
     loc = Location(source, line, column)
+    pos = getattr(e, "pos_in_stream", None)
+    if pos is None and isinstance(e, UnexpectedToken):
+        pos = getattr(e.token, "start_pos", None)
+    foreign = _FOREIGN_TYPES.match(source.text, pos) if isinstance(pos, int) else None
+    if foreign is not None:
+        what = foreign.group(0).rstrip("<")
+        return IRError(f"'{what}' is MLIR syntax that irc does not support (vector, complex and tuple types, "
+                       f"dialect types '!...', affine maps and strided layouts; {_SCOPE})", loc)
     if isinstance(e, UnexpectedCharacters):
         ch = source.text[e.pos_in_stream] if e.pos_in_stream < len(source.text) else "?"
         if ch == '"':

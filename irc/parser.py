@@ -708,8 +708,8 @@ class ParseContext(Transformer):
             entry.label = name
             entry.loc = self.loc(tok)
             state.blocks[name] = entry
-            for arg_tok, ty in args:
-                self.define(arg_tok.value[1:], entry.add_argument(ty), self.loc(arg_tok))
+            for arg_name, ty, loc in args:
+                self.define(arg_name, entry.add_argument(ty), loc)
             return None
         block = state.blocks.get(name)
         if block is None:

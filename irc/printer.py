@@ -271,6 +271,9 @@ def _print_named_module(p: Printer, module) -> None:
     header = "module"
     if isinstance(name, StringAttr):
         header += " @" + name.value
+    others = {k: v for k, v in module.attributes.items() if k != "sym_name"}
+    if others:
+        header += " attributes" + p.attr_dict(others)
     p.write(header + " {\n")
     p.indent = "  "
     for op in module.body.ops:

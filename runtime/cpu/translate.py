@@ -163,10 +163,10 @@ _MATH_INTRINSICS = {
     "math.exp": "llvm.exp", "math.exp2": "llvm.exp2", "math.log": "llvm.log", "math.log2": "llvm.log2",
     "math.sqrt": "llvm.sqrt", "math.sin": "llvm.sin", "math.cos": "llvm.cos", "math.absf": "llvm.fabs",
     "math.floor": "llvm.floor", "math.ceil": "llvm.ceil", "math.fma": "llvm.fma", "math.powf": "llvm.pow",
-    "math.tanh": "llvm.tanh",
+    "math.tanh": "llvm.tanh", "math.copysign": "llvm.copysign",
     "arith.maximumf": "llvm.maximum", "arith.minimumf": "llvm.minimum",
 }
-_LIBM = {"math.expm1": "expm1", "math.log1p": "log1p", "math.erf": "erf"}
+_LIBM = {"math.expm1": "expm1", "math.log1p": "log1p", "math.erf": "erf", "math.log10": "log10", "math.tan": "tan"}
 # Transcendental functions are computed by libm's f64 function and rounded once to the type (f32
 # and f16 widened first), which is what the interpreter and constant folding compute: one answer
 # whatever the -O level and whether the argument is a constant.  (expf and friends differ from
@@ -741,6 +741,20 @@ def _rsqrt(self, b, op):
     x = self.value(op.operands[0])
     root = b.call(self.intrinsic("llvm.sqrt", x.type, 1), [x], fastmath=self.fmf)
     return b.fdiv(ir.Constant(x.type, 1.0), root, flags=self.fmf)
+
+
+@_handler("math.ctlz", "math.cttz")
+def _count_zeros(self, b, op):
+    x = self.value(op.operands[0])
+    name = f"llvm.{op.name[5:]}.{x.type}"
+    fn = self._declare(name, ir.FunctionType(x.type, [x.type, I1]))
+    return b.call(fn, [x, ir.Constant(I1, 0)])  # 0: the bit width for a zero operand, as MLIR
+
+
+@_handler("math.ctpop")
+def _ctpop(self, b, op):
+    x = self.value(op.operands[0])
+    return b.call(self._declare(f"llvm.ctpop.{x.type}", ir.FunctionType(x.type, [x.type])), [x])
 
 
 @_handler("math.absi")

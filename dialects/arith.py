@@ -703,7 +703,7 @@ class AddUIExtendedOp(ExtendedOp):
 class MulUIExtendedOp(ExtendedOp):
     name = "arith.mului_extended"
     summary = "Unsigned full multiplication: the low and high words of the double-width product."
-    example = "%low, %high = arith.mului_extended %a, %b : i32"
+    example = "%low, %high = arith.mului_extended %a, %b : i64"
 
     @staticmethod
     def compute(a, b, t):
@@ -714,7 +714,7 @@ class MulUIExtendedOp(ExtendedOp):
 class MulSIExtendedOp(ExtendedOp):
     name = "arith.mulsi_extended"
     summary = "Signed full multiplication: the low and high words of the double-width product."
-    example = "%low, %high = arith.mulsi_extended %a, %b : i32"
+    example = "%low, %high = arith.mulsi_extended %a, %b : i64"
 
     @staticmethod
     def compute(a, b, t):

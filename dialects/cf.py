@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from irc.attributes import DenseArrayAttr, IntegerAttr, StringAttr
 from irc.diagnostics import IRError
-from irc.registry import syntax_rule
 from irc.operation import Operation, Pure, Terminator
+from irc.registry import syntax_rule
 from irc.types import IntegerType, i1
 
 
@@ -209,7 +209,7 @@ class SwitchOp(Operation):
     name = "cf.switch"
     traits = frozenset({Terminator})
     summary = "Jump to the block of the case equal to an integer flag, or to the default block."
-    example = "cf.switch %flag : i32, [default: ^other, 0: ^zero, 1: ^one]"
+    example = "cf.switch %w : i32, [default: ^other, 0: ^zero, 1: ^one]"
 
     @property
     def cases(self) -> list[int]:

@@ -337,21 +337,21 @@ def _per_int(fn):
 class CountLeadingZerosOp(IntUnaryOp):
     name = "math.ctlz"
     summary = "The number of leading zero bits (the bit width for zero)."
-    example = "%r = math.ctlz %a : i32"
+    example = "%r = math.ctlz %a : i64"
     compute = _per_int(lambda u, w: w - u.bit_length())
 
 
 class CountTrailingZerosOp(IntUnaryOp):
     name = "math.cttz"
     summary = "The number of trailing zero bits (the bit width for zero)."
-    example = "%r = math.cttz %a : i32"
+    example = "%r = math.cttz %a : i64"
     compute = _per_int(lambda u, w: w if u == 0 else (u & -u).bit_length() - 1)
 
 
 class CountOnesOp(IntUnaryOp):
     name = "math.ctpop"
     summary = "The number of one bits."
-    example = "%r = math.ctpop %a : i32"
+    example = "%r = math.ctpop %a : i64"
     compute = _per_int(lambda u, w: bin(u).count("1"))
 
 

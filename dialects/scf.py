@@ -428,7 +428,7 @@ class ExecuteRegionOp(Operation):
     name = "scf.execute_region"
     traits = frozenset({HasRecursiveEffects})
     summary = "Run a region of any number of blocks once; scf.yield gives its results."
-    example = "%r = scf.execute_region -> i64 { %c = arith.constant 1 : i64 scf.yield %c : i64 }"
+    example = "%r = scf.execute_region -> i64 { %k = arith.constant 1 : i64 scf.yield %k : i64 }"
 
     def yield_types(self, region):
         return self.result_types
@@ -499,7 +499,7 @@ class ParallelOp(Operation):
     name = "scf.parallel"
     traits = frozenset({HasRecursiveEffects})
     summary = "A loop nest whose iterations are independent (no reductions in irc)."
-    example = "scf.parallel (%i) = (%lb) to (%ub) step (%s) { scf.reduce }"
+    example = "scf.parallel (%iv) = (%lb) to (%ub) step (%step) { scf.reduce }"
 
     @property
     def rank(self) -> int:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 
 from .block import Block, Region
-from .diagnostics import IRError
 from .operation import Operation
 from .printer import Printer
 

@@ -887,13 +887,10 @@ def _offset_loc(ctx, tok, offset: int) -> Location:
 def _check_edges(state: _RegionState) -> None:
     """Every branch passes as many values as its successor has arguments (phis made from them)."""
     for block, n, loc in state.edges:
-        phis = state.phis.get(block, ())
+        phis = state.phis.get(block, ()) if block in state.declared else ()
         if n != len(phis):
             raise IRError(f"branch passes {_count(n, 'value')} to '^{block.label}', which has "
                           f"{_count(len(phis), 'argument')}", loc)
-    for block in state.phis:
-        if block not in state.declared:
-            raise IRError(f"values are passed to '^{block.label}', which declares no arguments", block.loc)
 
 
 _OVERFLOW_FLAGS = {"nsw", "nuw", "none"}

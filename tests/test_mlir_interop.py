@@ -261,3 +261,23 @@ def test_irc_graph_ops_refuse_to_print_as_mlir():
         irc.print_mlir(module)
     assert "'tensor.splat' op has no MLIR equivalent" in str(info.value)
     assert (info.value.location.line, info.value.location.column) == (2, 8)
+
+
+# -- compiled code against the interpreter -------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,args", [
+    ("count_down", [(0,), (6,)]),
+    ("pick", [(0, 11, 6), (5, 11, 6), (3, 11, 6)]),
+    ("extended", [(-1, -1), (2**31 - 1, 5), (-7, 3), (123456, -98765)]),
+    ("bits", [(0,), (1,), (-1,), (0x00F0_0000,)]),
+    ("floats", [(2.5, -1.0), (1000.0, 0.5)]),
+    ("flags", [(3, 4), (-5, 2)]),
+    ("loop", [(0,), (6,)]),
+])
+def test_jit_agrees_with_the_interpreter(name, args):
+    pytest.importorskip("llvmlite")
+    module = _function(name)
+    exe = irc.compile(_function(name), cache=False)
+    for a in args:
+        assert getattr(exe, name)(*a) == irc.interpret(module, name, *a), a

@@ -778,6 +778,31 @@ def _cond_br(self, b, op):
     b.cbranch(self.value(op.operands[0]), self.blocks[t], self.blocks[f])
 
 
+@_handler("cf.switch")
+def _switch(self, b, op):
+    flag = self.value(op.operands[0])
+    switch = b.switch(flag, self.blocks[op.successors[0]])
+    for case, block in zip(op.cases, op.successors[1:]):
+        switch.add_case(ir.Constant(flag.type, case), self.blocks[block])
+
+
+@_handler("arith.addui_extended", "arith.mului_extended", "arith.mulsi_extended")
+def _extended(self, b, op):
+    """Both words of the exact result: a double-width add or multiply, split (the second result
+    is stored here; translate_op stores the first)."""
+    x, y = (self.value(v) for v in op.operands)
+    w = x.type.width
+    wide = ir.IntType(2 * w)
+    extend = b.sext if op.name == "arith.mulsi_extended" else b.zext
+    xw, yw = extend(x, wide), extend(y, wide)
+    full = b.add(xw, yw) if op.name == "arith.addui_extended" else b.mul(xw, yw)
+    high = b.trunc(b.lshr(full, ir.Constant(wide, w)), x.type)
+    if op.name == "arith.addui_extended":
+        high = b.trunc(high, I1)
+    self.values[op.results[1]] = high
+    return b.trunc(full, x.type)
+
+
 @_handler("cf.phi")
 def _phi(self, b, op):
     phi = b.phi(llvm_type(op.results[0].type))

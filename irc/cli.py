@@ -89,7 +89,7 @@ def cmd_opt(args) -> int:
     if args.preset is not None:
         from .passmanager import PRESETS
 
-        preset = PRESETS[f"O{args.preset}"]
+        preset = PRESETS.get(f"O{args.preset}", PRESETS["O2"])  # -O3: the -O2 pipeline (see --help)
         pipeline = ",".join(p for p in (preset, pipeline) if p)
     after_pass = _picture_writer(args) if args.picture_dir else None
     try:
@@ -483,8 +483,12 @@ def _add_input_options(cmd) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = _Parser(prog="irc", description="irc: a multi-level compiler for tensor programs")
+    parser.add_argument("--version", action="version", version=f"irc {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    parser.subcommands = sub.choices  # each subcommand reports its own bad options with its own usage
 
     opt = sub.add_parser("opt", help="parse, verify, transform and print a program")
     opt.add_argument("file", help="an .ir file, or - for standard input")
@@ -492,8 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("-o", "--output", help="write the result here instead of standard output "
                                             "(never the input file: see --in-place)")
     opt.add_argument("--in-place", action="store_true", help="write the result back to the input file")
-    opt.add_argument("-O", dest="preset", type=int, choices=range(3), metavar="N",
-                     help="run the default pipeline -O0, -O1 or -O2 (before any -p passes); "
+    opt.add_argument("-O", dest="preset", type=int, choices=range(4), metavar="N",
+                     help="run the default pipeline -O0, -O1 or -O2 (before any -p passes; -O3, accepted "
+                          "as by run and compile, is -O2's, LLVM's -O3 differing only in code generation); "
                           "'irc passes' prints them")
     opt.add_argument("--generic", action="store_true", help="print every op in the generic form")
     opt.add_argument("--emit", choices=["irc", "mlir"], default="irc",
@@ -593,17 +598,20 @@ def main(argv: list[str] | None = None) -> int:
             extras = extras[:cut] + extras[cut + 1:]
         unknown = [a for a in extras if a.startswith("-") and not _is_number(a)]
         if unknown:
-            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+            parser.subcommands["run"].error(f"unrecognized arguments: {' '.join(unknown)}")
         args.args = [a for a in args.args if a != "--"] + extras
     elif extras:
-        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        command = parser.subcommands.get(args.command) if args.command else None
+        (command or parser).error(f"unrecognized arguments: {' '.join(extras)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
         return args.func(args)
     except IRError as e:
-        sys.stderr.write(f"{e}\n")
+        text = str(e)
+        # Every message starts as the others do: 'file:line:col: error:' or 'irc: error:'.
+        sys.stderr.write(f"{'irc: ' if text.startswith('error: ') else ''}{text}\n")
         return EXIT_BAD_INPUT
     except UsageError as e:
         sys.stderr.write(f"irc: error: {e}\n")

@@ -41,7 +41,15 @@ from .attributes import (
     unquote_string,
 )
 from .block import Block, Region
-from .diagnostics import IRError, Location, SourceFile
+from .diagnostics import (
+    MAX_ERRORS,
+    IRError,
+    IRErrors,
+    Location,
+    SourceFile,
+    in_source_order,
+    raise_collected,
+)
 from .gcpause import paused_gc
 from .module import ModuleOp
 from .nesting import MAX_REGION_DEPTH, too_deep_message
@@ -181,6 +189,7 @@ class ParseContext(Transformer):
         self.op_loc = Location(source, 1, 1)
         self.too_deep: Location | None = None  # the first '{' one level past the limit
         self.loc_aliases: dict[str, str] = {}  # '#loc3' -> the text inside its 'loc(...)'
+        self.errors: list[IRError] = []  # reported, parsing went on (unknown ops)
         self._loc_sources: dict[str, SourceFile] = {source.name: source}
 
     # -- helpers ops use ------------------------------------------------------------
@@ -427,7 +436,8 @@ class ParseContext(Transformer):
             if self.allow_unregistered:
                 raise IRError(f"unregistered op '{name}' must be written in the generic form "
                               f"'\"{name}\"(...) : (...) -> (...)'", loc)
-            raise IRError(_unknown_op_message(name), loc)
+            self.finish_op(defs, self._stand_in(name, defs, sig, regions, loc))
+            return _SEQ
         self.op_loc = loc  # where an item in the wrong place is reported when it has no token
         op = cls.parse_uniform(self, UniformSyntax(name, args or _NO_ARGS, attrs or {}, regions or [], sig, loc))
         op.loc = loc if loc_tok is None else (self.mlir_loc(loc_tok) or loc)
@@ -473,11 +483,37 @@ class ParseContext(Transformer):
         cls = registry.lookup(name)
         if cls is None:
             if not self.allow_unregistered:
-                raise IRError(_unknown_op_message(name) + " (use --allow-unregistered to accept unknown ops)", loc)
+                self.report(IRError(_unknown_op_message(name) + " (use --allow-unregistered to accept unknown ops)",
+                                    loc))
             op = UnregisteredOp(values, fn.results, attrs or {}, blocks, regions or [], loc)
             op.name = name
             return op
         return cls(values, fn.results, attrs or {}, blocks, regions or [], loc)
+
+    def report(self, error: IRError) -> None:
+        """Record a diagnostic and go on parsing (raised with the others at the end)."""
+        self.errors.append(error)
+        if len(self.errors) >= MAX_ERRORS:
+            raise IRErrors(in_source_order(self.errors), truncated=True)
+
+    def _stand_in(self, name: str, defs, sig, regions, loc: Location):
+        """An unknown op written in the uniform form: reported, and replaced by an op with no
+        operands whose results take their types from the signature, so that parsing goes on
+        and finds the file's other mistakes.  Without types for its results it stops here."""
+        error = IRError(_unknown_op_message(name), loc)
+        count = sum(n for _, n, _ in _split_defs(defs.value)) if defs is not None else 0
+        types: list = []
+        if sig is not None:
+            types = sig[1].results if sig[0] == "fn" else sig[2] if sig[0] == "cast" else sig[1]
+            types = list(types)
+        if count and len(types) == 1:
+            types = types * count
+        if len(types) < count:
+            raise error
+        self.report(error)
+        op = UnregisteredOp([], types[len(types) - count:] if count else [], {}, [], list(regions or []), loc)
+        op.name = name
+        return op
 
     # -- uniform-form pieces ----------------------------------------------------------------
 
@@ -1152,16 +1188,22 @@ def parse(text: str, filename: str = "<input>", allow_unregistered: bool = False
     with _lock, paused_gc():
         ctx.reset(source, allow_unregistered)
         ctx.loc_aliases = _location_aliases(text)
+        # Unknown ops are reported and parsing goes on (ctx.errors); the first other problem
+        # stops it.  All are raised together, in source order.
         try:
             module = lark.parse(text)
+            errors = list(ctx.errors)
         except UnexpectedInput as e:
-            raise _syntax_error(e, source) from None
-        except IRError:
+            errors = [*ctx.errors, _syntax_error(e, source)]
+        except IRErrors:
             raise
+        except IRError as e:
+            errors = [*ctx.errors, e]
         except RecursionError:
             raise IRError("input is nested too deeply", Location(source, 1, 1)) from None
         finally:
             ctx.reset(SourceFile("<input>", ""), False)
+    raise_collected(errors)
     module.source = source
     return module
 

@@ -120,9 +120,10 @@ def test_symbol_notes():
             "func.func @f(%x: i64) -> i64 {\n"
             "  func.return %x : i64\n"
             "}\n")
-    err = diagnose(text)
+    errors = diagnose(text).errors  # both problems, in source order: the call's, then the redefinition
+    assert [(e.location.line, e.location.column) for e in errors] == [(3, 8), (6, 1)]
+    err = errors[1]
     assert err.message == "'func.func' op redefines symbol '@f'"
-    assert (err.location.line, err.location.column) == (6, 1)
     assert [(n.location.line, n.message) for n in err.notes] == [(2, "previous definition here")]
     err = diagnose(text.split("func.func @f(%x: i64) -> i64 {\n  func.return")[0])
     assert err.message == "'func.call' op calls '@g' as (i64) -> i64, but it has type (i32) -> i64"

@@ -1,11 +1,14 @@
 """MLIR text through irc and back: how many chunks of MLIR files round-trip.
 
-    python benchmarks/mlir_roundtrip.py FILE.mlir ... [--mlir-opt mlir-opt-22] [-v]
+    python benchmarks/mlir_roundtrip.py FILE.mlir ... [--mlir-opt mlir-opt-22] [--per-function] [-v]
 
-Each file is split at ``// -----`` (as ``mlir-opt --split-input-file`` does).  Each chunk:
+Each file is split at ``// -----`` (as ``mlir-opt --split-input-file`` does); with
+``--per-function`` each top-level op of a chunk, as mlir-opt prints it, is a unit of its own
+(most upstream test files are one chunk of many functions).  Each unit:
 
-1. goes through ``mlir-opt`` (chunks mlir-opt rejects, such as the expected-error cases of
-   upstream's ``*-invalid.mlir`` tests, are not counted);
+1. goes through ``mlir-opt --allow-unregistered-dialect`` (units mlir-opt rejects, such as the
+   expected-error cases of upstream's ``*-invalid.mlir`` tests or a function calling another
+   one when split per function, are not counted);
 2. is in scope if every op of mlir-opt's generic output belongs to a dialect irc reads
    (func, arith, math, cf, scf, memref, builtin) and no type is outside irc's (vector,
    complex, dialect types, affine layouts);
@@ -49,7 +52,8 @@ def split_chunks(text: str) -> list[tuple[int, str]]:
 
 
 def run_mlir_opt(tool: str, text: str, *extra: str) -> tuple[bool, str]:
-    proc = subprocess.run([tool, *extra, "-"], input=text, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([tool, "--allow-unregistered-dialect", *extra, "-"], input=text, capture_output=True,
+                          text=True, timeout=60)
     return proc.returncode == 0, proc.stdout if proc.returncode == 0 else proc.stderr
 
 
@@ -79,11 +83,35 @@ def round_trip(tool: str, text: str, where: str = "<chunk>") -> ChunkResult:
     return ChunkResult(where, "ok")
 
 
+def top_level_units(tool: str, text: str) -> list[str]:
+    """Each top-level op of ``text`` as mlir-opt prints it, as a module of its own."""
+    ok, printed = run_mlir_opt(tool, text)
+    if not ok:  # one bad function spoils the chunk: split the source at unindented functions instead
+        pieces = re.split(r"^(?=func\.func)", text, flags=re.M)
+        return [p for p in pieces if "func.func" in p] or [text]
+    lines = printed.rstrip("\n").splitlines()
+    if not lines or not lines[0].startswith("module") or lines[-1] != "}":
+        return [printed]
+    units, current = [], []
+    for line in lines[1:-1]:
+        if line.startswith("  ") and not line.startswith("   ") and line[2:3] not in ("}", "^") and current:
+            units.append(current)
+            current = []
+        current.append(line)
+    if current:
+        units.append(current)
+    # Declarations ('func.func private @f(i32)') go with every unit, so that calls still verify.
+    declarations = [u for u in units if len(u) == 1 and not u[0].rstrip().endswith("{")]
+    return [lines[0] + "\n" + "\n".join(sum(declarations, []) + u) + "\n}\n"
+            for u in units if u not in declarations]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--mlir-opt", default="mlir-opt-22")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--per-function", action="store_true", help="count each top-level op of a chunk on its own")
     args = ap.parse_args(argv)
     if shutil.which(args.mlir_opt) is None:
         print(f"{args.mlir_opt} is not installed; nothing to measure", file=sys.stderr)
@@ -93,15 +121,18 @@ def main(argv=None) -> int:
         with open(path, encoding="utf-8") as f:
             text = f.read()
         for line, chunk in split_chunks(text):
-            r = round_trip(args.mlir_opt, chunk, f"{path}:{line}")
-            results.append(r)
-            if args.verbose or r.status not in ("ok", "rejected by mlir-opt", "out of scope"):
-                print(f"{r.where}: {r.status}{': ' + r.detail if r.detail else ''}")
+            units = top_level_units(args.mlir_opt, chunk) if args.per_function else [chunk]
+            for k, unit in enumerate(units):
+                where = f"{path}:{line}" + (f"#{k + 1}" if args.per_function else "")
+                r = round_trip(args.mlir_opt, unit, where)
+                results.append(r)
+                if args.verbose or r.status not in ("ok", "rejected by mlir-opt", "out of scope"):
+                    print(f"{r.where}: {r.status}{': ' + r.detail if r.detail else ''}")
     counts = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1
     in_scope = sum(n for s, n in counts.items() if s not in ("rejected by mlir-opt", "out of scope"))
-    print(f"chunks: {len(results)}; rejected by mlir-opt: {counts.get('rejected by mlir-opt', 0)}; "
+    print(f"{'top-level ops' if args.per_function else 'chunks'}: {len(results)}; rejected by mlir-opt: {counts.get('rejected by mlir-opt', 0)}; "
           f"out of scope: {counts.get('out of scope', 0)}; in scope: {in_scope}")
     print(f"in scope: round-trip identical {counts.get('ok', 0)}/{in_scope}; irc error "
           f"{counts.get('irc error', 0)}; mlir-opt rejects irc's output {counts.get('mlir-opt rejects irc', 0)}; "

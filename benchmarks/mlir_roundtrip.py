@@ -32,7 +32,7 @@ from dataclasses import dataclass
 IN_SCOPE = {"builtin", "func", "arith", "math", "cf", "scf", "memref"}
 _GENERIC_OP = re.compile(r'"([A-Za-z_][\w$]*)\.[\w$.]+"\(')
 _SWITCH_CASES = re.compile(r"case_values = dense<[^>]*> : vector<\d+xi\d+>")
-_FOREIGN = re.compile(r"vector<|complex<|tuple<|!\w|affine_map|strided<|#map|affine_set|tensor<[^>]*,")
+_FOREIGN = re.compile(r"vector<|complex<|tuple<|!\w|affine_map|strided<|#map|affine_set|tensor<[^>]*,|<\*x")
 
 
 @dataclass
@@ -90,6 +90,8 @@ def top_level_units(tool: str, text: str) -> list[str]:
         pieces = re.split(r"^(?=func\.func)", text, flags=re.M)
         return [p for p in pieces if "func.func" in p] or [text]
     lines = printed.rstrip("\n").splitlines()
+    aliases = [line for line in lines if line.startswith("#")]  # '#map = ...': kept with every unit
+    lines = [line for line in lines if line and not line.startswith("#")]
     if not lines or not lines[0].startswith("module") or lines[-1] != "}":
         return [printed]
     units, current = [], []
@@ -101,9 +103,17 @@ def top_level_units(tool: str, text: str) -> list[str]:
     if current:
         units.append(current)
     # Declarations ('func.func private @f(i32)') go with every unit, so that calls still verify.
-    declarations = [u for u in units if len(u) == 1 and not u[0].rstrip().endswith("{")]
-    return [lines[0] + "\n" + "\n".join(sum(declarations, []) + u) + "\n}\n"
-            for u in units if u not in declarations]
+    declarations = [u for u in units if len(u) == 1 and u[0].startswith("  func.func") and not u[0].endswith("{")]
+    out = []
+    for u in units:
+        if u in declarations:
+            continue
+        own = "\n".join(u)
+        called = [d for d in declarations if re.search(r"@" + re.escape(d[0].split("@", 1)[1].split("(", 1)[0]) + r"\b", own)]
+        body = "\n".join(sum(called, []) + u)
+        used = [a for a in aliases if re.search(re.escape(a.split("=", 1)[0].strip()) + r"\b", body)]
+        out.append("".join(a + "\n" for a in used) + lines[0] + "\n" + body + "\n}\n")
+    return out
 
 
 def main(argv=None) -> int:

@@ -1285,6 +1285,9 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
         what = foreign.group(0).rstrip("<")
         return IRError(f"'{what}' is MLIR syntax that irc does not support (vector, complex and tuple types, "
                        f"dialect types '!...', affine maps and strided layouts; {_SCOPE})", loc)
+    unknown = _unknown_op_before(source, line, column)
+    if unknown is not None:
+        return unknown
     if isinstance(e, UnexpectedCharacters):
         ch = source.text[e.pos_in_stream] if e.pos_in_stream < len(source.text) else "?"
         if ch == '"':
@@ -1302,6 +1305,24 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
                            "with cf.phi", loc)
         return IRError(f"unexpected '{text}', expected {_describe_expected(e.expected)}", loc)
     return IRError(str(e).splitlines()[0], loc)
+
+
+_OP_AT_LINE_START = re.compile(r"\s*(?:%[^=]*=\s*)?([A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z0-9_$.]+)")
+
+
+def _unknown_op_before(source: SourceFile, line: int, column: int) -> IRError | None:
+    """A syntax error inside an op whose name irc does not know is reported as the unknown op:
+    its custom syntax ('memref.global @g : ...') is what irc could not read."""
+    text = source.line(line)
+    match = _OP_AT_LINE_START.match(text)
+    if match is None or match.end(1) >= column:
+        return None
+    name = match.group(1)
+    if registry.OPS.get(name) is not None or name in ("func.func", "scf.for", "scf.if", "scf.while",
+                                                     "scf.condition", "cf.switch", "scf.execute_region",
+                                                     "scf.parallel", "builtin.module"):
+        return None
+    return IRError(_unknown_op_message(name), Location(source, line, match.start(1) + 1))
 
 
 def _first_token(item):

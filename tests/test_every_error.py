@@ -97,3 +97,9 @@ def test_the_cli_prints_every_error_with_its_caret(tmp_path, capsys):
                      f"{path}:4:8: error: unknown op 'math.frob'",
                      f"{path}:5:23: error: use of undefined value '%q'"]
     assert lines[lines.index(heads[2]) + 2] == " " * 22 + "^"
+
+
+def test_an_unknown_op_with_its_own_syntax_is_named():
+    errors = errors_of("memref.global @g : memref<2xf32>\nfunc.func @f() {\n  func.return\n}\n")
+    assert [(e.location.line, e.location.column) for e in errors] == [(1, 1)]
+    assert errors[0].message.startswith("unknown op 'memref.global'")

@@ -1,13 +1,14 @@
 """The ``irc`` command line.
 
-    irc opt FILE|- [-p PIPELINE] [-o OUT | --in-place] [--generic] [--print-after-all]
-                   [--print-after-change] [--timing] [--stats] [--no-verify]
+    irc opt FILE|- [-p PIPELINE] [-O N] [-o OUT | --in-place] [--generic | --emit mlir]
+                   [--print-after-all] [--print-after-change] [--timing] [--stats] [--no-verify]
     irc run FILE|- [--entry NAME] [--interp] [--] ARGS...
     irc run MODEL.irc [--interp] [--] ARGS...        (a checkpoint written by irc.save)
     irc compile FILE|- --emit llvm|asm|obj -o OUT
     irc passes
     irc repl [FILE]                                  (passes step by step: undo, diff, bisect...)
     irc view FILE [--func F] [--cfg | --dataflow] -o OUT.svg|png|dot
+    irc --version
 
 Inputs are capped (--max-input-size, default 256 MiB); -o writes special files
 through and never overwrites the input (see irc/fileio.py).

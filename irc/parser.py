@@ -279,17 +279,7 @@ class ParseContext(Transformer):
         if len(values_toks) != len(types):
             raise self.error(f"'^{name}' is passed {_count(len(values_toks), 'value')} but "
                              f"{_count(len(types), 'type')}", tok)
-        values = self.values(values_toks, types)
-        phis = self._phis_for(block, types, tok)
-        pred = state.current
-        for phi, value in zip(phis, values):
-            known = phi.value_for(pred)
-            if known is None:
-                phi.add_incoming(value, pred)
-            elif known is not value:
-                raise self.error(f"one block passes two different values to '^{name}': irc merges values "
-                                 "with phis, which take one value per predecessor", tok)
-        state.edges.append((block, len(values), self.loc(tok)))
+        self._edge(block, self.values(values_toks, types), tok)
         return block
 
     def _block_named(self, name: str, tok) -> Block:
@@ -480,6 +470,9 @@ class ParseContext(Transformer):
                           f"{len(fn.inputs)}", loc)
         values = self.values(operands, fn.inputs)
         blocks = [self.block(t) for t in successors or []]
+        if name in _GENERIC_BRANCHES and blocks and (len(values) > _GENERIC_BRANCHES[name] or attrs and (
+                "operandSegmentSizes" in attrs or "case_operand_segments" in attrs)):
+            values, attrs = self._generic_branch_operands(name, values, blocks, dict(attrs or {}), name_tok)
         cls = registry.lookup(name)
         if cls is None:
             if not self.allow_unregistered:
@@ -489,6 +482,57 @@ class ParseContext(Transformer):
             op.name = name
             return op
         return cls(values, fn.results, attrs or {}, blocks, regions or [], loc)
+
+    def _generic_branch_operands(self, name, values, blocks, attrs, where):
+        """MLIR's generic ``"cf.br"(%x)[^bb1]`` and ``"cf.cond_br"(%c, %x, %y)[^a, ^b]
+        <{operandSegmentSizes = array<i32: 1, 1, 1>}>``: the successor operands become
+        incoming values of the successors' phis; the branch keeps its condition only."""
+        from .attributes import DenseArrayAttr
+
+        if name == "cf.br":
+            self._edge(blocks[0], values, where)
+            return [], attrs
+        if name == "cf.switch":
+            segments = attrs.pop("operandSegmentSizes", None)
+            cases = attrs.pop("case_operand_segments", None)
+            if not isinstance(segments, DenseArrayAttr) or not isinstance(cases, DenseArrayAttr) \
+                    or len(segments.values) != 3 or sum(segments.values) != len(values) \
+                    or len(cases.values) != len(blocks) - 1 or sum(cases.values) != segments.values[2]:
+                raise self.error("'cf.switch' with branch operands needs 'operandSegmentSizes' and "
+                                 "'case_operand_segments'", where)
+            start = 1 + segments.values[1]
+            self._edge(blocks[0], values[1:start], where)
+            for block, n in zip(blocks[1:], cases.values):
+                self._edge(block, values[start:start + n], where)
+                start += n
+            return values[:1], attrs
+        segments = attrs.pop("operandSegmentSizes", None)
+        if not isinstance(segments, DenseArrayAttr) or len(segments.values) != 3 or segments.values[0] != 1 \
+                or sum(segments.values) != len(values) or len(blocks) != 2:
+            raise self.error("'cf.cond_br' with branch operands needs 'operandSegmentSizes = array<i32: 1, N, M>'",
+                             where)
+        n = segments.values[1]
+        self._edge(blocks[0], values[1:1 + n], where)
+        self._edge(blocks[1], values[1 + n:], where)
+        return values[:1], attrs
+
+    def _edge(self, block: Block, values, where) -> None:
+        """Values passed along an edge from the current block to ``block`` (see ``successor``)."""
+        state = self.regions[-1]
+        loc = where if isinstance(where, Location) else self.loc(where)
+        if not values:
+            state.edges.append((block, 0, loc))
+            return
+        phis = self._phis_for(block, [v.type for v in values], where)
+        pred = state.current
+        for phi, value in zip(phis, values):
+            known = phi.value_for(pred)
+            if known is None:
+                phi.add_incoming(value, pred)
+            elif known is not value:
+                raise IRError(f"one block passes two different values to '^{block.label}': irc merges values "
+                              "with phis, which take one value per predecessor", loc)
+        state.edges.append((block, len(values), loc))
 
     def report(self, error: IRError) -> None:
         """Record a diagnostic and go on parsing (raised with the others at the end)."""
@@ -549,6 +593,29 @@ class ParseContext(Transformer):
         element = self.type_of(children[0])
         values = [c.value for c in children[1:] if isinstance(c, Literal)]
         return DenseArrayAttr(element, values)
+
+    def vector_literal(self, children):
+        """``dense<[1, 2]> : vector<2xi32>``: read as a dense array of its integers (irc has no
+        vector type; only cf.switch's generic form needs it)."""
+        from .attributes import DenseArrayAttr
+
+        lit, tok = children
+        element = parse_type(tok.value[tok.value.index("x") + 1:-1])
+        data = lit.value if lit.kind == "dense" else lit.value
+        flat = []
+
+        def walk(x):
+            if isinstance(x, list):
+                for y in x:
+                    walk(y)
+            else:
+                flat.append(int(x.value) if isinstance(x, Literal) else int(x))
+
+        walk(data)
+        count = int(tok.value[len("vector<"):tok.value.index("x")])
+        if len(flat) == 1 and count > 1:
+            flat *= count
+        return DenseArrayAttr(element, flat)
 
     def opaque_attr(self, children):
         from .attributes import OpaqueAttr
@@ -888,7 +955,7 @@ class _FakeToken:
 
 
 def _split_top_level(text: str, start: int, end: int):
-    """(offset, piece) for each comma-separated piece of ``text[start:end]`` outside parentheses/quotes."""
+    """(offset, piece) for each comma-separated piece of ``text[start:end]`` outside (), <> and quotes."""
     depth, quoted, piece_start = 0, False, start
     i = start
     while i < end:
@@ -900,9 +967,9 @@ def _split_top_level(text: str, start: int, end: int):
                 quoted = False
         elif ch == '"':
             quoted = True
-        elif ch == "(":
+        elif ch in "(<":
             depth += 1
-        elif ch == ")":
+        elif ch in ")>":
             depth -= 1
         elif ch == "," and depth == 0:
             yield piece_start, text[piece_start:i]
@@ -983,6 +1050,10 @@ def _unknown_op_message(name: str) -> str:
 
 
 _FOREIGN_TYPES = re.compile(r"(vector|complex|tuple|memref<[^>]*(?:strided|affine_map|#))|!|#map|affine_map|affine_set")
+
+
+# Branches whose generic form may carry successor operands, and how many operands they keep.
+_GENERIC_BRANCHES = {"cf.br": 0, "cf.cond_br": 1, "cf.switch": 1}
 
 
 def _count(n: int, noun: str) -> str:

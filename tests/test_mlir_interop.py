@@ -42,7 +42,7 @@ CHUNKS = [(f"{p.name}:{line}", text) for p in CORPUS for line, text in RT.split_
 
 def _function(name: str):
     for where, text in CHUNKS:
-        if f"@{name}(" in text:
+        if f"@{name}(" in text or f"sym_name = \"{name}\"" in text:
             return irc.parse(text, where)
     raise KeyError(name)
 
@@ -186,6 +186,26 @@ def test_scf_forms_run():
         assert (out == np.arange(12).reshape(4, 3)).all()
     for module in _both("loop"):
         assert irc.interpret(module, "loop", 6) == 15
+
+
+def test_generic_branches_pass_their_operands_to_phis():
+    for module in _both("generic_branches"):
+        assert irc.interpret(module, "generic_branches", 1, 11) == 11
+        assert irc.interpret(module, "generic_branches", 0, 5) == 5
+        assert irc.interpret(module, "generic_branches", 0, 6) == 7
+
+
+@needs_mlir_opt
+@pytest.mark.parametrize("where,text", CHUNKS, ids=[w for w, _ in CHUNKS])
+def test_mlir_opts_generic_form_reads_too(where, text):
+    generic = subprocess.run([MLIR_OPT, "--mlir-print-op-generic", "-"], input=text, capture_output=True, text=True)
+    assert generic.returncode == 0, generic.stderr
+    module = irc.parse(generic.stdout, where)
+    module.verify()
+    custom = subprocess.run([MLIR_OPT, "-"], input=text, capture_output=True, text=True).stdout
+    again = subprocess.run([MLIR_OPT, "-"], input=irc.print_mlir(module), capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == custom
 
 
 def test_locations_are_kept():

@@ -32,3 +32,19 @@ builtin.module @named {
     return %0 : f32
   }
 }
+
+// -----
+
+"func.func"() <{function_type = (i1, i64) -> i64, sym_name = "generic_branches"}> ({
+^bb0(%arg0: i1, %arg1: i64):
+  %0 = "arith.constant"() <{value = 7 : i64}> : () -> i64
+  "cf.cond_br"(%arg0, %arg1)[^bb1, ^bb2] <{operandSegmentSizes = array<i32: 1, 1, 0>}> : (i1, i64) -> ()
+^bb1(%1: i64):
+  "cf.br"(%1)[^bb3] : (i64) -> ()
+^bb2:
+  "cf.switch"(%arg1, %0)[^bb3, ^bb4] <{case_operand_segments = array<i32: 0>, case_values = dense<5> : vector<1xi64>, operandSegmentSizes = array<i32: 1, 1, 0>}> : (i64, i64) -> ()
+^bb3(%2: i64):
+  "func.return"(%2) : (i64) -> ()
+^bb4:
+  "func.return"(%arg1) : (i64) -> ()
+}) : () -> ()

@@ -301,3 +301,25 @@ def test_jit_agrees_with_the_interpreter(name, args):
     exe = irc.compile(_function(name), cache=False)
     for a in args:
         assert getattr(exe, name)(*a) == irc.interpret(module, name, *a), a
+
+
+def test_scf_to_cf_lowers_execute_region_and_parallel_for_the_jit():
+    pytest.importorskip("llvmlite")
+    for name, args in (("region", [(1, 9), (0, 9)]), ("while_no_values", [(3,), (12,)])):
+        module = _function(name)
+        exe = irc.compile(_function(name), cache=False)
+        for a in args:
+            if name == "while_no_values":
+                got, want = np.array([a[0]], np.int64), np.array([a[0]], np.int64)
+                getattr(exe, name)(got)
+                irc.interpret(module, name, want)
+                assert got[0] == want[0] == max(a[0], 10)
+            else:
+                assert getattr(exe, name)(*a) == irc.interpret(module, name, *a)
+    exe = irc.compile(_function("fill"), cache=False)
+    for rows, cols in ((4, 3), (2, 3), (0, 3)):
+        got, want = np.full((4, 3), -1, np.int64), np.full((4, 3), -1, np.int64)
+        exe.fill(got, rows, cols)
+        irc.interpret(_function("fill"), "fill", want, rows, cols)
+        assert (got == want).all()
+        assert (got[:rows] == np.arange(rows * cols).reshape(rows, cols)).all()

@@ -35,7 +35,6 @@ from irc.dialects.scf import (
     ForOp,
     IfOp,
     ParallelOp,
-    ReduceOp,
     WhileOp,
     YieldOp,
     constant_step,
@@ -380,27 +379,50 @@ def _lower_execute_region(op: ExecuteRegionOp) -> None:
 
 def _parallel_to_for(op: ParallelOp) -> None:
     """``scf.parallel`` as a nest of ``scf.for``, one per dimension, iterations in order (which
-    the op allows), lowered afterwards like any scf.for."""
+    the op allows), lowered afterwards like any scf.for.  Reductions become iter_args: the
+    innermost body combines each ``scf.reduce`` value into its accumulator with a copy of the
+    reduction region, and each loop yields its inner loop's results."""
     r = op.rank
-    lbs, ubs, steps = op.operands[:r], op.operands[r:2 * r], op.operands[2 * r:]
+    lbs, ubs, steps = op.operands[:r], op.operands[r:2 * r], op.operands[2 * r:3 * r]
+    types = list(op.result_types)
     body = op.regions[0].entry
+    reduce = body.terminator
     loops = []
-    where_block, where_op = op.parent, op
+    carried = list(op.inits)
     for d in range(r):
-        loop = ForOp([lbs[d], ubs[d], steps[d]], [], {}, regions=[Region([Block([index])])], loc=op.loc)
+        loop = ForOp([lbs[d], ubs[d], steps[d], *carried], types, {}, regions=[Region([Block([index, *types])])],
+                     loc=op.loc)
         loop.body.args[0].name_hint = body.args[d].name_hint
-        loop.body.append(YieldOp([], loc=op.loc))
-        where_block.insert_before(loop, where_op)
+        if loops:
+            loops[-1].body.append(loop)
+            loops[-1].body.append(YieldOp(list(loop.results), loc=op.loc))
+        else:
+            op.parent.insert_before(loop, op)
         loops.append(loop)
-        where_block, where_op = loop.body, loop.body.terminator
+        carried = list(loop.body.args[1:])
     for d in range(r):
         body.args[d].replace_all_uses_with(loops[d].induction_var)
     inner = loops[-1].body
     for inner_op in list(body.ops):
-        inner_op.detach()
-        if isinstance(inner_op, ReduceOp):
-            inner_op.drop_all_references()
+        if inner_op is reduce:
             continue
-        inner.insert_before(inner_op, inner.terminator)
+        inner_op.detach()
+        inner.append(inner_op)
+    combined = []
+    for acc, value, region in zip(carried, reduce.operands, reduce.regions):
+        if region.first_block is not region.last_block:
+            raise reduce.error("has a reduction region of several blocks, which scf-to-cf does not lower")
+        lhs, rhs = region.entry.args
+        value_map = {lhs: acc, rhs: value}
+        for region_op in region.entry.ops:
+            if region_op.name == "scf.reduce.return":
+                combined.append(value_map.get(region_op.operands[0], region_op.operands[0]))
+                break
+            inner.append(region_op.clone(value_map))
+    inner.append(YieldOp(combined, loc=op.loc))
+    for result, new in zip(op.results, loops[0].results):
+        new.name_hint = result.name_hint
+        result.replace_all_uses_with(new)
+    reduce.drop_all_references()
     op.drop_all_references()
     op.parent.remove(op)

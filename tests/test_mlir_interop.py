@@ -186,6 +186,11 @@ def test_scf_forms_run():
         assert (out == np.arange(12).reshape(4, 3)).all()
     for module in _both("loop"):
         assert irc.interpret(module, "loop", 6) == 15
+    data = np.array([5, -3, 12, 7, -20], np.int64)
+    for module in _both("sum_and_max"):
+        for n in (0, 1, 5):
+            want = (int(data[:n].sum()), int(data[:n].max()) if n else -2**63)
+            assert irc.interpret(module, "sum_and_max", data, n) == want
 
 
 def test_generic_branches_pass_their_operands_to_phis():
@@ -316,6 +321,10 @@ def test_scf_to_cf_lowers_execute_region_and_parallel_for_the_jit():
                 assert got[0] == want[0] == max(a[0], 10)
             else:
                 assert getattr(exe, name)(*a) == irc.interpret(module, name, *a)
+    exe = irc.compile(_function("sum_and_max"), cache=False)
+    data = np.array([5, -3, 12, 7, -20], np.int64)
+    for n in (0, 2, 5):
+        assert exe.sum_and_max(data, n) == irc.interpret(_function("sum_and_max"), "sum_and_max", data, n)
     exe = irc.compile(_function("fill"), cache=False)
     for rows, cols in ((4, 3), (2, 3), (0, 3)):
         got, want = np.full((4, 3), -1, np.int64), np.full((4, 3), -1, np.int64)

@@ -59,3 +59,25 @@ func.func @loop(%arg0: index) -> i64 {
   }
   return %0 : i64
 }
+
+// -----
+
+func.func @sum_and_max(%arg0: memref<?xi64>, %arg1: index) -> (i64, i64) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c0_i64 = arith.constant 0 : i64
+  %c-9223372036854775808_i64 = arith.constant -9223372036854775808 : i64
+  %0:2 = scf.parallel (%arg2) = (%c0) to (%arg1) step (%c1) init (%c0_i64, %c-9223372036854775808_i64) -> (i64, i64) {
+    %1 = memref.load %arg0[%arg2] : memref<?xi64>
+    scf.reduce(%1, %1 : i64, i64) {
+    ^bb0(%arg3: i64, %arg4: i64):
+      %2 = arith.addi %arg3, %arg4 : i64
+      scf.reduce.return %2 : i64
+    }, {
+    ^bb0(%arg3: i64, %arg4: i64):
+      %2 = arith.maxsi %arg3, %arg4 : i64
+      scf.reduce.return %2 : i64
+    }
+  }
+  return %0#0, %0#1 : i64, i64
+}

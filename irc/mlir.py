@@ -6,6 +6,8 @@ irc's text differs from MLIR's in few places, and this printer bridges them:
   block's leading phis print as its arguments, ``^bb1(%x: i64):``, and each
   branch passes the phis' incoming values from its own block,
   ``cf.br ^bb1(%a : i64)``.
+* irc's own bookkeeping attributes (``IRC_ONLY_ATTRIBUTES``, and math-approx's
+  ``fastmath = "none"``, which is MLIR's default) are left out;
 * entry blocks print without a label (MLIR forbids a label on a function's
   entry block, whose arguments the header names);
 * memory spaces print as MLIR's address-space numbers (``gpu`` is NVPTX's
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import re
 
+from .attributes import StringAttr
 from .block import Block, Region
 from .operation import Operation
 from .printer import Printer
@@ -32,6 +35,10 @@ MLIR_DIALECTS = frozenset({"builtin", "func", "arith", "math", "cf", "scf", "mem
 # irc's graph ops whose names upstream MLIR uses for a different op (of MLIR's tensor dialect).
 CLASHING_OPS = frozenset({"tensor.splat", "tensor.pad", "tensor.concat", "tensor.reshape", "tensor.dim",
                           "tensor.yield"})
+# Attributes irc's passes leave for its own later stages (the runtime, plan-memory,
+# split-parallel): meaningless to MLIR, so not written.
+IRC_ONLY_ATTRIBUTES = frozenset({"nocapture", "work", "tensor_signature", "arena_bytes", "parallel_range",
+                                 "segment_of", "segments"})
 _MEMORY_SPACES = {"gpu": "1"}
 _SPACE_IN_TYPE = re.compile(r"(memref<[^<>]*?), (gpu)>")
 
@@ -64,6 +71,11 @@ class MlirPrinter(Printer):
                 raise branch.error(f"'^{b.label}' has a phi with no incoming value from this block")
             values.append(value)
         return f"{label}({self.values(values)} : {self.types(v.type for v in values)})"
+
+    def attr_dict(self, attrs, elide=(), flags: bool = True) -> str:
+        kept = {k: v for k, v in attrs.items()
+                if k not in IRC_ONLY_ATTRIBUTES and not (k == "fastmath" and isinstance(v, StringAttr))}
+        return super().attr_dict(kept, elide, flags)
 
     def print_op(self, op: Operation) -> None:
         if op.name == "cf.phi":

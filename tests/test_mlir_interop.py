@@ -332,3 +332,14 @@ def test_scf_to_cf_lowers_execute_region_and_parallel_for_the_jit():
         irc.interpret(_function("fill"), "fill", want, rows, cols)
         assert (got == want).all()
         assert (got[:rows] == np.arange(rows * cols).reshape(rows, cols)).all()
+
+
+@needs_mlir_opt
+def test_irc_only_attributes_are_left_out():
+    module = irc.parse("func.func @f(%x: f32) -> f32 attributes {arena_bytes = 64 : i64} {\n"
+                       "  %y = arith.mulf %x, %x {fastmath = \"none\", work = 3 : i64} : f32\n"
+                       "  func.return %y : f32\n}\n")
+    text = irc.print_mlir(module)
+    assert "arena_bytes" not in text and "work" not in text and "fastmath" not in text
+    back = subprocess.run([MLIR_OPT, "-"], input=text, capture_output=True, text=True)
+    assert back.returncode == 0, back.stderr

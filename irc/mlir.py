@@ -114,6 +114,11 @@ def _check_printable(op: Operation) -> None:
                        "e.g. with -p tensor-to-loops")
     if dialect not in MLIR_DIALECTS and op.is_registered():
         raise op.error("has no MLIR equivalent; lower it first, e.g. with -p tensor-to-loops")
+    if name == "memref.view":
+        source = op.operands[0].type
+        if source.rank != 1 or str(source.element_type) != "i8":
+            raise op.error(f"views a {source}: MLIR's memref.view takes only a 1-D i8 buffer, so this view "
+                           "(irc's, of a typed buffer, as tensor-to-loops makes) has no MLIR equivalent")
 
 
 def print_mlir(module) -> str:

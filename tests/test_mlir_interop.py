@@ -343,3 +343,13 @@ def test_irc_only_attributes_are_left_out():
     assert "arena_bytes" not in text and "work" not in text and "fastmath" not in text
     back = subprocess.run([MLIR_OPT, "-"], input=text, capture_output=True, text=True)
     assert back.returncode == 0, back.stderr
+
+
+def test_views_of_typed_buffers_are_refused():
+    module = irc.parse("func.func @f(%m: memref<8x16xf32>, %o: index) -> memref<128xf32> {\n"
+                       "  %v = memref.view %m[%o][] : memref<8x16xf32> to memref<128xf32>\n"
+                       "  func.return %v : memref<128xf32>\n}\n", "v.ir")
+    with pytest.raises(IRError) as info:
+        irc.print_mlir(module)
+    assert (info.value.location.line, info.value.location.column) == (2, 8)
+    assert "MLIR's memref.view takes only a 1-D i8 buffer" in info.value.message

@@ -353,3 +353,15 @@ def test_views_of_typed_buffers_are_refused():
         irc.print_mlir(module)
     assert (info.value.location.line, info.value.location.column) == (2, 8)
     assert "MLIR's memref.view takes only a 1-D i8 buffer" in info.value.message
+
+
+def test_roundtrip_script_without_mlir_opt_says_so(capsys):
+    assert RT.main(["--mlir-opt", "no-such-mlir-opt-binary", str(CORPUS[0])]) == 2
+    assert "is not installed" in capsys.readouterr().err
+
+
+@needs_mlir_opt
+def test_roundtrip_script_counts_the_corpus(capsys):
+    assert RT.main([*map(str, CORPUS)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith(f"in scope: round-trip identical {len(CHUNKS)}/{len(CHUNKS)};")

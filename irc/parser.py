@@ -997,6 +997,7 @@ def _check_edges(state: _RegionState) -> None:
 
 
 _OVERFLOW_FLAGS = {"nsw", "nuw", "none"}
+_FASTMATH_FLAGS = {"none", "reassoc", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "fast"}
 
 
 def _flag_attrs(ctx, flags) -> dict:
@@ -1007,6 +1008,12 @@ def _flag_attrs(ctx, flags) -> dict:
     attrs = {}
     for tok in flags:
         text = tok.value
+        if not text.startswith("weights("):
+            kind, words = text[:-1].split("<", 1)
+            known = _OVERFLOW_FLAGS if kind == "overflow" else _FASTMATH_FLAGS
+            for word in (w.strip() for w in words.split(",")):
+                if word not in known:
+                    raise ctx.error(f"unknown {kind} flag '{word}' (one of {', '.join(sorted(known))})", tok)
         if text.startswith("overflow<"):
             attrs["overflowFlags"] = OpaqueAttr("#arith." + text.replace(" ", ""))
         elif text.startswith("fastmath<"):
@@ -1371,9 +1378,6 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
     if isinstance(e, UnexpectedToken):
         tok = e.token
         text = str(tok.value)
-        if tok.type == "LABEL_ARGS" and "LABEL" not in e.expected and "LABEL_ARGS" not in e.expected:
-            return IRError("branches take no block arguments in irc: merge values in the successor "
-                           "with cf.phi", loc)
         return IRError(f"unexpected '{text}', expected {_describe_expected(e.expected)}", loc)
     return IRError(str(e).splitlines()[0], loc)
 

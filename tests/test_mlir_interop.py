@@ -365,3 +365,27 @@ def test_roundtrip_script_counts_the_corpus(capsys):
     assert RT.main([*map(str, CORPUS)]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith(f"in scope: round-trip identical {len(CHUNKS)}/{len(CHUNKS)};")
+
+
+@pytest.mark.parametrize("text,line,column,words", [
+    ("func.func @f(%a: i32) -> i32 {\n  %0 = arith.addi %a, %a overflow<bogus> : i32\n  return %0 : i32\n}\n",
+     2, 26, "unknown overflow flag 'bogus'"),
+    ("func.func @f(%a: f32) -> f32 {\n  %0 = arith.addf %a, %a fastmath<quick> : f32\n  return %0 : f32\n}\n",
+     2, 26, "unknown fastmath flag 'quick'"),
+    ("func.func @f(%a: i32) -> i32 {\n  %0 = arith.addi %a, %a : i32 loc(#nope)\n  return %0 : i32\n}\n",
+     2, 32, "undefined location alias '#nope'"),
+    ("func.func @f(%a: i32) -> i32 {\n  cf.br ^bb1(%a : i32\n^bb1(%x: i32):\n  return %x : i32\n}\n",
+     3, 1, "unexpected '^bb1(%x: i32):', expected ',', ')'"),
+    ('func.func @f(%c: i1, %a: i32) -> i32 {\n  "cf.cond_br"(%c, %a)[^bb1, ^bb2] <{operandSegmentSizes = '
+     'array<i32: 1, 0, 0>}> : (i1, i32) -> ()\n^bb1:\n  return %a : i32\n^bb2:\n  return %a : i32\n}\n',
+     2, 3, "needs 'operandSegmentSizes = array<i32: 1, N, M>'"),
+    ("func.func @f(%n: index) -> i32 {\n  %c0 = arith.constant 0 : index\n  %z = arith.constant 0 : i32\n"
+     "  %r = scf.parallel (%i) = (%c0) to (%n) step (%n) init (%z) -> (i32) {\n    scf.reduce\n  }\n"
+     "  return %r : i32\n}\n", 5, 5, "reduces () but the loop's results are (i32)"),
+    ("func.func @f(%a: i32) {\n  cf.switch %a : i32, [default: ^bb1, 7: ^bb1, 7: ^bb1]\n^bb1:\n  return\n}\n",
+     2, 3, "has a case value twice"),
+])
+def test_mlir_input_diagnostics(text, line, column, words):
+    e = _error(text)
+    assert (e.location.line, e.location.column) == (line, column), str(e)
+    assert words in e.message

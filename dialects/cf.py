@@ -8,10 +8,11 @@ lead their block and list one incoming value per predecessor.
 
 from __future__ import annotations
 
-from irc.attributes import DenseArrayAttr, IntegerAttr, StringAttr
+from irc.attributes import DenseArrayAttr, StringAttr
 from irc.diagnostics import IRError
 from irc.operation import Operation, Pure, Terminator
 from irc.registry import syntax_rule
+from irc.semantics import wrap
 from irc.types import IntegerType, i1
 
 
@@ -255,7 +256,7 @@ def _parse_switch(ctx, children):
     defaults = [c for c in cases if c[0] is None]
     if len(defaults) != 1 or cases[0][0] is not None:
         raise ctx.error("cf.switch lists 'default: ^block' first, then its cases", kw)
-    values = [IntegerAttr(c[0], t).value for c in cases[1:]]
+    values = [wrap(c[0], t) for c in cases[1:]]  # canonical values: 255 and -1 are one i8 case
     blocks = [c[1] for c in cases]
     return SwitchOp([ctx.value(flag, t)], [], {**attrs, "case_values": DenseArrayAttr(t, values)}, blocks,
                     loc=ctx.loc(kw))

@@ -389,3 +389,13 @@ def test_mlir_input_diagnostics(text, line, column, words):
     e = _error(text)
     assert (e.location.line, e.location.column) == (line, column), str(e)
     assert words in e.message
+
+
+def test_switch_cases_are_canonical_values():
+    text = ("func.func @f(%a: i8) -> i8 {\n  %c1 = arith.constant 1 : i8\n"
+            "  cf.switch %a : i8, [default: ^bb1(%a : i8), 255: ^bb2]\n^bb2:\n  cf.br ^bb1(%c1 : i8)\n"
+            "^bb1(%x: i8):\n  return %x : i8\n}\n")
+    module = irc.parse(text)
+    assert "-1: ^bb2" in str(module)  # 255 and -1 are the same i8
+    assert irc.interpret(module, "f", -1) == 1
+    assert irc.interpret(module, "f", 5) == 5

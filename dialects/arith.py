@@ -623,6 +623,105 @@ CMPF_PREDICATES = ["false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
                    "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true"]
 
 
+# ---- two-result integer arithmetic (MLIR's *_extended ops) -------------------------------
+
+
+def _per_element(fn, a, b, t):
+    """``fn(a, b)`` -> (low, high) on scalars, or elementwise on arrays (Python ints, exact)."""
+    if not (is_array(a) or is_array(b)):
+        return fn(int(a), int(b))
+    pairs = np.frompyfunc(lambda x, y: fn(int(x), int(y)), 2, 2)(a, b)
+    return [np.asarray(p.astype(object)).astype(np.asarray(a).dtype) for p in pairs]
+
+
+class ExtendedOp(Operation):
+    """``%low, %high = op %a, %b : T``: an exact result split into two words (two results).
+
+    ``compute(a, b, t)`` returns both results from canonical values; fold and the
+    interpreter share it.  Subclasses set ``second`` to the second result's kind.
+    """
+
+    traits = frozenset({Pure})
+    second = "same"  # 'same' (the high word, type T) or 'i1' (the carry)
+
+    def _second_type(self, t):
+        return with_element(t, i1) if self.second == "i1" else t
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 2 or len(self.results) != 2:
+            raise self.error("expects two operands and two results")
+        t = self.operands[0].type
+        if self.operands[1].type is not t or self.results[0].type is not t:
+            raise self.error(f"requires both operands and the first result to have one type, got "
+                             f"{self.operands[1].type}, {self.results[0].type} and {t}")
+        if not element_kind_ok(t, "int"):
+            raise self.error(f"operands must be integers or tensors of them, got {t}")
+        if self.results[1].type is not self._second_type(t):
+            raise self.error(f"the second result must be {self._second_type(t)}, got {self.results[1].type}")
+
+    def interpret(self, interp, args):
+        t = self.operands[0].type.element_type
+        return list(_per_element(lambda a, b: self.compute(a, b, t), args[0], args[1], t))
+
+    def fold(self, constants):
+        if constants[0] is None or constants[1] is None:
+            return None
+        from irc.semantics import value_to_attr
+
+        low, high = self.interpret(None, [attr_to_value(c) for c in constants])
+        return [value_to_attr(low, self.results[0].type), value_to_attr(high, self.results[1].type)]
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        types = syn.plain_types("types")
+        if len(syn.args) != 2 or any(type(a) is tuple for a in syn.args):
+            raise IRError(f"'{cls.name}' expects '%a, %b'", syn.loc)
+        t = types[0]
+        if len(types) != (2 if cls.second == "i1" else 1):
+            form = "T, i1" if cls.second == "i1" else "T"
+            raise IRError(f"'{cls.name}' expects ': {form}' after its operands", syn.loc)
+        return cls([ctx.value(a, t) for a in syn.args], [t, types[1] if len(types) == 2 else t], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        t = self.operands[0].type
+        types = f"{t}, {self.results[1].type}" if self.second == "i1" else str(t)
+        p.write(f" {p.values(self.operands)}{p.attr_dict(self.attributes)} : {types}")
+
+
+class AddUIExtendedOp(ExtendedOp):
+    name = "arith.addui_extended"
+    second = "i1"
+    summary = "Unsigned addition with a carry: the wrapped sum and whether it overflowed."
+    example = "%sum, %carry = arith.addui_extended %a, %b : i64, i1"
+
+    @staticmethod
+    def compute(a, b, t):
+        total = unsigned(a, t) + unsigned(b, t)
+        return wrap(total, t), int(total >> width(t) != 0)
+
+
+class MulUIExtendedOp(ExtendedOp):
+    name = "arith.mului_extended"
+    summary = "Unsigned full multiplication: the low and high words of the double-width product."
+    example = "%low, %high = arith.mului_extended %a, %b : i64"
+
+    @staticmethod
+    def compute(a, b, t):
+        product = unsigned(a, t) * unsigned(b, t)
+        return wrap(product, t), wrap(product >> width(t), t)
+
+
+class MulSIExtendedOp(ExtendedOp):
+    name = "arith.mulsi_extended"
+    summary = "Signed full multiplication: the low and high words of the double-width product."
+    example = "%low, %high = arith.mulsi_extended %a, %b : i64"
+
+    @staticmethod
+    def compute(a, b, t):
+        product = signed(a, t) * signed(b, t)
+        return wrap(product, t), wrap(product >> width(t), t)
+
+
 class CmpOp(Operation):
     """``op PRED, %a, %b : T``; the predicate is the ``predicate`` attribute (MLIR's numbering)."""
 

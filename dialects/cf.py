@@ -8,12 +8,12 @@ lead their block and list one incoming value per predecessor.
 
 from __future__ import annotations
 
-import re
-
-from irc.attributes import StringAttr
-from irc.diagnostics import IRError, Location
+from irc.attributes import DenseArrayAttr, StringAttr
+from irc.diagnostics import IRError
 from irc.operation import Operation, Pure, Terminator
-from irc.types import i1
+from irc.registry import syntax_rule
+from irc.semantics import wrap
+from irc.types import IntegerType, i1
 
 
 def _args_of(syn, kinds, form: str):
@@ -23,26 +23,6 @@ def _args_of(syn, kinds, form: str):
     ):
         raise IRError(f"'{syn.name}' expects '{form}'", syn.loc)
     return syn.args
-
-
-_SUCCESSOR_WITH_ARGS = re.compile(r"\s*(\^[A-Za-z0-9_$.\-]+)\(")
-
-
-def _reject_branch_arguments(syn) -> None:
-    """MLIR's ``cf.br ^bb(%x : i64)`` lexes as a new block label; say what is wrong.
-
-    The lexer reads ``^bb(`` after an op without operands as a labelled block with
-    arguments, so the op arrives here with no arguments at all; the source text
-    tells the two apart.
-    """
-    loc = syn.loc
-    if loc.source is None:
-        return
-    start = loc.column - 1 + len(syn.name)
-    match = _SUCCESSOR_WITH_ARGS.match(loc.source.line(loc.line), start)
-    if match:
-        raise IRError(f"branches take no block arguments in irc: merge values into '{match.group(1)}' "
-                      "with cf.phi", Location(loc.source, loc.line, match.start(1) + 1))
 
 
 class BranchOp(Operation):
@@ -67,13 +47,11 @@ class BranchOp(Operation):
 
     @classmethod
     def parse_uniform(cls, ctx, syn):
-        if not syn.args:
-            _reject_branch_arguments(syn)
         (succ,) = _args_of(syn, ["succ"], "cf.br ^dest")
-        return cls(successors=[ctx.block(succ[1])], attributes=syn.attrs)
+        return cls(successors=[ctx.successor(succ)], attributes=syn.attrs)
 
     def print_custom(self, p) -> None:
-        p.write(f" {p.block(self.dest)}{p.attr_dict(self.attributes)}")
+        p.write(f" {p.successor(self.dest, self)}{p.attr_dict(self.attributes)}")
 
     @classmethod
     def build(cls, dest):
@@ -100,11 +78,14 @@ class CondBranchOp(Operation):
     @classmethod
     def parse_uniform(cls, ctx, syn):
         cond, t, f = _args_of(syn, ["value", "succ", "succ"], "cf.cond_br %cond, ^true_dest, ^false_dest")
-        return cls([ctx.value(cond, i1)], successors=[ctx.block(t[1]), ctx.block(f[1])], attributes=syn.attrs)
+        return cls([ctx.value(cond, i1)], successors=[ctx.successor(t), ctx.successor(f)], attributes=syn.attrs)
 
     def print_custom(self, p) -> None:
         t, f = self.successors
-        p.write(f" {p.value(self.operands[0])}, {p.block(t)}, {p.block(f)}{p.attr_dict(self.attributes)}")
+        weights = self.attributes.get("branch_weights")
+        shown = f" weights([{', '.join(map(str, weights.values))}])" if isinstance(weights, DenseArrayAttr) else ""
+        p.write(f" {p.value(self.operands[0])}{shown}, {p.successor(t, self)}, {p.successor(f, self)}"
+                f"{p.attr_dict(self.attributes, ('branch_weights',) if shown else ())}")
 
     @classmethod
     def build(cls, cond, true_dest, false_dest):
@@ -218,3 +199,78 @@ class AssertOp(Operation):
 
     def print_custom(self, p) -> None:
         p.write(f" {p.value(self.operands[0])}, {self.attributes['msg']}{p.attr_dict(self.attributes, ('msg',))}")
+
+
+class SwitchOp(Operation):
+    """``cf.switch %flag : i32, [default: ^bb0, 42: ^bb1, ...]``: jump to the block whose case
+    equals the flag, else to the default (``successors[0]``); ``case_values`` lists the cases
+    in the order of ``successors[1:]``.  As with cf.br, values merge in the targets' phis.
+    """
+
+    name = "cf.switch"
+    traits = frozenset({Terminator})
+    summary = "Jump to the block of the case equal to an integer flag, or to the default block."
+    example = "cf.switch %w : i32, [default: ^other, 0: ^zero, 1: ^one]"
+
+    @property
+    def cases(self) -> list[int]:
+        return [int(v) for v in self.attributes["case_values"].values]
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or self.results or not self.successors:
+            raise self.error("takes one integer flag, a default block and its cases")
+        t = self.operands[0].type
+        if not isinstance(t, IntegerType):
+            raise self.error(f"the flag must be an integer, got {t}")
+        values = self.attributes.get("case_values")
+        if not isinstance(values, DenseArrayAttr) or len(values.values) != len(self.successors) - 1:
+            raise self.error("needs one case value per case block ('case_values')")
+        if len(set(values.values)) != len(values.values):
+            raise self.error("has a case value twice")
+
+    def interpret_successor(self, value):
+        """The successor taken for the flag's canonical value."""
+        for case, block in zip(self.cases, self.successors[1:]):
+            if case == value:
+                return block
+        return self.successors[0]
+
+    def print_custom(self, p) -> None:
+        t = self.operands[0].type
+        lines = [f"default: {p.successor(self.successors[0], self)}"]
+        lines += [f"{v}: {p.successor(b, self)}" for v, b in zip(self.cases, self.successors[1:])]
+        inner = p.indent + "  "
+        body = (",\n" + inner).join(lines)
+        p.write(f" {p.value(self.operands[0])} : {t}, [\n{inner}{body}\n{p.indent}]"
+                f"{p.attr_dict(self.attributes, ('case_values',))}")
+
+
+@syntax_rule("switch_op")
+def _parse_switch(ctx, children):
+    kw, flag, type_tok = children[0], children[1], children[2]
+    t = ctx.type_of(type_tok)
+    if not isinstance(t, IntegerType):
+        raise ctx.error(f"the flag of cf.switch must be an integer, got {t}", type_tok)
+    attrs = children[-1] if isinstance(children[-1], dict) else {}
+    cases = [c for c in children[3:] if isinstance(c, tuple)]
+    defaults = [c for c in cases if c[0] is None]
+    if len(defaults) != 1 or cases[0][0] is not None:
+        raise ctx.error("cf.switch lists 'default: ^block' first, then its cases", kw)
+    values = [wrap(c[0], t) for c in cases[1:]]  # canonical values: 255 and -1 are one i8 case
+    blocks = [c[1] for c in cases]
+    return SwitchOp([ctx.value(flag, t)], [], {**attrs, "case_values": DenseArrayAttr(t, values)}, blocks,
+                    loc=ctx.loc(kw))
+
+
+@syntax_rule("switch_default")
+def _parse_switch_default(ctx, children):
+    word, succ = children
+    if word.value != "default":
+        raise ctx.error(f"expected 'default' or an integer case, got '{word.value}'", word)
+    return (None, ctx.successor(succ))
+
+
+@syntax_rule("switch_value")
+def _parse_switch_value(ctx, children):
+    value, succ = children
+    return (int(value.value), ctx.successor(succ))

@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from irc.semantics import is_array, round_to, signed, widen_to_f64, wrap
+from irc.semantics import is_array, round_to, signed, unsigned, widen_to_f64, width, wrap
 
 from .families import ELEMENTWISE, BinaryOp, TernaryOp, UnaryOp
 
@@ -78,6 +78,17 @@ def _exact(fn):
     return staticmethod(compute)
 
 
+def _exact2(fn):
+    """A binary op whose result is exact in any precision (copysign): numpy at the type's precision."""
+
+    def compute(a, b, t):
+        if t.kind == "bf16":
+            return round_to(fn(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)), t)
+        return round_to(fn(a, b), t)
+
+    return staticmethod(compute)
+
+
 _exp = _libm(pymath.exp, np.exp)
 _exp2 = _libm(pymath.exp2, np.exp2)
 _expm1 = _libm(pymath.expm1, np.expm1)
@@ -87,6 +98,8 @@ _log1p = _libm(pymath.log1p, np.log1p)
 _sin = _libm(pymath.sin, np.sin)
 _cos = _libm(pymath.cos, np.cos)
 _tanh = _libm(pymath.tanh, np.tanh)
+_log10 = _libm(pymath.log10, np.log10)
+_tan = _libm(pymath.tan, np.tan)
 _erf = _libm(pymath.erf, np.vectorize(pymath.erf, otypes=[np.float64]))
 @functools.cache
 def _libm_pow():
@@ -108,6 +121,7 @@ _pow = _libm(_c_pow, np.power)
 
 
 LN2 = pymath.log(2.0)
+LN10 = pymath.log(10.0)
 TWO_OVER_SQRT_PI = 2.0 / pymath.sqrt(pymath.pi)
 
 
@@ -269,6 +283,76 @@ class CeilOp(FloatUnaryOp):
     compute = _exact(np.ceil)
 
     partials = staticmethod(lambda b, x, y: [None])
+
+
+class Log10Op(FloatUnaryOp):
+    name = "math.log10"
+    summary = "Base-10 logarithm."
+    example = "%r = math.log10 %x : f32"
+    compute = _transcendental(_log10)
+
+    partials = staticmethod(lambda b, x, y: [1.0 / (x[0] * LN10)])
+
+
+class TanOp(FloatUnaryOp):
+    name = "math.tan"
+    summary = "Tangent."
+    example = "%r = math.tan %x : f32"
+    compute = _transcendental(_tan)
+
+    partials = staticmethod(lambda b, x, y: [1.0 + y * y])
+
+
+class CopySignOp(BinaryOp):
+    name = "math.copysign"
+    traits = ELEMENTWISE
+    operand_kind = "float"
+    summary = "The magnitude of the first operand with the sign of the second."
+    example = "%r = math.copysign %x, %y : f32"
+    compute = _exact2(np.copysign)
+
+
+class IntUnaryOp(UnaryOp):
+    traits = ELEMENTWISE
+    operand_kind = "int"
+
+
+def _bits(a, t):
+    """The unsigned reading of ``a`` as Python ints (scalar) or an object array."""
+    u = unsigned(a, t)
+    return u.astype(object) if is_array(u) else int(u)
+
+
+def _per_int(fn):
+    def compute(a, t):
+        u = _bits(a, t)
+        w = width(t)
+        if is_array(u):
+            return wrap(np.frompyfunc(lambda x: fn(x, w), 1, 1)(u).astype(np.int64), t)
+        return wrap(fn(u, w), t)
+
+    return staticmethod(compute)
+
+
+class CountLeadingZerosOp(IntUnaryOp):
+    name = "math.ctlz"
+    summary = "The number of leading zero bits (the bit width for zero)."
+    example = "%r = math.ctlz %a : i64"
+    compute = _per_int(lambda u, w: w - u.bit_length())
+
+
+class CountTrailingZerosOp(IntUnaryOp):
+    name = "math.cttz"
+    summary = "The number of trailing zero bits (the bit width for zero)."
+    example = "%r = math.cttz %a : i64"
+    compute = _per_int(lambda u, w: w if u == 0 else (u & -u).bit_length() - 1)
+
+
+class CountOnesOp(IntUnaryOp):
+    name = "math.ctpop"
+    summary = "The number of one bits."
+    example = "%r = math.ctpop %a : i64"
+    compute = _per_int(lambda u, w: bin(u).count("1"))
 
 
 class AbsIOp(UnaryOp):

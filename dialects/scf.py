@@ -92,8 +92,8 @@ class YieldOp(Operation):
 
     def verify_op(self) -> None:
         parent = self.parent_op
-        if not isinstance(parent, (ForOp, IfOp, WhileOp)):
-            raise self.error("must end a region of scf.for, scf.if or scf.while")
+        if not isinstance(parent, (ForOp, IfOp, WhileOp, ExecuteRegionOp)):
+            raise self.error("must end a region of scf.for, scf.if, scf.while or scf.execute_region")
         expected = parent.yield_types(self.parent_region)
         if self.operand_types != expected:
             raise self.error(f"yields ({', '.join(map(str, self.operand_types))}) but '{parent.name}' "
@@ -392,7 +392,7 @@ class WhileOp(Operation):
     def print_custom(self, p) -> None:
         pairs = ", ".join(f"{p.value(a)} = {p.value(v)}" for a, v in zip(self.before.entry.args, self.operands))
         ft = FunctionType([v.type for v in self.operands], self.result_types)
-        p.write(f" ({pairs}) : {ft}{p.attr_dict(self.attributes)} ")
+        p.write(f"{' (' + pairs + ')' if pairs else ''} : {ft}{p.attr_dict(self.attributes)} ")
         p.region(self.before)
         p.write(" do ")
         p.region(self.after, print_entry_args=True, print_entry_label=bool(self.after.entry.args))
@@ -419,3 +419,199 @@ def _parse_while(ctx, children):
                       "per loop result", loc)
     return WhileOp(operands, result_types, regions=[before, after], loc=loc)
 
+
+
+class ExecuteRegionOp(Operation):
+    """``%r = scf.execute_region -> (T) { ... }``: run a region once, which may hold
+    several blocks (and so unstructured control flow); its ``scf.yield`` gives the results."""
+
+    name = "scf.execute_region"
+    traits = frozenset({HasRecursiveEffects})
+    summary = "Run a region of any number of blocks once; scf.yield gives its results."
+    example = "%r = scf.execute_region -> i64 { %k = arith.constant 1 : i64 scf.yield %k : i64 }"
+
+    def yield_types(self, region):
+        return self.result_types
+
+    def verify_op(self) -> None:
+        if len(self.regions) != 1 or self.regions[0].is_empty:
+            raise self.error("needs one region with at least one block")
+        if self.regions[0].entry.args:
+            raise self.error("its region's entry block takes no arguments")
+
+    def interpret(self, interp, args):
+        _, values = interp.run_region(self.regions[0], [], interp.env)
+        return values
+
+    def print_custom(self, p) -> None:
+        if self.results:
+            types = p.types(self.result_types)
+            p.write(f" -> {types if len(self.results) == 1 else '(' + types + ')'}")
+        p.write(" ")
+        p.region(self.regions[0])
+        p.write(p.attr_dict(self.attributes))
+
+
+@syntax_rule("execute_op")
+def _parse_execute(ctx, children):
+    kw = children[0]
+    types, region, attrs = [], None, {}
+    for c in children[1:]:
+        if isinstance(c, Region):
+            region = c
+        elif isinstance(c, dict):
+            attrs = c
+        else:
+            types = c
+    return ExecuteRegionOp([], types, attrs, regions=[region], loc=ctx.loc(kw))
+
+
+class ReduceOp(Operation):
+    """``scf.reduce(%a, %b : T1, T2) {...}, {...}``: ends the body of ``scf.parallel``,
+    contributing one value per reduction; region i combines two values of type Ti
+    (``^bb0(%lhs: Ti, %rhs: Ti)``) into one with ``scf.reduce.return``."""
+
+    name = "scf.reduce"
+    traits = frozenset({Terminator, ReturnLike})
+    summary = "End the body of an scf.parallel loop, giving one value per reduction."
+    example = "scf.reduce"
+
+    def verify_op(self) -> None:
+        parent = self.parent_op
+        if not isinstance(parent, ParallelOp):
+            raise self.error("must end the body of scf.parallel")
+        if self.operand_types != parent.result_types or len(self.regions) != len(self.operands):
+            raise self.error(f"reduces ({', '.join(map(str, self.operand_types))}) but the loop's results are "
+                             f"({', '.join(map(str, parent.result_types))}), with one region each")
+        for value, region in zip(self.operands, self.regions):
+            t = value.type
+            if region.is_empty or [a.type for a in region.entry.args] != [t, t]:
+                raise self.error(f"each reduction region takes two {t} arguments ('^bb0(%lhs: {t}, %rhs: {t}):')")
+
+    def print_custom(self, p) -> None:
+        if self.operands:
+            p.write(f"({p.values(self.operands)} : {p.types(self.operand_types)}) ")
+            for i, region in enumerate(self.regions):
+                if i:
+                    p.write(", ")
+                p.region(region, print_entry_args=True, print_entry_label=True)
+        p.write(p.attr_dict(self.attributes))
+
+
+@syntax_rule("reduce_op")
+def _parse_reduce(ctx, children):
+    kw = children[0]
+    if len(children) == 1:
+        return ReduceOp([], [], loc=ctx.loc(kw))
+    values, types, regions = children[1], children[2], children[3:]
+    if len(values) != len(types) or len(regions) != len(values):
+        raise ctx.error("scf.reduce needs one type and one region per value", kw)
+    return ReduceOp(ctx.values(values, types), [], regions=list(regions), loc=ctx.loc(kw))
+
+
+class ReduceReturnOp(Operation):
+    """``scf.reduce.return %x : T``: the combined value of a reduction region of scf.reduce."""
+
+    name = "scf.reduce.return"
+    traits = frozenset({Terminator, ReturnLike})
+    summary = "Give the combined value of an scf.reduce region."
+    example = "scf.reduce.return %a : i64"
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or not isinstance(self.parent_op, ReduceOp):
+            raise self.error("returns one value from a region of scf.reduce")
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        return cls(_typed_values(ctx, syn), [], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(_print_typed_values(p, self))
+
+
+class ParallelOp(Operation):
+    """``scf.parallel (%i, %j) = (%l0, %l1) to (%u0, %u1) step (%s0, %s1) { ... }``: a loop nest
+    whose iterations may run in any order.  Operands: the lower bounds, the upper bounds, the
+    steps, then the initial values (``operandSegmentSizes`` as in MLIR); the body's arguments are the induction
+    variables; with ``init (...) -> (...)`` the results are reductions, combined by the
+    regions of the body's ``scf.reduce`` starting from the initial values.  The interpreter
+    (and scf-to-cf) run the iterations in order, as a nest of loops."""
+
+    name = "scf.parallel"
+    traits = frozenset({HasRecursiveEffects})
+    summary = "A loop nest whose iterations are independent, with optional reductions (scf.reduce)."
+    example = "scf.parallel (%iv) = (%lb) to (%ub) step (%step) { scf.reduce }"
+
+    @property
+    def rank(self) -> int:
+        return (len(self.operands) - len(self.results)) // 3
+
+    @property
+    def inits(self):
+        return self.operands[3 * self.rank:]
+
+    def verify_op(self) -> None:
+        n = len(self.operands) - len(self.results)
+        if n <= 0 or n % 3 or len(self.regions) != 1 or self.regions[0].is_empty:
+            raise self.error("needs equal numbers of lower bounds, upper bounds and steps, and a body")
+        if any(t is not index for t in self.operand_types[:n]):
+            raise self.error("bounds and steps must be index values")
+        if [v.type for v in self.inits] != self.result_types:
+            raise self.error("needs one initial value per result, of its type")
+        if [a.type for a in self.regions[0].entry.args] != [index] * self.rank:
+            raise self.error("the body's arguments are one index induction variable per dimension")
+
+    def interpret(self, interp, args):
+        r = self.rank
+        lbs, ubs, steps, accs = args[:r], args[r:2 * r], args[2 * r:3 * r], list(args[3 * r:])
+        if any(s <= 0 for s in steps):
+            raise interp.fault(self, "a step of scf.parallel is not positive")
+        region, env = self.regions[0], interp.env
+
+        def nest(d, ivs):
+            if d == r:
+                reduce, values = interp.run_region(region, ivs, env)
+                for i, value in enumerate(values):  # combine in iteration order
+                    _, (accs[i],) = interp.run_region(reduce.regions[i], [accs[i], value], env)
+                return
+            iv = lbs[d]
+            while iv < ubs[d]:
+                nest(d + 1, [*ivs, iv])
+                iv += steps[d]
+
+        nest(0, [])
+        return accs
+
+    def print_custom(self, p) -> None:
+        r = self.rank
+        ivs = p.values(self.regions[0].entry.args)
+        ops = self.operands
+        p.write(f" ({ivs}) = ({p.values(ops[:r])}) to ({p.values(ops[r:2 * r])}) step ({p.values(ops[2 * r:3 * r])}) ")
+        if self.results:
+            p.write(f"init ({p.values(self.inits)}) -> ({p.types(self.result_types)}) ")
+        p.region(self.regions[0])
+        p.write(p.attr_dict(self.attributes, ("operandSegmentSizes",)))
+
+
+@syntax_rule("parallel_header")
+def _parse_parallel_header(ctx, children):
+    kw, ivs, lbs, ubs, steps = children[:5]
+    inits, types = (children[5], children[6]) if len(children) > 5 else ([], [])
+    if not (len(ivs) == len(lbs) == len(ubs) == len(steps)):
+        raise ctx.error("scf.parallel needs one lower bound, upper bound and step per induction variable", kw)
+    if len(inits) != len(types):
+        raise ctx.error(f"scf.parallel has {len(inits)} initial values but {len(types)} result types", kw)
+    operands = [ctx.value(t, index) for t in (*lbs, *ubs, *steps)] + ctx.values(inits, types)
+    ctx.expect_entry_args([(t.value[1:], index, ctx.loc(t)) for t in ivs], isolated=False)
+    return (operands, list(types), ctx.loc(kw))
+
+
+@syntax_rule("parallel_op")
+def _parse_parallel(ctx, children):
+    (operands, types, loc), region, *attrs = children
+    if region.is_empty:
+        region.append(Block())
+    body = region.entry
+    if body.terminator is None and not types:
+        body.append(ReduceOp([], [], loc=loc))  # MLIR elides an empty scf.reduce
+    return ParallelOp(operands, types, attrs[0] if attrs else {}, regions=[region], loc=loc)

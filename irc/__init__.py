@@ -25,6 +25,7 @@ from .frontend import (
     while_loop,
 )
 from .interpreter import interpret
+from .mlir import print_mlir
 from .module import ModuleOp
 from .parser import parse, parse_file
 from .verifier import verify
@@ -63,5 +64,5 @@ def load(path, **options):
 
 
 __all__ = ["Explorer", "IRError", "Location", "Module", "ModuleOp", "compile", "cond", "fori_loop", "function",
-           "grad", "gradients", "interpret", "jit", "jvp", "load", "parse", "parse_file", "save", "value_and_grad",
-           "var", "verify", "vjp", "while_loop", "__version__"]
+           "grad", "gradients", "interpret", "jit", "jvp", "load", "parse", "parse_file", "print_mlir", "save",
+           "value_and_grad", "var", "verify", "vjp", "while_loop", "__version__"]

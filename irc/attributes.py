@@ -171,6 +171,40 @@ class ArrayAttr(Attribute):
         return "[" + ", ".join(map(str, self.elements)) + "]"
 
 
+class DenseArrayAttr(Attribute):
+    """MLIR's ``array<i32: 3, 5>``: a flat list of scalars of one type (cond_br's branch weights)."""
+
+    __slots__ = ("element", "values")
+
+    def __init__(self, element: Type, values):
+        self.element = element
+        self.values = tuple(values)
+
+    def _key(self):
+        return (self.element, self.values)
+
+    def __str__(self) -> str:
+        if not self.values:
+            return f"array<{self.element}>"
+        return f"array<{self.element}: " + ", ".join(map(str, self.values)) + ">"
+
+
+class OpaqueAttr(Attribute):
+    """A dialect attribute irc keeps as text, such as ``#arith.overflow<nsw>`` or
+    ``#arith.fastmath<fast>``: read, compared and printed back, never interpreted."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def _key(self):
+        return self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+
 class DenseAttr(Attribute):
     """A tensor constant: ``dense<0.5> : tensor<4xf32>`` or ``dense<[1, 2]> : tensor<2xi32>``.
 

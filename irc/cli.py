@@ -1,13 +1,14 @@
 """The ``irc`` command line.
 
-    irc opt FILE|- [-p PIPELINE] [-o OUT | --in-place] [--generic] [--print-after-all]
-                   [--print-after-change] [--timing] [--stats] [--no-verify]
+    irc opt FILE|- [-p PIPELINE] [-O N] [-o OUT | --in-place] [--generic | --emit mlir]
+                   [--print-after-all] [--print-after-change] [--timing] [--stats] [--no-verify]
     irc run FILE|- [--entry NAME] [--interp] [--] ARGS...
     irc run MODEL.irc [--interp] [--] ARGS...        (a checkpoint written by irc.save)
     irc compile FILE|- --emit llvm|asm|obj -o OUT
     irc passes
     irc repl [FILE]                                  (passes step by step: undo, diff, bisect...)
     irc view FILE [--func F] [--cfg | --dataflow] -o OUT.svg|png|dot
+    irc --version
 
 Inputs are capped (--max-input-size, default 256 MiB); -o writes special files
 through and never overwrites the input (see irc/fileio.py).
@@ -90,7 +91,7 @@ def cmd_opt(args) -> int:
     if args.preset is not None:
         from .passmanager import PRESETS
 
-        preset = PRESETS[f"O{args.preset}"]
+        preset = PRESETS.get(f"O{args.preset}", PRESETS["O2"])  # -O3: the -O2 pipeline (see --help)
         pipeline = ",".join(p for p in (preset, pipeline) if p)
     after_pass = _picture_writer(args) if args.picture_dir else None
     try:
@@ -116,7 +117,7 @@ def cmd_opt(args) -> int:
     pm.timing = False  # printed below, together with parse and print times
     pm.run(module)
     printed_start = time.perf_counter()
-    text = module.print(generic=args.generic)
+    text = _print_for(module, args)
     done = time.perf_counter()
     _write_output(text if text.endswith("\n") or not text else text + "\n", output, args)
     if args.timing:
@@ -124,6 +125,17 @@ def cmd_opt(args) -> int:
         pm.times.append(("(print)", done - printed_start))
         pm.write_timing(sys.stderr)
     return EXIT_OK
+
+
+def _print_for(module, args) -> str:
+    """The output text of ``irc opt``: irc's own text, its generic form, or MLIR's (--emit mlir)."""
+    if args.emit == "mlir":
+        if args.generic:
+            raise UsageError("--emit mlir prints MLIR's custom form; it does not combine with --generic")
+        from .mlir import print_mlir
+
+        return print_mlir(module)
+    return module.print(generic=args.generic)
 
 
 def _picture_writer(args):
@@ -179,7 +191,7 @@ def _opt_split(args, output: str | None) -> int:
             if not args.no_verify:
                 verify(module)
             PassManager.parse(args.pipeline or "", verify_each=not args.no_verify).run(module)
-            outputs.append(module.print(generic=args.generic))
+            outputs.append(_print_for(module, args))
         except IRError as e:
             sys.stderr.write(f"{e}\n")
             failed = True
@@ -489,8 +501,12 @@ def _add_input_options(cmd) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = _Parser(prog="irc", description="irc: a multi-level compiler for tensor programs")
+    parser.add_argument("--version", action="version", version=f"irc {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    parser.subcommands = sub.choices  # each subcommand reports its own bad options with its own usage
 
     opt = sub.add_parser("opt", help="parse, verify, transform and print a program")
     opt.add_argument("file", help="an .ir file, or - for standard input")
@@ -498,10 +514,14 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("-o", "--output", help="write the result here instead of standard output "
                                             "(never the input file: see --in-place)")
     opt.add_argument("--in-place", action="store_true", help="write the result back to the input file")
-    opt.add_argument("-O", dest="preset", type=int, choices=range(3), metavar="N",
-                     help="run the default pipeline -O0, -O1 or -O2 (before any -p passes); "
+    opt.add_argument("-O", dest="preset", type=int, choices=range(4), metavar="N",
+                     help="run the default pipeline -O0, -O1 or -O2 (before any -p passes; -O3, accepted "
+                          "as by run and compile, is -O2's, LLVM's -O3 differing only in code generation); "
                           "'irc passes' prints them")
     opt.add_argument("--generic", action="store_true", help="print every op in the generic form")
+    opt.add_argument("--emit", choices=["irc", "mlir"], default="irc",
+                     help="the output language: irc's text (default) or MLIR's, which mlir-opt reads "
+                          "(phis become block arguments; irc's graph ops must be lowered first)")
     opt.add_argument("--print-after-all", action="store_true", help="print the IR after every pass")
     opt.add_argument("--print-after-change", action="store_true",
                      help="print the IR after every pass that changed it")
@@ -598,17 +618,20 @@ def main(argv: list[str] | None = None) -> int:
             extras = extras[:cut] + extras[cut + 1:]
         unknown = [a for a in extras if a.startswith("-") and not _is_number(a)]
         if unknown:
-            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+            parser.subcommands["run"].error(f"unrecognized arguments: {' '.join(unknown)}")
         args.args = [a for a in args.args if a != "--"] + extras
     elif extras:
-        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        command = parser.subcommands.get(args.command) if args.command else None
+        (command or parser).error(f"unrecognized arguments: {' '.join(extras)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
         return args.func(args)
     except IRError as e:
-        sys.stderr.write(f"{e}\n")
+        text = str(e)
+        # Every message starts as the others do: 'file:line:col: error:' or 'irc: error:'.
+        sys.stderr.write(f"{'irc: ' if text.startswith('error: ') else ''}{text}\n")
         return EXIT_BAD_INPUT
     except UsageError as e:
         sys.stderr.write(f"irc: error: {e}\n")

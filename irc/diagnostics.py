@@ -110,6 +110,51 @@ class IRError(Exception):
         return id(self)
 
 
+MAX_ERRORS = 20  # diagnostics reported from one input before stopping, as compilers do
+
+
+class IRErrors(IRError):
+    """Several diagnostics about one input, in source order.
+
+    The first is this error's own message and location (so code that looks at one
+    error sees the first problem); ``errors`` holds them all and ``str`` prints
+    them all, then says so if more were left unreported.
+    """
+
+    def __init__(self, errors: list[IRError], truncated: bool = False):
+        first = errors[0]
+        super().__init__(first.message, first.location, list(first.notes))
+        self.errors = list(errors)
+        self.truncated = truncated
+
+    def __str__(self) -> str:
+        parts = [IRError.__str__(e) for e in self.errors]
+        if self.truncated:
+            parts.append(f"irc: error: too many errors; stopped after the first {len(self.errors)}")
+        return "\n".join(parts)
+
+    __hash__ = IRError.__hash__
+
+
+def in_source_order(errors: list[IRError]) -> list[IRError]:
+    """``errors`` sorted by file, line and column (errors without a location last), stable."""
+    def key(e: IRError):
+        loc = e.location
+        return (loc.line == 0, loc.filename, loc.line, loc.column)
+
+    return sorted(errors, key=key)
+
+
+def raise_collected(errors: list[IRError], truncated: bool = False) -> None:
+    """Raise the one error, or all of them as ``IRErrors``; nothing if there are none."""
+    if not errors:
+        return
+    errors = in_source_order(errors)
+    if len(errors) == 1 and not truncated:
+        raise errors[0]
+    raise IRErrors(errors, truncated)
+
+
 class ExecutionError(IRError):
     """A runtime fault of a running program (division by zero, out of bounds...), at the op."""
 

@@ -154,6 +154,9 @@ class Interpreter:
                         prev = block
                         block = op.successors[0] if env[op.operands[0]] else op.successors[1]
                         break
+                    if name == "cf.switch":
+                        prev, block = block, op.interpret_successor(env[op.operands[0]])
+                        break
                     return op, [env[v] for v in op.operands]
                 try:
                     results = op.interpret(self, [env[v] for v in op.operands])

@@ -78,6 +78,12 @@ class ModuleOp(Operation):
 
         return print_module(self, generic=generic)
 
+    def to_mlir(self) -> str:
+        """The module as MLIR text for mlir-opt (block arguments for phis): see irc/mlir.py."""
+        from .mlir import print_mlir
+
+        return print_mlir(self)
+
     def verify(self) -> ModuleOp:
         from .verifier import verify
 

@@ -21,6 +21,7 @@ that are replaced when the definition appears.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from pathlib import Path
 
@@ -40,7 +41,15 @@ from .attributes import (
     unquote_string,
 )
 from .block import Block, Region
-from .diagnostics import IRError, Location, SourceFile
+from .diagnostics import (
+    MAX_ERRORS,
+    IRError,
+    IRErrors,
+    Location,
+    SourceFile,
+    in_source_order,
+    raise_collected,
+)
 from .gcpause import paused_gc
 from .module import ModuleOp
 from .nesting import MAX_REGION_DEPTH, too_deep_message
@@ -89,11 +98,22 @@ class RegionList(list):
 
 
 class Args(list):
-    """The argument items of a uniform op."""
+    """The argument items of a uniform op; ``flags`` holds MLIR's ``overflow<...>``-style tokens."""
+
+    flags: list | None = None
+
+
+class PropDict(dict):
+    """MLIR's ``<{...}>`` properties of a generic op (read as attributes)."""
 
 
 class _RegionState:
-    __slots__ = ("region", "current", "blocks", "undefined", "isolated")
+    """One open region.  ``phis`` and ``edges`` implement MLIR's block arguments:
+    a non-entry block's arguments become phis (``phis[block]``), created by the label
+    or by the first branch that passes values to it; ``edges`` lists every
+    (successor, number of values passed, location) for the count check at the close."""
+
+    __slots__ = ("region", "current", "blocks", "undefined", "isolated", "phis", "declared", "edges")
 
     def __init__(self, region: Region, isolated: _IsolatedScope | None):
         self.region = region
@@ -101,6 +121,9 @@ class _RegionState:
         self.blocks: dict[str, Block] = {}
         self.undefined: dict[str, Location] = {}
         self.isolated = isolated
+        self.phis: dict[Block, list] = {}
+        self.declared: set[Block] = set()
+        self.edges: list[tuple[Block, int, Location]] = []
 
 
 class _IsolatedScope:
@@ -165,6 +188,9 @@ class ParseContext(Transformer):
         self.explicit_modules: list[ModuleOp] = []
         self.op_loc = Location(source, 1, 1)
         self.too_deep: Location | None = None  # the first '{' one level past the limit
+        self.loc_aliases: dict[str, str] = {}  # '#loc3' -> the text inside its 'loc(...)'
+        self.errors: list[IRError] = []  # reported, parsing went on (unknown ops)
+        self._loc_sources: dict[str, SourceFile] = {source.name: source}
 
     # -- helpers ops use ------------------------------------------------------------
 
@@ -235,6 +261,72 @@ class ParseContext(Transformer):
             state.undefined[name] = self.loc(tok)
         return block
 
+    def successor(self, item) -> Block:
+        """Resolve a successor item: ``("succ", ^bb)`` or ``("succ", ^bb, values, types)``.
+
+        Values passed along the edge (MLIR's block arguments) become incoming values
+        of the successor's phis, from the block the branch is being parsed into.
+        """
+        tok = item[1]
+        state = self.regions[-1]
+        if len(item) == 2:
+            block = self.block(tok)
+            state.edges.append((block, 0, self.loc(tok)))
+            return block
+        name = tok.value[1:].rstrip("(")
+        block = self._block_named(name, tok)
+        values_toks, types = item[2], item[3]
+        if len(values_toks) != len(types):
+            raise self.error(f"'^{name}' is passed {_count(len(values_toks), 'value')} but "
+                             f"{_count(len(types), 'type')}", tok)
+        self._edge(block, self.values(values_toks, types), tok)
+        return block
+
+    def _block_named(self, name: str, tok) -> Block:
+        state = self.regions[-1]
+        block = state.blocks.get(name)
+        if block is None:
+            block = state.blocks[name] = Block(label=name, loc=self.loc(tok))
+            state.undefined[name] = self.loc(tok)
+        return block
+
+    def _phis_for(self, block: Block, types, where) -> list:
+        """The phis standing for ``block``'s arguments, created (unnamed) on first need."""
+        from irc.dialects.cf import PhiOp
+
+        state = self.regions[-1]
+        phis = state.phis.get(block)
+        if phis is None:
+            phis = state.phis[block] = []
+            for t in types:
+                phi = PhiOp.build(t)
+                phi.loc = self.loc(where) if not isinstance(where, Location) else where
+                block.append(phi)
+                phis.append(phi)
+        elif [p.results[0].type for p in phis] != list(types):
+            got = ", ".join(map(str, types))
+            want = ", ".join(str(p.results[0].type) for p in phis)
+            raise self.error(f"'^{block.label}' takes ({want}) but is given ({got})", where)
+        return phis
+
+    def mlir_loc(self, tok) -> Location | None:
+        """The location an MLIR ``loc(...)`` names (its first 'file':line:col), or None."""
+        text = tok.value[4:-1].strip()
+        seen = 0
+        while text.startswith("#") and seen < 8:  # an alias, maybe of an alias
+            text = self.loc_aliases.get(text)
+            if text is None:
+                raise self.error(f"undefined location alias '{tok.value[4:-1].strip()}'", tok)
+            seen += 1
+        match = _FILE_LOC.search(text)
+        if match is None:
+            return None
+        name = unquote_string('"' + match.group(1) + '"')
+        source = self._loc_sources.get(name)
+        if source is None:
+            source = self._loc_sources[name] = SourceFile(name, "")
+        return Location(source, int(match.group(2)), int(match.group(3)))
+
     # -- top level ------------------------------------------------------------------
 
     def start(self, children):
@@ -255,12 +347,18 @@ class ParseContext(Transformer):
         return ModuleOp.new(self.module_region)
 
     def module_op(self, children):
+        loc_tok = children.pop() if getattr(children[-1], "type", None) == "LOC" else None
         region = children[-1]
         if region.is_empty:  # '{ }' parsed as no blocks; a module always has its body block
             region.append(Block())
         module = ModuleOp.new(region, self.loc(children[0]))
-        if len(children) == 3:
-            module.attributes["sym_name"] = StringAttr(_symbol_name(children[1].value))
+        for c in children[1:-1]:
+            if isinstance(c, dict):
+                module.attributes.update(c)
+            else:
+                module.attributes["sym_name"] = StringAttr(_symbol_name(c.value))
+        if loc_tok is not None:
+            module.loc = self.mlir_loc(loc_tok) or module.loc
         self.explicit_modules.append(module)
         return module
 
@@ -306,7 +404,9 @@ class ParseContext(Transformer):
             i += 1
             tok = children[i]
         name = tok.value
-        args = attrs = regions = sig = None
+        if "." not in name:  # 'return', 'call': func's ops as MLIR prints them inside a function
+            name = "func." + name
+        args = attrs = regions = sig = loc_tok = None
         for c in children[i + 1:]:
             if type(c) is Args:
                 args = c
@@ -314,25 +414,34 @@ class ParseContext(Transformer):
                 sig = c
             elif type(c) is dict:
                 attrs = c
-            else:
+            elif type(c) is RegionList:
                 regions = c
+            else:
+                loc_tok = c
+        if args is not None and args.flags:
+            attrs = {**_flag_attrs(self, args.flags), **(attrs or {})}
         cls = registry.OPS.get(name)
         loc = Location(self.source, tok.line, tok.column)
         if cls is None:
             if self.allow_unregistered:
                 raise IRError(f"unregistered op '{name}' must be written in the generic form "
                               f"'\"{name}\"(...) : (...) -> (...)'", loc)
-            raise IRError(f"unknown op '{name}'" + registry.suggestion(name), loc)
+            self.finish_op(defs, self._stand_in(name, defs, sig, regions, loc))
+            return _SEQ
         self.op_loc = loc  # where an item in the wrong place is reported when it has no token
         op = cls.parse_uniform(self, UniformSyntax(name, args or _NO_ARGS, attrs or {}, regions or [], sig, loc))
-        op.loc = loc
+        op.loc = loc if loc_tok is None else (self.mlir_loc(loc_tok) or loc)
         self.finish_op(defs, op)
         return _SEQ
 
     def seq_special(self, children):
         i = 1 if children[0] is _SEQ else 0
+        loc_tok = children.pop() if getattr(children[-1], "type", None) == "LOC" else None
         defs = children[i] if len(children) - i == 2 else None
-        self.finish_op(defs, children[-1])
+        op = children[-1]
+        if loc_tok is not None:
+            op.loc = self.mlir_loc(loc_tok) or op.loc
+        self.finish_op(defs, op)
         return _SEQ
 
     def generic_op(self, children):
@@ -341,6 +450,7 @@ class ParseContext(Transformer):
         loc = self.loc(name_tok)
         fn = children[-1]
         operands = successors = regions = attrs = None
+        props = {}
         for c in children[1:-1]:
             if isinstance(c, ValueList):
                 operands = c
@@ -348,23 +458,106 @@ class ParseContext(Transformer):
                 successors = c
             elif isinstance(c, RegionList):
                 regions = c
+            elif isinstance(c, PropDict):
+                props = c
             else:
                 attrs = c
+        if props:
+            attrs = {**props, **(attrs or {})}
         operands = operands or []
         if len(operands) != len(fn.inputs):
             raise IRError(f"'{name}' has {_count(len(operands), 'operand')} but its type lists "
                           f"{len(fn.inputs)}", loc)
         values = self.values(operands, fn.inputs)
         blocks = [self.block(t) for t in successors or []]
+        if name in _GENERIC_BRANCHES and blocks and (len(values) > _GENERIC_BRANCHES[name] or attrs and (
+                "operandSegmentSizes" in attrs or "case_operand_segments" in attrs)):
+            values, attrs = self._generic_branch_operands(name, values, blocks, dict(attrs or {}), name_tok)
         cls = registry.lookup(name)
         if cls is None:
             if not self.allow_unregistered:
-                raise IRError(f"unknown op '{name}'" + registry.suggestion(name)
-                              + " (use --allow-unregistered to accept unknown ops)", loc)
+                self.report(IRError(_unknown_op_message(name) + " (use --allow-unregistered to accept unknown ops)",
+                                    loc))
             op = UnregisteredOp(values, fn.results, attrs or {}, blocks, regions or [], loc)
             op.name = name
             return op
         return cls(values, fn.results, attrs or {}, blocks, regions or [], loc)
+
+    def _generic_branch_operands(self, name, values, blocks, attrs, where):
+        """MLIR's generic ``"cf.br"(%x)[^bb1]`` and ``"cf.cond_br"(%c, %x, %y)[^a, ^b]
+        <{operandSegmentSizes = array<i32: 1, 1, 1>}>``: the successor operands become
+        incoming values of the successors' phis; the branch keeps its condition only."""
+        from .attributes import DenseArrayAttr
+
+        if name == "cf.br":
+            self._edge(blocks[0], values, where)
+            return [], attrs
+        if name == "cf.switch":
+            segments = attrs.pop("operandSegmentSizes", None)
+            cases = attrs.pop("case_operand_segments", None)
+            if not isinstance(segments, DenseArrayAttr) or not isinstance(cases, DenseArrayAttr) \
+                    or len(segments.values) != 3 or sum(segments.values) != len(values) \
+                    or len(cases.values) != len(blocks) - 1 or sum(cases.values) != segments.values[2]:
+                raise self.error("'cf.switch' with branch operands needs 'operandSegmentSizes' and "
+                                 "'case_operand_segments'", where)
+            start = 1 + segments.values[1]
+            self._edge(blocks[0], values[1:start], where)
+            for block, n in zip(blocks[1:], cases.values):
+                self._edge(block, values[start:start + n], where)
+                start += n
+            return values[:1], attrs
+        segments = attrs.pop("operandSegmentSizes", None)
+        if not isinstance(segments, DenseArrayAttr) or len(segments.values) != 3 or segments.values[0] != 1 \
+                or sum(segments.values) != len(values) or len(blocks) != 2:
+            raise self.error("'cf.cond_br' with branch operands needs 'operandSegmentSizes = array<i32: 1, N, M>'",
+                             where)
+        n = segments.values[1]
+        self._edge(blocks[0], values[1:1 + n], where)
+        self._edge(blocks[1], values[1 + n:], where)
+        return values[:1], attrs
+
+    def _edge(self, block: Block, values, where) -> None:
+        """Values passed along an edge from the current block to ``block`` (see ``successor``)."""
+        state = self.regions[-1]
+        loc = where if isinstance(where, Location) else self.loc(where)
+        if not values:
+            state.edges.append((block, 0, loc))
+            return
+        phis = self._phis_for(block, [v.type for v in values], where)
+        pred = state.current
+        for phi, value in zip(phis, values):
+            known = phi.value_for(pred)
+            if known is None:
+                phi.add_incoming(value, pred)
+            elif known is not value:
+                raise IRError(f"one block passes two different values to '^{block.label}': irc merges values "
+                              "with phis, which take one value per predecessor", loc)
+        state.edges.append((block, len(values), loc))
+
+    def report(self, error: IRError) -> None:
+        """Record a diagnostic and go on parsing (raised with the others at the end)."""
+        self.errors.append(error)
+        if len(self.errors) >= MAX_ERRORS:
+            raise IRErrors(in_source_order(self.errors), truncated=True)
+
+    def _stand_in(self, name: str, defs, sig, regions, loc: Location):
+        """An unknown op written in the uniform form: reported, and replaced by an op with no
+        operands whose results take their types from the signature, so that parsing goes on
+        and finds the file's other mistakes.  Without types for its results it stops here."""
+        error = IRError(_unknown_op_message(name), loc)
+        count = sum(n for _, n, _ in _split_defs(defs.value)) if defs is not None else 0
+        types: list = []
+        if sig is not None:
+            types = sig[1].results if sig[0] == "fn" else sig[2] if sig[0] == "cast" else sig[1]
+            types = list(types)
+        if count and len(types) == 1:
+            types = types * count
+        if len(types) < count:
+            raise error
+        self.report(error)
+        op = UnregisteredOp([], types[len(types) - count:] if count else [], {}, [], list(regions or []), loc)
+        op.name = name
+        return op
 
     # -- uniform-form pieces ----------------------------------------------------------------
 
@@ -380,6 +573,54 @@ class ParseContext(Transformer):
         return args
 
     args_more_item = args_more_value
+
+    def args_flags(self, children):  # args FLAGS
+        args = children[0]
+        if args.flags is None:
+            args.flags = []
+        args.flags.append(children[1])
+        return args
+
+    def succ_operands_arg(self, children):  # SUCC_ARGS value_list types (":" and ")" filtered)
+        return ("succ", children[0], children[1], children[2])
+
+    def prop_dict(self, children):
+        return PropDict(children)
+
+    def dense_array_attr(self, children):
+        from .attributes import DenseArrayAttr
+
+        element = self.type_of(children[0])
+        values = [c.value for c in children[1:] if isinstance(c, Literal)]
+        return DenseArrayAttr(element, values)
+
+    def vector_literal(self, children):
+        """``dense<[1, 2]> : vector<2xi32>``: read as a dense array of its integers (irc has no
+        vector type; only cf.switch's generic form needs it)."""
+        from .attributes import DenseArrayAttr
+
+        lit, tok = children
+        element = parse_type(tok.value[tok.value.index("x") + 1:-1])
+        data = lit.value if lit.kind == "dense" else lit.value
+        flat = []
+
+        def walk(x):
+            if isinstance(x, list):
+                for y in x:
+                    walk(y)
+            else:
+                flat.append(int(x.value) if isinstance(x, Literal) else int(x))
+
+        walk(data)
+        count = int(tok.value[len("vector<"):tok.value.index("x")])
+        if len(flat) == 1 and count > 1:
+            flat *= count
+        return DenseArrayAttr(element, flat)
+
+    def opaque_attr(self, children):
+        from .attributes import OpaqueAttr
+
+        return OpaqueAttr(children[0].value)
 
     def values_first(self, children):
         return ValueList(children)
@@ -467,10 +708,12 @@ class ParseContext(Transformer):
         return handler(self, children)
 
     def named_param(self, children):
-        return ("named", children[0], self.type_of(children[1]), children[2] if len(children) > 2 else None)
+        attrs = next((c for c in children[2:] if isinstance(c, dict)), None)
+        return ("named", children[0], self.type_of(children[1]), attrs)
 
     def anon_param(self, children):
-        return ("anon", None, self.type_of(children[0]), children[1] if len(children) > 1 else None)
+        attrs = next((c for c in children[1:] if isinstance(c, dict)), None)
+        return ("anon", None, self.type_of(children[0]), attrs)
 
     def func_params(self, children):
         return children
@@ -528,6 +771,8 @@ class ParseContext(Transformer):
         state = self.regions.pop()
         for name, loc in state.undefined.items():
             raise IRError(f"reference to an undefined block '^{name}'", loc)
+        if state.phis or state.declared:
+            _check_edges(state)
         region = state.region
         entry = region.entry
         if entry is region.last_block and entry.is_empty and entry.label is None and not entry.args:
@@ -552,9 +797,12 @@ class ParseContext(Transformer):
     def block_label(self, children):
         tok = children[0]
         text = tok.value
-        name = text[1:].rstrip(":( \t\r\n")
+        args = []
+        if tok.type == "LABEL_ARGS":
+            name, args = self._label_args(tok)
+        else:
+            name = text[1:].rstrip(": \t\r\n")
         state = self.regions[-1]
-        args = children[1:]
         entry = state.region.entry
         if entry is state.current and entry.label is None and entry.is_empty and name not in state.blocks:
             # The first label names the entry block.
@@ -563,13 +811,9 @@ class ParseContext(Transformer):
             entry.label = name
             entry.loc = self.loc(tok)
             state.blocks[name] = entry
-            for arg_tok, ty in args:
-                self.define(arg_tok.value[1:], entry.add_argument(ty), self.loc(arg_tok))
+            for arg_name, ty, loc in args:
+                self.define(arg_name, entry.add_argument(ty), loc)
             return None
-        if args:
-            raise self.error(
-                f"only the entry block of a region may have arguments; merge values into '^{name}' "
-                "with cf.phi instead", tok)
         block = state.blocks.get(name)
         if block is None:
             block = state.blocks[name] = Block(label=name, loc=self.loc(tok))
@@ -580,10 +824,35 @@ class ParseContext(Transformer):
             block.loc = self.loc(tok)
         state.region.append(block)
         state.current = block
+        if args:  # MLIR's block arguments: one phi each, fed by the branches' operands
+            state.declared.add(block)
+            phis = self._phis_for(block, [ty for _, ty, _ in args], tok)
+            for (arg_name, _, loc), phi in zip(args, phis):
+                phi.loc = loc
+                self.define(arg_name, phi.results[0], loc)
         return None
 
-    def block_arg(self, children):
-        return (children[0], self.type_of(children[1]))
+    def _label_args(self, tok):
+        """``^bb1(%x: i64 loc(...), %y: f32):`` -> ("bb1", [(name, type, location), ...])."""
+        text = tok.value
+        open_at = text.index("(")
+        name = text[1:open_at]
+        inner_end = text.rindex(")")
+        args = []
+        for start, part in _split_top_level(text, open_at + 1, inner_end):
+            match = _BLOCK_ARG.match(part)
+            where = _offset_loc(self, tok, start + len(part) - len(part.lstrip()))
+            if match is None:
+                raise IRError("expected a block argument '%name: type'", where)
+            loc = where
+            if match.group(3):
+                loc = self.mlir_loc(_FakeToken(match.group(3), where)) or where
+            try:
+                ty = parse_type(match.group(2))
+            except ValueError as e:
+                raise IRError(str(e), where) from None
+            args.append((match.group(1), ty, loc))
+        return name, args
 
     # -- attributes -------------------------------------------------------------------------------
 
@@ -667,6 +936,131 @@ class ParseContext(Transformer):
 
 
 MAX_INT_LITERAL_DIGITS = 400  # beyond every type's range: see int_lit
+
+
+_FILE_LOC = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
+_BLOCK_ARG = re.compile(r"\s*%([A-Za-z0-9_$.\-]+)\s*:\s*(.+?)\s*(loc\(.*\))?\s*$", re.S)
+_LOC_ALIAS_DEF = re.compile(r"^(#[A-Za-z0-9_$.\-]+)[ \t]*=[ \t]*loc\((.*)\)[ \t]*$", re.M)
+
+
+class _FakeToken:
+    """A token-like (value, line, column) for text split out of a larger token."""
+
+    __slots__ = ("value", "line", "column")
+
+    def __init__(self, value: str, loc: Location):
+        self.value = value
+        self.line = loc.line
+        self.column = loc.column
+
+
+def _split_top_level(text: str, start: int, end: int):
+    """(offset, piece) for each comma-separated piece of ``text[start:end]`` outside (), <> and quotes."""
+    depth, quoted, piece_start = 0, False, start
+    i = start
+    while i < end:
+        ch = text[i]
+        if quoted:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif ch in "(<":
+            depth += 1
+        elif ch in ")>":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            yield piece_start, text[piece_start:i]
+            piece_start = i + 1
+        i += 1
+    if text[piece_start:end].strip():
+        yield piece_start, text[piece_start:end]
+
+
+def _offset_loc(ctx, tok, offset: int) -> Location:
+    before = tok.value[:offset]
+    newlines = before.count("\n")
+    if newlines:
+        return Location(ctx.source, tok.line + newlines, offset - before.rindex("\n"))
+    return Location(ctx.source, tok.line, tok.column + offset)
+
+
+def _check_edges(state: _RegionState) -> None:
+    """Every branch passes as many values as its successor has arguments (phis made from them)."""
+    for block, n, loc in state.edges:
+        phis = state.phis.get(block, ()) if block in state.declared else ()
+        if n != len(phis):
+            raise IRError(f"branch passes {_count(n, 'value')} to '^{block.label}', which has "
+                          f"{_count(len(phis), 'argument')}", loc)
+
+
+_OVERFLOW_FLAGS = {"nsw", "nuw", "none"}
+_FASTMATH_FLAGS = {"none", "reassoc", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "fast"}
+
+
+def _flag_attrs(ctx, flags) -> dict:
+    """``overflow<nsw>``, ``fastmath<fast>``, ``weights([3, 5])`` as the attributes MLIR stores them in."""
+    from .attributes import DenseArrayAttr, OpaqueAttr
+    from .types import i32
+
+    attrs = {}
+    for tok in flags:
+        text = tok.value
+        if not text.startswith("weights("):
+            kind, words = text[:-1].split("<", 1)
+            known = _OVERFLOW_FLAGS if kind == "overflow" else _FASTMATH_FLAGS
+            for word in (w.strip() for w in words.split(",")):
+                if word not in known:
+                    raise ctx.error(f"unknown {kind} flag '{word}' (one of {', '.join(sorted(known))})", tok)
+        if text.startswith("overflow<"):
+            attrs["overflowFlags"] = OpaqueAttr("#arith." + text.replace(" ", ""))
+        elif text.startswith("fastmath<"):
+            attrs["fastmath"] = OpaqueAttr("#arith." + text.replace(" ", ""))
+        else:
+            inner = text[len("weights(["):-2]
+            try:
+                weights = [int(w) for w in inner.split(",") if w.strip()]
+            except ValueError:
+                raise ctx.error("branch weights are integers, as in 'weights([3, 5])'", tok) from None
+            attrs["branch_weights"] = DenseArrayAttr(i32, weights)
+    return attrs
+
+
+def _location_aliases(text: str) -> dict[str, str]:
+    """MLIR's ``#loc3 = loc(...)`` lines, which may follow their uses (read before the parse)."""
+    if "#" not in text or "= loc(" not in text:
+        return {}
+    return {m.group(1): m.group(2) for m in _LOC_ALIAS_DEF.finditer(text)}
+
+
+# Upstream MLIR dialects irc does not read: an op of one is named as such, not as a typo.
+OUT_OF_SCOPE_DIALECTS = {
+    "vector": "vector", "affine": "affine", "linalg": "linalg", "tosa": "TOSA", "gpu": "GPU", "llvm": "LLVM",
+    "nvvm": "NVVM", "bufferization": "bufferization", "sparse_tensor": "sparse tensor", "complex": "complex",
+    "index": "index", "shape": "shape", "async": "async", "omp": "OpenMP", "spirv": "SPIR-V",
+    "emitc": "EmitC", "transform": "transform", "test": "test", "ml_program": "ML program", "quant": "quant",
+}
+_SCOPE = "irc reads MLIR's func, arith, math, cf, scf and memref dialects"
+
+
+def _unknown_op_message(name: str) -> str:
+    dialect = name.split(".", 1)[0]
+    if dialect in OUT_OF_SCOPE_DIALECTS:
+        return (f"'{name}' belongs to MLIR's {OUT_OF_SCOPE_DIALECTS[dialect]} dialect, which irc does not "
+                f"support ({_SCOPE})")
+    if dialect == "tensor":
+        return (f"unknown op '{name}': irc's tensor dialect is its own graph dialect, not MLIR's tensor "
+                f"dialect ({_SCOPE})" + registry.suggestion(name))
+    return f"unknown op '{name}'" + registry.suggestion(name)
+
+
+_FOREIGN_TYPES = re.compile(r"(vector|complex|tuple|memref<[^>]*(?:strided|affine_map|#))|!|#map|affine_map|affine_set")
+
+
+# Branches whose generic form may carry successor operands, and how many operands they keep.
+_GENERIC_BRANCHES = {"cf.br": 0, "cf.cond_br": 1, "cf.switch": 1}
 
 
 def _count(n: int, noun: str) -> str:
@@ -871,16 +1265,23 @@ def parse(text: str, filename: str = "<input>", allow_unregistered: bool = False
     lark, ctx = _get_parser()
     with _lock, paused_gc():
         ctx.reset(source, allow_unregistered)
+        ctx.loc_aliases = _location_aliases(text)
+        # Unknown ops are reported and parsing goes on (ctx.errors); the first other problem
+        # stops it.  All are raised together, in source order.
         try:
             module = lark.parse(text)
+            errors = list(ctx.errors)
         except UnexpectedInput as e:
-            raise _syntax_error(e, source) from None
-        except IRError:
+            errors = [*ctx.errors, _syntax_error(e, source)]
+        except IRErrors:
             raise
+        except IRError as e:
+            errors = [*ctx.errors, e]
         except RecursionError:
             raise IRError("input is nested too deeply", Location(source, 1, 1)) from None
         finally:
             ctx.reset(SourceFile("<input>", ""), False)
+    raise_collected(errors)
     module.source = source
     return module
 
@@ -954,6 +1355,17 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
     line = getattr(e, "line", 1) or 1
     column = getattr(e, "column", 1) or 1
     loc = Location(source, line, column)
+    pos = getattr(e, "pos_in_stream", None)
+    if pos is None and isinstance(e, UnexpectedToken):
+        pos = getattr(e.token, "start_pos", None)
+    foreign = _FOREIGN_TYPES.match(source.text, pos) if isinstance(pos, int) else None
+    if foreign is not None:
+        what = foreign.group(0).rstrip("<")
+        return IRError(f"'{what}' is MLIR syntax that irc does not support (vector, complex and tuple types, "
+                       f"dialect types '!...', affine maps and strided layouts; {_SCOPE})", loc)
+    unknown = _unknown_op_before(source, line, column)
+    if unknown is not None:
+        return unknown
     if isinstance(e, UnexpectedCharacters):
         ch = source.text[e.pos_in_stream] if e.pos_in_stream < len(source.text) else "?"
         if ch == '"':
@@ -966,11 +1378,26 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
     if isinstance(e, UnexpectedToken):
         tok = e.token
         text = str(tok.value)
-        if tok.type == "LABEL_ARGS" and "LABEL" not in e.expected and "LABEL_ARGS" not in e.expected:
-            return IRError("branches take no block arguments in irc: merge values in the successor "
-                           "with cf.phi", loc)
         return IRError(f"unexpected '{text}', expected {_describe_expected(e.expected)}", loc)
     return IRError(str(e).splitlines()[0], loc)
+
+
+_OP_AT_LINE_START = re.compile(r"\s*(?:%[^=]*=\s*)?([A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z0-9_$.]+)")
+
+
+def _unknown_op_before(source: SourceFile, line: int, column: int) -> IRError | None:
+    """A syntax error inside an op whose name irc does not know is reported as the unknown op:
+    its custom syntax ('memref.global @g : ...') is what irc could not read."""
+    text = source.line(line)
+    match = _OP_AT_LINE_START.match(text)
+    if match is None or match.end(1) >= column:
+        return None
+    name = match.group(1)
+    if registry.OPS.get(name) is not None or name in ("func.func", "scf.for", "scf.if", "scf.while",
+                                                     "scf.condition", "cf.switch", "scf.execute_region",
+                                                     "scf.parallel", "builtin.module"):
+        return None
+    return IRError(_unknown_op_message(name), Location(source, line, match.start(1) + 1))
 
 
 def _first_token(item):

@@ -111,6 +111,8 @@ def _convert_option(cls: type[Pass], field: dataclasses.Field, text: str):
 def parse_pipeline(text: str) -> list[Pass]:
     """``"canonicalize,cse{x=1}"`` -> pass instances; PipelineError if malformed."""
     passes: list[Pass] = []
+    if text.strip() and any(not item.strip() for item in _top_level_items(text)):
+        raise PipelineError(f"empty pipeline element in '{text}' (two commas, or a comma at an end)")
     i, n = 0, len(text)
     while i < n:
         while i < n and text[i] in " ,":
@@ -140,6 +142,21 @@ def parse_pipeline(text: str) -> list[Pass]:
         passes.append(make_pass(name, options))
         i = j
     return passes
+
+
+def _top_level_items(text: str) -> list[str]:
+    """``text`` split at the commas outside ``{...}`` (option lists have commas of their own)."""
+    items, depth, start = [], 0, 0
+    for k, ch in enumerate(text):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0:
+            items.append(text[start:k])
+            start = k + 1
+    items.append(text[start:])
+    return items
 
 
 def make_pass(name: str, options: dict[str, str] | None = None) -> Pass:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from .attributes import Attribute, UnitAttr
+from .attributes import Attribute, OpaqueAttr, UnitAttr
 from .block import Block, Region
 from .gcpause import paused_gc
 from .operation import IsolatedFromAbove, Operation
@@ -20,6 +20,7 @@ _VALID_NAME = re.compile(r"[A-Za-z0-9_$.\-]+$")
 _BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*$")
 _GROUP_HINT = re.compile(r"(.+)#(\d+)$")
 _AUTO_LABEL = re.compile(r"bb\d+$")
+_FLAG_ATTRS = {"overflowFlags": "#arith.overflow<", "fastmath": "#arith.fastmath<"}
 
 
 class Printer:
@@ -134,14 +135,24 @@ class Printer:
             label = self.labels[b] = self._fresh_label(b.label)
         return "^" + label
 
-    def attr_dict(self, attrs: dict[str, Attribute], elide=()) -> str:
+    def successor(self, b: Block, branch: Operation) -> str:
+        """A branch's successor; the MLIR printer adds the values the branch passes."""
+        return self.block(b)
+
+    def attr_dict(self, attrs: dict[str, Attribute], elide=(), flags: bool = True) -> str:
+        """`` {key = value, ...}``, led by MLIR's op flags (`` overflow<nsw>``, `` fastmath<fast>``),
+        which ops print where MLIR does: after the operands, before the attribute dictionary."""
         items = []
+        lead = ""
         for k, v in attrs.items():
             if k in elide:
                 continue
+            if flags and k in _FLAG_ATTRS and isinstance(v, OpaqueAttr) and v.text.startswith(_FLAG_ATTRS[k]):
+                lead += " " + v.text[len("#arith."):]
+                continue
             key = k if _BARE_KEY.match(k) else '"' + k + '"'
             items.append(key if isinstance(v, UnitAttr) else f"{key} = {v}")
-        return " {" + ", ".join(items) + "}" if items else ""
+        return lead + (" {" + ", ".join(items) + "}" if items else "")
 
     def types(self, ts) -> str:
         return ", ".join([str(t) for t in ts])
@@ -188,7 +199,7 @@ class Printer:
                     out.append(", ")
                 self.region(r, print_entry_args=True)
             out.append(")")
-        out.append(self.attr_dict(op.attributes))
+        out.append(self.attr_dict(op.attributes, flags=False))
         results = op.result_types
         res = str(results[0]) if len(results) == 1 else "(" + self.types(results) + ")"
         out.append(f" : ({self.types(op.operand_types)}) -> {res}")
@@ -260,6 +271,9 @@ def _print_named_module(p: Printer, module) -> None:
     header = "module"
     if isinstance(name, StringAttr):
         header += " @" + name.value
+    others = {k: v for k, v in module.attributes.items() if k != "sym_name"}
+    if others:
+        header += " attributes" + p.attr_dict(others)
     p.write(header + " {\n")
     p.indent = "  "
     for op in module.body.ops:

@@ -13,23 +13,36 @@ Checks, for every op in a module:
   signature.
 
 Uses in blocks unreachable from the entry are exempt from dominance, as in
-MLIR.  The first problem found is raised as an ``IRError`` at the op.
+MLIR.  Every problem found is reported, in source order, up to
+``diagnostics.MAX_ERRORS`` (one ``IRError``, or an ``IRErrors`` holding them all);
+a region whose blocks are malformed skips the dominance checks, which assume
+well-formed blocks.
 """
 
 from __future__ import annotations
 
 from .block import Block, Region
-from .diagnostics import IRError
+from .diagnostics import MAX_ERRORS, IRError, raise_collected
 from .dominance import DominatorTree
 from .gcpause import paused_gc
 from .operation import IsolatedFromAbove, Operation
 from .values import BlockArgument, OpResult
 
 
+class _TooManyErrors(Exception):
+    """Raised by ``Verifier.report`` past the limit: stop verifying."""
+
+
 class Verifier:
     def __init__(self):
         self.domtrees: dict[Region, DominatorTree] = {}
         self.positions: dict[Block, dict[Operation, int]] = {}
+        self.errors: list[IRError] = []
+
+    def report(self, error: IRError) -> None:
+        self.errors.append(error)
+        if len(self.errors) >= MAX_ERRORS:
+            raise _TooManyErrors
 
     def domtree(self, region: Region) -> DominatorTree:
         tree = self.domtrees.get(region)
@@ -50,10 +63,10 @@ class Verifier:
         if op.is_registered():
             try:
                 op.verify_op()
-            except IRError:
-                raise
+            except IRError as e:
+                self.report(e)
             except Exception as e:  # a malformed op must not crash the verifier
-                raise op.error(f"is malformed ({type(e).__name__}: {e})") from None
+                self.report(op.error(f"is malformed ({type(e).__name__}: {e})"))
         for region in op.regions:
             self.verify_region(region, op)
 
@@ -61,14 +74,37 @@ class Verifier:
         needs_terminator = owner.name != "builtin.module" and owner.is_registered()
         for block in region.blocks:
             if block is not region.first_block and block.args:
-                raise IRError(f"block '^{block.label}' has arguments, but only the entry block of a region "
-                              "may; merge values with cf.phi", block.loc)
+                self.report(IRError(f"block '^{block.label}' has arguments, but only the entry block of a "
+                                    "region may; merge values with cf.phi", block.loc))
             self.verify_block(block, needs_terminator)
+        if any(self._block_malformed(b, needs_terminator) for b in region.blocks):
+            return  # reported above; dominance needs well-formed blocks
         reachable = self.domtree(region)
         for block in region.blocks:
             self.verify_dominance(block, reachable.is_reachable(block))
 
+    @staticmethod
+    def _block_malformed(block: Block, needs_terminator: bool) -> bool:
+        last = block.last_op
+        if needs_terminator and (last is None or not last.is_terminator and last.is_registered()):
+            return True
+        return any(op.is_terminator and op is not last or op.successors and any(
+            s.parent is not block.parent for s in op.successors) for op in block.ops)
+
     def verify_block(self, block: Block, needs_terminator: bool) -> None:
+        try:
+            self._verify_block_shape(block, needs_terminator)
+        except IRError as e:
+            self.report(e)
+        leading_phis = True
+        for op in block.ops:
+            try:
+                leading_phis = self._verify_placement(op, block, leading_phis)
+            except IRError as e:
+                self.report(e)
+            self.verify_op(op)
+
+    def _verify_block_shape(self, block: Block, needs_terminator: bool) -> None:
         last = block.last_op
         if needs_terminator:
             if last is None:
@@ -78,33 +114,38 @@ class Verifier:
             if not last.is_terminator and last.is_registered():
                 raise last.error("is not a terminator, but ends its block; add a terminator such as "
                                  "'cf.br', 'func.return' or 'scf.yield'")
-        leading_phis = True
-        for op in block.ops:
-            if op.is_terminator and op is not last:
-                raise op.error("is a terminator, so it must be the last op in its block")
-            if op.name == "cf.phi":
-                if not leading_phis:
-                    raise op.error("must come before every other op in its block (phis lead their block)")
-            else:
-                leading_phis = False
-            for succ in op.successors:
-                if succ.parent is not block.parent:
-                    raise op.error(f"refers to block '^{succ.label}' of another region")
-                if succ is succ.parent.first_block and op.is_terminator:
-                    raise op.error(f"branches to '^{succ.label}', the entry block of its region, which "
-                                   "can have no predecessors; branch to a new block instead")
-            self.verify_op(op)
+
+    @staticmethod
+    def _verify_placement(op: Operation, block: Block, leading_phis: bool) -> bool:
+        """An op's place in its block and its successors; returns whether phis may still follow."""
+        if op.is_terminator and op is not block.last_op:
+            raise op.error("is a terminator, so it must be the last op in its block")
+        if op.name == "cf.phi":
+            if not leading_phis:
+                raise op.error("must come before every other op in its block (phis lead their block)")
+        else:
+            leading_phis = False
+        for succ in op.successors:
+            if succ.parent is not block.parent:
+                raise op.error(f"refers to block '^{succ.label}' of another region")
+            if succ is succ.parent.first_block and op.is_terminator:
+                raise op.error(f"branches to '^{succ.label}', the entry block of its region, which "
+                               "can have no predecessors; branch to a new block instead")
+        return leading_phis
 
     # -- SSA dominance ---------------------------------------------------------------------
 
     def verify_dominance(self, block: Block, reachable: bool) -> None:
         seen: set[Operation] = set()
         for op in block.ops:
-            if op.name == "cf.phi":
-                self.verify_phi(op, block)
-            elif reachable:
-                for value in op.operands:
-                    self.check_available(value, op, block, seen)
+            try:
+                if op.name == "cf.phi":
+                    self.verify_phi(op, block)
+                elif reachable:
+                    for value in op.operands:
+                        self.check_available(value, op, block, seen)
+            except IRError as e:
+                self.report(e)
             seen.add(op)
 
     def check_available(self, value, user: Operation, block: Block, seen: set) -> None:
@@ -200,8 +241,13 @@ class Verifier:
             raise err
 
 
-def verify_symbols(module) -> None:
+def verify_symbols(module, report=None) -> None:
+    """Symbol rules; each problem goes to ``report`` (default: raise the first)."""
     from .attributes import StringAttr
+
+    if report is None:
+        def report(error):
+            raise error
 
     table: dict[str, Operation] = {}
     for op in module.body.ops:
@@ -209,24 +255,27 @@ def verify_symbols(module) -> None:
         if isinstance(sym, StringAttr):
             prev = table.get(sym.value)
             if prev is not None:
-                raise op.error(f"redefines symbol '@{sym.value}'").note(prev.loc, "previous definition here")
+                report(op.error(f"redefines symbol '@{sym.value}'").note(prev.loc, "previous definition here"))
+                continue
             table[sym.value] = op
     for op in module.walk():
         if op.name != "func.call":
             continue
         target = table.get(op.callee)
         if target is None or target.name != "func.func":
-            raise op.error(f"calls '@{op.callee}', which is not a function in this module")
+            report(op.error(f"calls '@{op.callee}', which is not a function in this module"))
+            continue
         ft = target.function_type
         if list(ft.inputs) != op.operand_types or list(ft.results) != op.result_types:
             from .types import FunctionType
 
-            raise op.error(f"calls '@{op.callee}' as {FunctionType(op.operand_types, op.result_types)}, "
-                           f"but it has type {ft}").note(target.loc, "the function is defined here")
+            report(op.error(f"calls '@{op.callee}' as {FunctionType(op.operand_types, op.result_types)}, "
+                            f"but it has type {ft}").note(target.loc, "the function is defined here"))
 
 
 def verify(module) -> None:
-    """Verify a module; raise ``IRError`` at the first problem.
+    """Verify a module; raise ``IRError`` at the problem, or ``IRErrors`` with every problem
+    in source order (at most ``diagnostics.MAX_ERRORS``).
 
     Regions nested deeper than ``nesting.MAX_REGION_DEPTH`` are the first problem
     looked for (by a walk that works at any depth), so the recursive checks below,
@@ -240,5 +289,11 @@ def verify(module) -> None:
     check_depth(module)
     with paused_gc(), deep_stack():
         v = Verifier()
-        v.verify_op(module)
-        verify_symbols(module)
+        truncated = False
+        try:
+            v.verify_op(module)
+            if not v.errors:  # symbol checks read ops' attributes, which must be well-formed
+                verify_symbols(module, v.report)
+        except _TooManyErrors:
+            truncated = True
+        raise_collected(v.errors, truncated)

@@ -1,4 +1,5 @@
-"""scf-to-cf: lower scf.for, scf.if and scf.while to blocks, branches and phis.
+"""scf-to-cf: lower scf.for, scf.if, scf.while and scf.execute_region to blocks, branches and
+phis (scf.parallel first becomes a nest of scf.for, its iterations in order).
 
 After this pass a function is one CFG, which is the only control-flow form the
 backends translate.  Each structured op splits its block in two at the op; the
@@ -30,21 +31,24 @@ from irc.dialects.cf import BranchOp, CondBranchOp, PhiOp
 from irc.dialects.scf import (
     STEP_NOT_POSITIVE,
     ConditionOp,
+    ExecuteRegionOp,
     ForOp,
     IfOp,
+    ParallelOp,
     WhileOp,
     YieldOp,
     constant_step,
     signed_value,
 )
 
-from irc.block import Block
+from irc.block import Block, Region
 from irc.operation import Operation
 from irc.passmanager import Pass
+from irc.types import index
 
 
 class SCFToCF(Pass):
-    """Lower scf.for/if/while to cf branches and phis (the CFG the backends take)."""
+    """Lower scf.for/if/while/execute_region/parallel to cf branches and phis (the CFG the backends take)."""
 
     name = "scf-to-cf"
 
@@ -52,8 +56,11 @@ class SCFToCF(Pass):
         for func in module.functions:
             if func.is_declaration:
                 continue
+            for op in [op for op in func.walk() if isinstance(op, ParallelOp)]:
+                _parallel_to_for(op)
+                stats.add("scf.parallel-lowered")
             # Post-order: inner structured ops first, so each lowering sees CFG regions.
-            structured = [op for op in func.walk() if isinstance(op, (ForOp, IfOp, WhileOp))]
+            structured = [op for op in func.walk() if isinstance(op, (ForOp, IfOp, WhileOp, ExecuteRegionOp))]
             for op in reversed(structured):
                 lower(op)
                 stats.add(f"{op.name}-lowered")
@@ -64,6 +71,8 @@ def lower(op: Operation) -> None:
         _lower_for(op)
     elif isinstance(op, IfOp):
         _lower_if(op)
+    elif isinstance(op, ExecuteRegionOp):
+        _lower_execute_region(op)
     else:
         _lower_while(op)
 
@@ -350,3 +359,70 @@ def _lower_while(op: WhileOp) -> None:
     for b in before_blocks + after_blocks:
         while b.args:
             b.erase_argument(len(b.args) - 1)
+
+
+def _lower_execute_region(op: ExecuteRegionOp) -> None:
+    """The region's blocks go between the op's block and its continuation; each scf.yield
+    branches to the continuation, whose phis become the op's results."""
+    cont = split_block_after(op)
+    result_phis = [PhiOp.build(r.type) for r in op.results]
+    for phi in reversed(result_phis):
+        phi.loc = op.loc
+        cont.prepend(phi)
+    blocks = _move_region_blocks(op.regions[0], cont)
+    _yields_to_branches(blocks, result_phis, cont)
+    for r, phi in zip(op.results, result_phis):
+        phi.results[0].name_hint = r.name_hint
+        r.replace_all_uses_with(phi.results[0])
+    _replace_with_branch(op, blocks[0])
+
+
+def _parallel_to_for(op: ParallelOp) -> None:
+    """``scf.parallel`` as a nest of ``scf.for``, one per dimension, iterations in order (which
+    the op allows), lowered afterwards like any scf.for.  Reductions become iter_args: the
+    innermost body combines each ``scf.reduce`` value into its accumulator with a copy of the
+    reduction region, and each loop yields its inner loop's results."""
+    r = op.rank
+    lbs, ubs, steps = op.operands[:r], op.operands[r:2 * r], op.operands[2 * r:3 * r]
+    types = list(op.result_types)
+    body = op.regions[0].entry
+    reduce = body.terminator
+    loops = []
+    carried = list(op.inits)
+    for d in range(r):
+        loop = ForOp([lbs[d], ubs[d], steps[d], *carried], types, {}, regions=[Region([Block([index, *types])])],
+                     loc=op.loc)
+        loop.body.args[0].name_hint = body.args[d].name_hint
+        if loops:
+            loops[-1].body.append(loop)
+            loops[-1].body.append(YieldOp(list(loop.results), loc=op.loc))
+        else:
+            op.parent.insert_before(loop, op)
+        loops.append(loop)
+        carried = list(loop.body.args[1:])
+    for d in range(r):
+        body.args[d].replace_all_uses_with(loops[d].induction_var)
+    inner = loops[-1].body
+    for inner_op in list(body.ops):
+        if inner_op is reduce:
+            continue
+        inner_op.detach()
+        inner.append(inner_op)
+    combined = []
+    for acc, value, region in zip(carried, reduce.operands, reduce.regions):
+        if region.first_block is not region.last_block:
+            raise reduce.error("has a reduction region of several blocks, which scf-to-cf does not lower")
+        lhs, rhs = region.entry.args
+        value_map = {lhs: acc, rhs: value}
+        for region_op in region.entry.ops:
+            if region_op.name == "scf.reduce.return":
+                combined.append(value_map.get(region_op.operands[0], region_op.operands[0]))
+                break
+            inner.append(region_op.clone(value_map))
+    inner.append(YieldOp(combined, loc=op.loc))
+    for result, new in zip(op.results, loops[0].results):
+        new.name_hint = result.name_hint
+        result.replace_all_uses_with(new)
+    reduce.drop_all_references()
+    op.drop_all_references()
+    op.parent.remove(op)

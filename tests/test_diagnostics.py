@@ -39,10 +39,10 @@ CASES = [
     (fn("  %y = arith.addi %x, %x : i32\n  func.return %x : i64\n"), 2, 19,
      "use of value '%x' expects type i32, but it has type i64"),
     (fn("  cf.br ^gone\n"), 2, 9, "reference to an undefined block '^gone'"),
-    (fn("  cf.br ^b\n^b(%a: i64):\n  func.return %a : i64\n"), 3, 1,
-     "only the entry block of a region may have arguments; merge values into '^b' with cf.phi instead"),
+    (fn("  cf.br ^b\n^b(%a: i64):\n  func.return %a : i64\n"), 2, 9,
+     "branch passes 0 values to '^b', which has 1 argument"),
     (fn("  cf.br ^b(%x : i64)\n^b:\n  func.return %x : i64\n"), 2, 9,
-     "branches take no block arguments in irc: merge values into '^b' with cf.phi"),
+     "branch passes 1 value to '^b', which has 0 arguments"),
     (fn("  %y = arith.addi %x : i64\n  func.return %y : i64\n"), 2, 8,
      "'arith.addi' expects 2 operands (%a, %b) before ': type'"),
     (fn("  func.return %x : i64\n", "(%x: tensor<4xfoo>) -> i64"), 1, 18, "unknown type 'foo'"),
@@ -120,9 +120,10 @@ def test_symbol_notes():
             "func.func @f(%x: i64) -> i64 {\n"
             "  func.return %x : i64\n"
             "}\n")
-    err = diagnose(text)
+    errors = diagnose(text).errors  # both problems, in source order: the call's, then the redefinition
+    assert [(e.location.line, e.location.column) for e in errors] == [(3, 8), (6, 1)]
+    err = errors[1]
     assert err.message == "'func.func' op redefines symbol '@f'"
-    assert (err.location.line, err.location.column) == (6, 1)
     assert [(n.location.line, n.message) for n in err.notes] == [(2, "previous definition here")]
     err = diagnose(text.split("func.func @f(%x: i64) -> i64 {\n  func.return")[0])
     assert err.message == "'func.call' op calls '@g' as (i64) -> i64, but it has type (i32) -> i64"

@@ -163,10 +163,10 @@ _MATH_INTRINSICS = {
     "math.exp": "llvm.exp", "math.exp2": "llvm.exp2", "math.log": "llvm.log", "math.log2": "llvm.log2",
     "math.sqrt": "llvm.sqrt", "math.sin": "llvm.sin", "math.cos": "llvm.cos", "math.absf": "llvm.fabs",
     "math.floor": "llvm.floor", "math.ceil": "llvm.ceil", "math.fma": "llvm.fma", "math.powf": "llvm.pow",
-    "math.tanh": "llvm.tanh",
+    "math.tanh": "llvm.tanh", "math.copysign": "llvm.copysign",
     "arith.maximumf": "llvm.maximum", "arith.minimumf": "llvm.minimum",
 }
-_LIBM = {"math.expm1": "expm1", "math.log1p": "log1p", "math.erf": "erf"}
+_LIBM = {"math.expm1": "expm1", "math.log1p": "log1p", "math.erf": "erf", "math.log10": "log10", "math.tan": "tan"}
 # Transcendental functions are computed by libm's f64 function and rounded once to the type (f32
 # and f16 widened first), which is what the interpreter and constant folding compute: one answer
 # whatever the -O level and whether the argument is a constant.  (expf and friends differ from
@@ -746,6 +746,20 @@ def _rsqrt(self, b, op):
     return b.fdiv(ir.Constant(x.type, 1.0), root, flags=self.fmf)
 
 
+@_handler("math.ctlz", "math.cttz")
+def _count_zeros(self, b, op):
+    x = self.value(op.operands[0])
+    name = f"llvm.{op.name[5:]}.{x.type}"
+    fn = self._declare(name, ir.FunctionType(x.type, [x.type, I1]))
+    return b.call(fn, [x, ir.Constant(I1, 0)])  # 0: the bit width for a zero operand, as MLIR
+
+
+@_handler("math.ctpop")
+def _ctpop(self, b, op):
+    x = self.value(op.operands[0])
+    return b.call(self._declare(f"llvm.ctpop.{x.type}", ir.FunctionType(x.type, [x.type])), [x])
+
+
 @_handler("math.absi")
 def _absi(self, b, op):
     x = self.value(op.operands[0])
@@ -765,6 +779,31 @@ def _br(self, b, op):
 def _cond_br(self, b, op):
     t, f = op.successors
     b.cbranch(self.value(op.operands[0]), self.blocks[t], self.blocks[f])
+
+
+@_handler("cf.switch")
+def _switch(self, b, op):
+    flag = self.value(op.operands[0])
+    switch = b.switch(flag, self.blocks[op.successors[0]])
+    for case, block in zip(op.cases, op.successors[1:]):
+        switch.add_case(ir.Constant(flag.type, case), self.blocks[block])
+
+
+@_handler("arith.addui_extended", "arith.mului_extended", "arith.mulsi_extended")
+def _extended(self, b, op):
+    """Both words of the exact result: a double-width add or multiply, split (the second result
+    is stored here; translate_op stores the first)."""
+    x, y = (self.value(v) for v in op.operands)
+    w = x.type.width
+    wide = ir.IntType(2 * w)
+    extend = b.sext if op.name == "arith.mulsi_extended" else b.zext
+    xw, yw = extend(x, wide), extend(y, wide)
+    full = b.add(xw, yw) if op.name == "arith.addui_extended" else b.mul(xw, yw)
+    high = b.trunc(b.lshr(full, ir.Constant(wide, w)), x.type)
+    if op.name == "arith.addui_extended":
+        high = b.trunc(high, I1)
+    self.values[op.results[1]] = high
+    return b.trunc(full, x.type)
 
 
 @_handler("cf.phi")

@@ -1,20 +1,20 @@
 """plan-memory: put a function's temporary buffers in one arena, reusing memory by liveness.
 
 Every statically sized ``memref.alloc`` that is freed by a ``memref.dealloc`` in the
-same block (as ``tensor-to-loops`` leaves them, in the function body or in a loop
-body or branch) and
-does not escape (it is only loaded from, stored to, viewed, copied, or passed to
-a call marked ``nocapture``; never returned or passed to another call) is live
-from its alloc to its dealloc, positions counted over every op of the function in
-pre-order.  As alloc and dealloc are in one block, that interval covers all that runs
-in between, nested loops included; and a buffer alive across a loop (allocated
-before it, freed after) covers the whole loop, so it never shares bytes with a
-temporary of the loop body, while the body's temporaries reuse each other's bytes
-in every iteration.  Buffers whose lives overlap get disjoint byte
-ranges of one arena; a buffer allocated after another is freed reuses its
-bytes.  Offsets are chosen largest buffer first, each at the lowest offset
-(aligned to ``ALIGN``) that does not collide with a buffer live at the same
-time, the usual greedy heuristic for this NP-hard packing.  Each alloc becomes
+same block (as ``tensor-to-loops`` leaves them, in the function body, a loop body or
+a branch) and does not escape (it is only loaded from, stored to, viewed, copied, or
+passed to a call marked ``nocapture``; never returned or passed to another call) is
+live from its alloc to its dealloc, counting positions over every op of the function
+in pre-order.  With alloc and dealloc in one block, that interval covers everything
+that runs in between, nested loops included: a buffer alive across a loop (allocated
+before it, freed after) never shares bytes with a temporary of the loop body, while
+the body's temporaries reuse each other's bytes in every iteration.
+
+Buffers whose lives overlap get disjoint byte ranges of one arena; a buffer
+allocated after another is freed reuses its bytes.  Offsets are chosen largest
+buffer first, each at the lowest offset (aligned to ``ALIGN``) that does not
+collide with a buffer live at the same time, the usual greedy heuristic for this
+NP-hard packing.  Each alloc becomes
 a ``memref.view`` of the arena and its dealloc disappears.
 
 With ``arena=alloc`` (the default) the arena is one ``memref.alloc`` at the top

@@ -454,8 +454,9 @@ def _temporaries(x, w, n):
 
 def _arena_ranges(module):
     """(view op, first byte, end byte) of each buffer plan-memory placed in the arena."""
-    from irc.patterns import constant_value
     from irc.passes.plan_memory import byte_size
+
+    from irc.patterns import constant_value
 
     func = module.functions[0]
     arena = func.body.entry.args[-1]

@@ -142,6 +142,7 @@ class Bufferizer:
                 destination[v] = outputs[k]
         self.lower_block(entry, destination)
         self._finish_return(ret, outputs)
+        control_flow.drop_tensor_operands(self.structured)
         for op in reversed(self.lowered):
             op.erase()
         control_flow.strip(self.structured)

@@ -25,7 +25,7 @@ the regions read and write, and afterwards the op carries its scalars only.
   carried buffers.
 
 The end-of-region copies are a parallel assignment (``yield %b, %a`` swaps): a source
-that lives in a buffer another copy writes is first copied to a temporary.  Temporaries
+that lives in a buffer an earlier copy writes is first copied to a temporary.  Temporaries
 allocated in a region are freed before its terminator, so a loop's memory does not grow
 with its trip count, and plan-memory can place them in the arena like any other.
 """
@@ -140,14 +140,15 @@ def _write_back(bz, block, pairs) -> None:
     term = block.terminator
     lb = _builder(term)
     moves = [(bz.buffers[v], dst) for v, dst in pairs if dst is not None and bz.buffers[v] is not dst]
-    written = {_root(bz, dst) for _, dst in moves}
+    written: set = set()
     staged = []
     for i, (src, dst) in enumerate(moves):
-        if _root(bz, src) in written:  # it would be overwritten before it is read
+        if _root(bz, src) in written:  # an earlier copy overwrites it: read it first
             tmp = lb.alloc(src.type).value
             _copy(lb, src, tmp)
             staged.append(tmp)
             moves[i] = (tmp, dst)
+        written.add(_root(bz, dst))
     for src, dst in moves:
         _copy(lb, src, dst)
     from .bufferize import _dealloc
@@ -182,6 +183,7 @@ def _lower_if(bz, op, destination: dict) -> None:
         block = region.entry
         values = list(block.terminator.operands)
         bz.lower_block(block, _yield_destinations(values, buffers, block))
+        values = list(block.terminator.operands)  # scalars may have been replaced (tensor.extract)
         _write_back(bz, block, [(v, b) for v, b in zip(values, buffers) if b is not None])
         block.terminator.set_operands(_scalars(values, op.results))
     for r, buf in zip(op.results, buffers):
@@ -204,6 +206,7 @@ def _lower_for(bz, op, destination: dict) -> None:
         carried.append(buf)
     values = list(body.terminator.operands)
     bz.lower_block(body, _yield_destinations(values, carried, body))
+    values = list(body.terminator.operands)
     _write_back(bz, body, [(v, b) for v, b in zip(values, carried) if b is not None])
     body.terminator.set_operands(_scalars(values, op.results))
     for r, buf in zip(op.results, carried):
@@ -249,10 +252,12 @@ def _lower_while(bz, op, destination: dict) -> None:
         bz._bind(arg, buf)
         outs.append(buf)
     bz.lower_block(before, _yield_destinations(forwarded, outs, before))
+    forwarded = list(condition.operands[1:])
     _write_back(bz, before, [(v, b) for v, b in zip(forwarded, outs) if b is not None])
     condition.set_operands([condition.operands[0], *_scalars(forwarded, op.results)])
     values = list(yield_.operands)
     bz.lower_block(after, _yield_destinations(values, carried, after))
+    values = list(yield_.operands)
     _write_back(bz, after, [(v, b) for v, b in zip(values, carried) if b is not None])
     yield_.set_operands(_scalars(values, before.args))
     for r, buf in zip(op.results, outs):
@@ -261,9 +266,9 @@ def _lower_while(bz, op, destination: dict) -> None:
     _free_after(bz, op, [*carried, *outs])
 
 
-def strip(ops) -> None:
-    """Rebuild each bufferized scf op without its tensor operands, results and block arguments
-    (once nothing uses them: the lowered ops are erased)."""
+def drop_tensor_operands(ops) -> None:
+    """Drop the tensor operands of the bufferized scf ``ops`` (before the ops computing them
+    are erased)."""
     for op in ops:
         if op.name == "scf.for":
             kept = [*op.operands[:3], *(v for v, a in zip(op.inits, op.body.args[1:]) if not _is_tensor(a))]
@@ -272,6 +277,11 @@ def strip(ops) -> None:
         else:
             kept = list(op.operands)
         op.set_operands(kept)
+
+
+def strip(ops) -> None:
+    """Rebuild each bufferized scf op without its tensor results and block arguments (once
+    nothing uses them: the lowered ops are erased)."""
     for op in ops:
         keep = [r for r in op.results if not _is_tensor(r)]
         regions = op.regions

@@ -129,3 +129,32 @@ def test_grad_through_array_control_flow_keeps_the_differentiable_forms():
         num[idx] = (loss(w + d, x) - loss(w - d, x)) / (2 * eps)
     np.testing.assert_allclose(g, num, rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(irc.jit(loss)(w, x), loss(w, x), rtol=1e-12)
+
+
+def test_a_training_loop_in_fori_loop_updates_the_carried_parameters_in_place():
+    """grad inside a compiled loop body (the loop itself is not differentiated): the SGD step
+    ``w - lr * dw`` is the GEMM's epilogue, written over the carried ``w`` (no copy per step)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 8)).astype(np.float32)
+    y = rng.standard_normal((32, 4)).astype(np.float32)
+    params = {"w1": (rng.standard_normal((8, 16)) / 3).astype(np.float32),
+              "w2": (rng.standard_normal((16, 4)) / 4).astype(np.float32)}
+
+    def loss(p, x, y):
+        return np.mean((np.tanh(x @ p["w1"]) @ p["w2"] - y) ** 2)
+
+    def train(p, x, y, steps):
+        def step(i, p):
+            g = irc.grad(loss)(p, x, y)
+            return {k: p[k] - np.float32(0.1) * g[k] for k in p}
+        return irc.fori_loop(0, steps, step, p)
+
+    jt = irc.jit(train)
+    got, want = jt(params, x, y, 20), train(params, x, y, 20)
+    for k in params:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-6)
+    assert loss(got, x, y) < loss(params, x, y)
+    exe = irc.compile(jt.lower(params, x, y, 20))
+    _, func = exe.train.lower(((8, 16), (16, 4), (32, 8), (32, 4), None))
+    (loop,) = [op for op in func.body.entry.ops if op.name == "scf.for" and "parallel" not in op.attributes]
+    assert not [op for op in loop.body.ops if op.name == "memref.copy"]

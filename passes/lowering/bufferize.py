@@ -198,15 +198,15 @@ class Bufferizer:
                     last[v] = max(last.get(v, -1), self.end[user])
         return last
 
-    def reads_after(self, value, op, init: int | None = None) -> bool:
-        """Whether ``value`` is read by ``op`` or later (``init``: not counting ``op``'s use
-        of it as its operand ``init``)."""
-        if init is None:
+    def reads_after(self, value, op, skip: tuple | None = None) -> bool:
+        """Whether ``value`` is read by ``op`` or later (``skip = (owner, index)``: not counting
+        that one use of it)."""
+        if skip is None:
             return self.last_use.get(value, -1) >= self.position[op]
         block = _defining_block(value)
         for use in value.uses:
             user = use.owner
-            if user is op and use.index == init:
+            if user is skip[0] and use.index == skip[1]:
                 continue
             while user.parent is not block:
                 user = user.parent_op
@@ -217,8 +217,8 @@ class Bufferizer:
     def writable(self, buf, op, init: tuple | None = None) -> bool:
         """Whether ``op`` may write into ``buf`` (as a result's destination or a loop's carried
         buffer): no tensor living in its memory is read by ``op`` or after it, except at the
-        element being written by an elementwise op (the in-place rule), or ``init = (x, k)``:
-        ``x`` as ``op``'s operand ``k``.  Values of blocks that do not enclose ``op`` are dead
+        element being written by an elementwise op (the in-place rule), or ``init = (x, user,
+        k)``: ``x`` as the operand ``k`` of ``user`` (a loop's init, a GEMM epilogue's D).  Values of blocks that do not enclose ``op`` are dead
         there (a sibling region, an earlier loop's body), and values from outside an scf op
         the buffer is carried over are not read inside it (control_flow.py)."""
         root = self.roots.get(buf, buf)
@@ -229,7 +229,7 @@ class Bufferizer:
             if any(s.is_ancestor_of(op) and not _inside(w, s) for s in self.scopes.get(root, ())):
                 continue
             if init is not None and w is init[0]:
-                read = self.reads_after(w, op, init[1])
+                read = self.reads_after(w, op, init[1:])
             else:
                 read = self.reads_after(w, op)
             if read and not (self.last_use.get(w, -1) <= self.end[op] and self._reads_at_output_index(op, root)):
@@ -326,7 +326,8 @@ class Bufferizer:
         result = fused.results[0]
         lb = _builder(op)
         inputs = [self.buffers[v] for v in op.operands]
-        output = self.destination_for(destination, result, op) or self._allocate(lb, result, fused)
+        output = self.destination_for(destination, result, op) or \
+            self._epilogue_over_d(destination.get(result), op, fused, d) or self._allocate(lb, result, fused)
         transposed = tuple(v in self.transposed for v in op.operands)
         gemm_library.lower_matmul_library(LoweringContext(lb, self, transposed), op, inputs, output,
                                           epilogue=(self.buffers[d], alpha))
@@ -335,6 +336,15 @@ class Bufferizer:
         self.absorbed.add(fused)
         self._free_dead(op, inputs, self.position[op])
         return True
+
+    def _epilogue_over_d(self, buf, op, fused, d):
+        """``buf`` when it holds ``d`` itself and the GEMM may write its result over it: the
+        library reads each element of D just before writing the same element of C (a loop's
+        ``w = w - lr * dw``, updated in its carried buffer), and nothing else reads it later."""
+        if buf is None or self.buffers.get(d) is not buf or d in self.transposed \
+                or any(self.roots.get(self.buffers[v]) is self.roots.get(buf) for v in op.operands):
+            return None
+        return buf if self.writable(buf, op, (d, fused, fused.operands.index(d))) else None
 
     def _lower_dim(self, op) -> None:
         from irc.dialects.memref import DimOp

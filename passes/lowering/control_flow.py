@@ -117,7 +117,7 @@ def _carried_buffer(bz, op, k: int, init, result, destination: dict, taken: set)
     root = _root(bz, src)
     dest = destination.get(result) if result is not None else None
     if dest is not None and dest not in taken:
-        if src is dest and root not in taken and bz.writable(dest, op, (init, k)):
+        if src is dest and root not in taken and bz.writable(dest, op, (init, op, k)):
             taken.add(dest)
             return dest
         if root is not _root(bz, dest) and bz.writable(dest, op):
@@ -125,7 +125,7 @@ def _carried_buffer(bz, op, k: int, init, result, destination: dict, taken: set)
             taken.add(dest)
             return dest
     if src is root and root not in taken and root in bz.owned and bz.home.get(root) is op.parent \
-            and bz.writable(root, op, (init, k)):
+            and bz.writable(root, op, (init, op, k)):
         taken.add(root)
         return root
     buf = bz.allocate(lb, init, op)

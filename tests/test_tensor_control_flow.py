@@ -181,6 +181,33 @@ def test_for_with_several_iter_args_that_swap_and_a_scalar(n):
     _close(outs[0], want[0]), _close(outs[1], want[1]), _close(scalar, want[2])
 
 
+PURE_SWAP = f"""
+func.func @f(%x: {T}, %w: {T}, %n: index) -> ({T}, {T}, {T}) {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r:3 = scf.for %i = %c0 to %n step %c1 iter_args(%a = %x, %b = %w, %c = %x) -> ({T}, {T}, {T}) {{
+    %ab = arith.mulf %a, %b : {T}
+    %c2 = arith.addf %c, %ab : {T}
+    %s = math.sin %c2 : {T}
+    scf.yield %b, %a, %s : {T}, {T}, {T}
+  }}
+  func.return %r#0, %r#1, %r#2 : {T}, {T}, {T}
+}}
+"""
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_a_yield_that_reads_a_carried_buffer_an_earlier_copy_overwrites(n):
+    """``yield %b, %a``: the copy of %b into %a's buffer comes first, so %a is read into a
+    temporary before it (the end of the body is a parallel assignment)."""
+    a, b, c = X, W, X
+    for _ in range(n):
+        c = np.sin(c + a * b)
+        a, b = b, a
+    module = check(PURE_SWAP, "f", [X, W, n], (a, b, c), tol=1e-4)
+    assert _ops(module, "memref.copy") >= 3
+
+
 NESTED = f"""
 func.func @f(%x: {T}, %n: index, %m: index) -> {T} {{
   %c0 = arith.constant 0 : index

@@ -540,6 +540,42 @@ func.func @f(%x: tensor<?x?xf32>, %n: index) -> tensor<?x?xf32> {
         _close(exe.f(x, 3), h)
 
 
+def test_dynamic_shapes_specialise_through_if_and_while():
+    text = """
+func.func @f(%x: tensor<?xf32>, %p: f32) -> tensor<?xf32> {
+  %split = arith.constant 0.4 : f32
+  %c = arith.cmpf ogt, %p, %split : f32
+  %s = scf.if %c -> (tensor<?xf32>) {
+    %e = math.exp %x : tensor<?xf32>
+    scf.yield %e : tensor<?xf32>
+  } else {
+    scf.yield %x : tensor<?xf32>
+  }
+  %r = scf.while (%h = %s) : (tensor<?xf32>) -> tensor<?xf32> {
+    %m = tensor.reduce_max %h {axes = [0]} : tensor<?xf32> to tensor<f32>
+    %v = tensor.extract %m[] : tensor<f32>
+    %more = arith.cmpf ogt, %v, %p : f32
+    scf.condition(%more) %h : tensor<?xf32>
+  } do {
+  ^bb0(%h2: tensor<?xf32>):
+    %half = arith.mulf %h2, %h2 : tensor<?xf32>
+    %q = math.sqrt %half : tensor<?xf32>
+    %y = math.sin %q : tensor<?xf32>
+    scf.yield %y : tensor<?xf32>
+  }
+  func.return %r : tensor<?xf32>
+}
+"""
+    exe = irc.compile(irc.parse(text))
+    for n, p in [(5, 0.5), (9, 0.3), (3, 0.9)]:  # sin(|h|) falls below any p > 0
+        x = RNG.uniform(-1, 1, n).astype(np.float32)
+        h = np.exp(x) if p > 0.4 else x
+        while h.max() > p:
+            h = np.sin(np.abs(h))
+        _close(exe.f(x, np.float32(p)), h)
+        _close(interpret(irc.parse(text), "f", x, np.float32(p)), h)
+
+
 def test_a_carried_tensor_that_changes_shape_is_an_error_at_the_loop():
     text = """
 func.func @f(%x: tensor<?xf32>, %n: index) -> tensor<?xf32> {

@@ -94,7 +94,7 @@ class Bufferizer:
         self.buffers: dict = {}  # tensor Value -> memref Value
         self.absorbed: set = set()  # fused ops a GEMM computes in its stores (_lower_with_epilogue)
         self.roots: dict = {}  # memref Value -> the buffer that owns its memory
-        self.owned: set = set()  # live roots allocated here (not parameters)
+        self.owned: dict = {}  # live roots allocated here (not parameters), in allocation order
         self.root_last: dict = {}  # root -> position of the last use of any tensor on it
         self.scratch: list = []
         self.transposed: set = set()  # tensor Values bound to their transpose's source buffer
@@ -383,7 +383,7 @@ class Bufferizer:
             raise IRError(f"tensor-to-loops: the result {result.type} of '{op.name}' has dynamic "
                           "dimensions; specialise shapes first (irc.compile does)", op.loc)
         buf = lb.alloc(t).value
-        self.owned.add(buf)
+        self.owned[buf] = None
         self.home[buf] = op.parent
         return buf
 
@@ -412,13 +412,13 @@ class Bufferizer:
         for root in dict.fromkeys(roots):
             if root in self.owned and self.home.get(root) is op.parent and self.root_last.get(root, -1) <= self.end[op]:
                 after.insert(_dealloc(root, op.loc))
-                self.owned.discard(root)
+                self.owned.pop(root, None)
 
     def free_block(self, block, before) -> None:
         """Free, before ``before`` (a region's terminator), the owned buffers ``block`` allocated."""
         for root in [r for r in self.owned if self.home.get(r) is block]:
             block.insert_before(_dealloc(root, before.loc), before)
-            self.owned.discard(root)
+            self.owned.pop(root, None)
 
     def _free_dead(self, op, inputs, position: int) -> None:
         """Free the op's scratch buffers, and owned buffers whose every tensor is dead after it."""
@@ -432,11 +432,11 @@ class Bufferizer:
             if root in self.owned and root is not result_root and self.root_last.get(root, -1) <= position \
                     and self.home.get(root) is op.parent:
                 after.insert(_dealloc(root, op.loc))
-                self.owned.discard(root)
+                self.owned.pop(root, None)
         if result_root in self.owned and self.root_last.get(result_root, -1) <= position \
                 and self.home.get(result_root) is op.parent:
             after.insert(_dealloc(result_root, op.loc))  # computed but never used
-            self.owned.discard(result_root)
+            self.owned.pop(result_root, None)
 
     # -- the return ---------------------------------------------------------------------------------
 

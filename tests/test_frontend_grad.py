@@ -173,7 +173,8 @@ def test_cond_on_traced_scalars_builds_scf_if_and_matches_python():
     assert any(op.name == "scf.if" for op in jf.lower(x, 0.5).walk())
 
 
-def test_cond_on_tensors_selects_and_matches_python():
+def test_cond_on_tensors_matches_python_compiled_and_differentiated():
+    """Compiled: scf.if; under grad: both branches and a select (control.py)."""
     def f(x, s):
         return irc.cond(s > 0, lambda a: np.tanh(a) * 2.0, lambda a: a - 1.0, x)
 
@@ -214,7 +215,8 @@ def test_fori_loop_scalars_builds_scf_for_and_is_differentiable():
                                numeric_grad(reference, (0.5,), 0), rtol=1e-6)
 
 
-def test_fori_loop_over_tensors_unrolls_with_int_bounds():
+def test_fori_loop_over_tensors_compiles_and_differentiates_unrolled():
+    """Compiled: one scf.for; under grad: unrolled (control.py)."""
     def f(x, w):
         return irc.fori_loop(0, 3, lambda i, h: np.tanh(h @ w) + i, x)
 

@@ -2,7 +2,7 @@
 
     python benchmarks/frontend.py                  # all parts, 1,000 training steps
     python benchmarks/frontend.py --steps 100      # a shorter training run
-    python benchmarks/frontend.py --only overhead  # parts: first,overhead,train
+    python benchmarks/frontend.py --only overhead  # parts: first,overhead,loop,train
     python benchmarks/frontend.py --quick          # small sizes (smoke test)
 
 Parts (each contender in a fresh process, so that first calls are first calls):
@@ -17,6 +17,10 @@ Parts (each contender in a fresh process, so that first calls are first calls):
 - ``overhead``: the time of a call of a cached jitted function of four small f32 arrays
   (``a * b + c - d`` on 4 elements): irc.jit, jax.jit (numpy arrays in, and arrays already on
   its device), torch.compile (with ``--slow``).  Medians of 20,000 calls.
+- ``loop``: an RNN cell ``h = tanh(h @ w + x)`` (batch 32, width 256, f32) run 100 times
+  by ``irc.fori_loop`` (one ``scf.for`` in the compiled code) against the same loop unrolled
+  while tracing (a Python ``for``, what ``fori_loop`` over arrays did before): first call
+  (trace + compile, cold cache) and a steady call; jax.lax.fori_loop beside them.
 - ``train``: N steps of training end to end, the first call (compile) included, in a fresh
   process each: irc (``irc.jit`` of a step that calls ``irc.grad``, parameters donated;
   cold, and with its GEMM library compiled before as it is after irc's first use on a machine),
@@ -241,6 +245,44 @@ def child_overhead(name: str) -> dict:
     return {"us": statistics.median(times) * 1e6}
 
 
+LOOP_STEPS, LOOP_BATCH, LOOP_WIDTH = 100, 32, 256
+
+
+def child_loop(form: str) -> dict:
+    rng = np.random.default_rng(3)
+    h0, x = (rng.standard_normal((LOOP_BATCH, LOOP_WIDTH)).astype(np.float32) for _ in range(2))
+    w = (rng.standard_normal((LOOP_WIDTH, LOOP_WIDTH)) / LOOP_WIDTH ** 0.5).astype(np.float32)
+    expected = h0
+    for _ in range(LOOP_STEPS):
+        expected = np.tanh(expected @ w + x)
+    if form.startswith("jax"):
+        jax = tc.peer("jax")
+        fn = jax.jit(lambda h, w, x: jax.lax.fori_loop(0, LOOP_STEPS, lambda i, h: jax.numpy.tanh(h @ w + x), h))
+        call = lambda: np.asarray(fn(h0, w, x))  # noqa: E731
+    else:
+        import irc
+
+        if form == "irc fori_loop":
+            fn = irc.jit(lambda h, w, x: irc.fori_loop(0, LOOP_STEPS, lambda i, h: np.tanh(h @ w + x), h))
+        else:
+            def unrolled(h, w, x):
+                for _ in range(LOOP_STEPS):
+                    h = np.tanh(h @ w + x)
+                return h
+            fn = irc.jit(unrolled)
+        call = lambda: fn(h0, w, x)  # noqa: E731
+    start = time.perf_counter()
+    got = call()
+    first = time.perf_counter() - start
+    assert np.allclose(got, expected, rtol=1e-3, atol=1e-4), np.abs(got - expected).max()
+    times = []
+    for _ in range(20):
+        t = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t)
+    return {"first": first, "median": statistics.median(times)}
+
+
 def run_child(args: list[str], env_extra: dict | None = None, timeout: int = 3600) -> dict:
     env = {**os.environ, **tc.THREAD_ENV, **(env_extra or {})}
     cmd = [sys.executable, __file__, *args]
@@ -313,6 +355,22 @@ def library_only_cache(quick: bool) -> str:
     return cache
 
 
+def part_loop() -> list[tuple[str, bool | None]]:
+    print(f"\n## {LOOP_STEPS} steps of h = tanh(h @ w + x) (batch {LOOP_BATCH}, width {LOOP_WIDTH}, f32) in a loop")
+    results = {}
+    for form in ("irc fori_loop", "irc unrolled (Python for)", "jax.lax.fori_loop"):
+        env = {"IRC_CACHE_DIR": tempfile.mkdtemp(prefix="irc-frontend-cache-")} if form.startswith("irc") else None
+        results[form] = run_child(["--child-loop", form], env)
+    rows = [(n, "-", "-", r["error"]) if "error" in r else (n, f"{r['first']:.2f}", f"{r['median'] * 1e3:.2f}", "ok")
+            for n, r in results.items()]
+    print(tc.table(("form", "first call s (cold)", "steady call ms", "status"), rows))
+    loop, unrolled = results["irc fori_loop"], results["irc unrolled (Python for)"]
+    if "first" not in loop or "first" not in unrolled:
+        return [("loop: both irc forms ran", False)]
+    return [(f"loop: fori_loop compiles faster than the unrolled loop ({loop['first']:.2f} s against "
+             f"{unrolled['first']:.2f} s)", loop["first"] < unrolled["first"])]
+
+
 def part_train(steps: int, quick: bool, slow: bool) -> list[tuple[str, bool | None]]:
     title = "quick sizes" if quick else "MLP 784-1024-1024-10, batch 256, f32, SGD lr 0.1"
     print(f"\n## {steps} training steps end to end, first call included ({title})")
@@ -355,9 +413,11 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes, 20 steps")
     ap.add_argument("--slow", action="store_true", help="also torch.compile (tens of seconds to compile)")
     ap.add_argument("--steps", type=int, default=None, help="training steps (default 1000; --quick 20)")
-    ap.add_argument("--only", default="first,overhead,train", help="comma-separated parts: first,overhead,train")
+    ap.add_argument("--only", default="first,overhead,loop,train",
+                    help="comma-separated parts: first,overhead,loop,train")
     ap.add_argument("--child-train", help=argparse.SUPPRESS)
     ap.add_argument("--child-overhead", help=argparse.SUPPRESS)
+    ap.add_argument("--child-loop", help=argparse.SUPPRESS)
     opts = ap.parse_args(argv)
     steps = opts.steps or (20 if opts.quick else 1000)
     if opts.child_train:
@@ -365,6 +425,9 @@ def main(argv=None) -> int:
         return 0
     if opts.child_overhead:
         print(json.dumps(child_overhead(opts.child_overhead)))
+        return 0
+    if opts.child_loop:
+        print(json.dumps(child_loop(opts.child_loop)))
         return 0
     info = tc.machine()
     print(f"frontend: one core (pinned to CPU {tc.PINNED_CPU}); {info['cpu']} (LLVM {info['llvm_cpu']}, {info['vector']})")
@@ -376,6 +439,8 @@ def main(argv=None) -> int:
         checks += part_first(opts.quick, opts.slow)
     if "overhead" in parts:
         checks += part_overhead(opts.slow)
+    if "loop" in parts:
+        checks += part_loop()
     if "train" in parts:
         checks += part_train(steps, opts.quick, opts.slow)
     print()

@@ -26,6 +26,9 @@ from irc.operation import Elementwise
 from irc.passmanager import Pass
 from irc.types import FloatType, TensorType
 
+_CONTROL_FLOW = frozenset({"scf.if", "scf.for", "scf.while"})
+"""Ops whose regions hold tensor code of their own: each block is fused on its own."""
+
 REDUCTION_KINDS = {op.name: kind for kind, op in REDUCTIONS.items()}
 """tensor.reduce_* op name -> the ``reduce`` kind of the fused op that takes it over."""
 
@@ -91,13 +94,16 @@ class FuseElementwise(Pass):
 
     def run(self, module, stats) -> None:
         for func in module.functions:
-            for region in func.regions:
-                for block in region.blocks:
-                    position = {op: i for i, op in enumerate(block.ops)}
-                    for group in self._groups(block):
-                        if self._build(group, position.__getitem__):
-                            stats.add("groups")
-                            stats.add("ops-fused", len(group.ops))
+            blocks = [b for region in func.regions for b in region.blocks]
+            while blocks:  # the function's blocks, and those of the scf ops in them (loop bodies...)
+                block = blocks.pop()
+                blocks.extend(b for op in block.ops if op.name in _CONTROL_FLOW for r in op.regions
+                              for b in r.blocks)
+                position = {op: i for i, op in enumerate(block.ops)}
+                for group in self._groups(block):
+                    if self._build(group, position.__getitem__):
+                        stats.add("groups")
+                        stats.add("ops-fused", len(group.ops))
 
     # -- grouping --------------------------------------------------------------------------------
 

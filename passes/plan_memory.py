@@ -1,14 +1,20 @@
 """plan-memory: put a function's temporary buffers in one arena, reusing memory by liveness.
 
-Every statically sized ``memref.alloc`` in a function's entry block that is freed
-by a ``memref.dealloc`` in the same block (as ``tensor-to-loops`` leaves them) and
-does not escape (it is only loaded from, stored to, viewed, copied, or passed to
-a call marked ``nocapture``; never returned or passed to another call) is live
-from its alloc to its dealloc.  Buffers whose lives overlap get disjoint byte
-ranges of one arena; a buffer allocated after another is freed reuses its
-bytes.  Offsets are chosen largest buffer first, each at the lowest offset
-(aligned to ``ALIGN``) that does not collide with a buffer live at the same
-time, the usual greedy heuristic for this NP-hard packing.  Each alloc becomes
+Every statically sized ``memref.alloc`` that is freed by a ``memref.dealloc`` in the
+same block (as ``tensor-to-loops`` leaves them, in the function body, a loop body or
+a branch) and does not escape (it is only loaded from, stored to, viewed, copied, or
+passed to a call marked ``nocapture``; never returned or passed to another call) is
+live from its alloc to its dealloc, counting positions over every op of the function
+in pre-order.  With alloc and dealloc in one block, that interval covers everything
+that runs in between, nested loops included: a buffer alive across a loop (allocated
+before it, freed after) never shares bytes with a temporary of the loop body, while
+the body's temporaries reuse each other's bytes in every iteration.
+
+Buffers whose lives overlap get disjoint byte ranges of one arena; a buffer
+allocated after another is freed reuses its bytes.  Offsets are chosen largest
+buffer first, each at the lowest offset (aligned to ``ALIGN``) that does not
+collide with a buffer live at the same time, the usual greedy heuristic for this
+NP-hard packing.  Each alloc becomes
 a ``memref.view`` of the arena and its dealloc disappears.
 
 With ``arena=alloc`` (the default) the arena is one ``memref.alloc`` at the top
@@ -135,17 +141,16 @@ def _escapes(value) -> bool:
 
 def plan_function(func, arena: str, stats, use_outputs: bool = True) -> None:
     entry = func.body.entry
-    ops = list(entry.ops)
-    position = {op: i for i, op in enumerate(ops)}
+    position = {op: i for i, op in enumerate(func.walk())}
     intervals = []
-    for op in ops:
+    for op in position:
         if op.name != "memref.alloc" or op.operands or not op.results[0].type.has_static_shape:
             continue
         buf = op.results[0]
         if _escapes(buf):
             continue
         frees = [u.owner for u in buf.uses if u.owner.name == "memref.dealloc"]
-        if len(frees) != 1 or frees[0].parent is not entry:
+        if len(frees) != 1 or frees[0].parent is not op.parent:
             continue
         intervals.append(Interval(op, frees[0], position[op], position[frees[0]], _align(byte_size(buf.type))))
     if not intervals:
@@ -192,7 +197,8 @@ def plan_function(func, arena: str, stats, use_outputs: bool = True) -> None:
 
 def _output_spaces(func, position: dict) -> list[OutputSpace]:
     """The output parameters of a bufferized tensor function (see tensor_signature), each
-    free until the first top-level op that uses it."""
+    free until the first top-level op that uses it (a loop that writes it in its body holds
+    it from its start: its second iteration may read what the first wrote)."""
     sig = func.attributes.get("tensor_signature")
     if sig is None:
         return []

@@ -58,8 +58,11 @@ def _fits(declared: Type, given: Type) -> bool:
 
 
 def _propagate(func) -> None:
-    for op in func.walk():
-        if op is func or not op.results or not any(isinstance(r.type, TensorType) for r in op.results):
+    for op in _in_order(func):
+        if op.name in _CONTROL_FLOW:
+            _propagate_control_flow(op)
+            continue
+        if not op.results or not any(isinstance(r.type, TensorType) for r in op.results):
             continue
         infer = getattr(type(op), "infer_type", None)
         if infer is not None:
@@ -76,6 +79,76 @@ def _propagate(func) -> None:
             if shape is not None:
                 r = op.results[0]
                 r.type = TensorType(shape, r.type.element_type)
+
+
+_CONTROL_FLOW = frozenset({"scf.if", "scf.for", "scf.while"})
+
+
+def _in_order(func):
+    """The ops of ``func`` in program order, its scf ops' regions included: an scf op comes
+    after its regions (its results' types come from their yields), and a loop's block
+    arguments take their types before (``_enter_region``)."""
+    for region in func.regions:
+        for block in region.blocks:
+            yield from _block_in_order(block)
+
+
+def _block_in_order(block):
+    for op in block.ops:
+        if op.name in _CONTROL_FLOW:
+            for region in op.regions:
+                _enter_region(op, region)
+                for inner in region.blocks:
+                    yield from _block_in_order(inner)
+        else:
+            yield from op.walk()
+            continue
+        yield op
+
+
+def _enter_region(op, region) -> None:
+    """A loop's block arguments have the types of the values they receive first."""
+    if region.is_empty:
+        return
+    args = region.entry.args
+    if op.name == "scf.for":
+        for a, v in zip(args[1:], op.inits):
+            a.type = v.type
+    elif op.name == "scf.while" and region is op.before:
+        for a, v in zip(args, op.operands):
+            a.type = v.type
+    elif op.name == "scf.while":
+        for a, v in zip(args, op.before.entry.terminator.operands[1:]):
+            a.type = v.type
+
+
+def _propagate_control_flow(op) -> None:
+    """Result types from the yields; a loop whose carried tensor changes shape cannot run with
+    the static shapes of compiled code."""
+    if op.name == "scf.if":
+        then, other = op.then_region.entry.terminator, op.else_region.entry
+        for k, r in enumerate(op.results):
+            if isinstance(r.type, TensorType):
+                t = then.operands[k].type
+                if other is not None:
+                    t = TensorType(_meet(op, t.shape, other.terminator.operands[k].type.shape), t.element_type)
+                r.type = t
+        return
+    if op.name == "scf.for":
+        yielded, carried, results = op.body.terminator.operands, op.body.args[1:], op.results
+    else:
+        yielded, carried = op.after.entry.terminator.operands, op.before.entry.args
+        results = op.results
+        for r, a in zip(results, op.after.entry.args):
+            r.type = a.type
+    for v, a in zip(yielded, carried):
+        if isinstance(a.type, TensorType) and v.type.has_static_shape and a.type.has_static_shape \
+                and v.type.shape != a.type.shape:
+            raise op.error(f"a carried tensor changes shape from {list(a.type.shape)} to {list(v.type.shape)}: "
+                           "compiled code needs one static shape per loop-carried tensor")
+    if op.name == "scf.for":
+        for r, a in zip(results, carried):
+            r.type = a.type
 
 
 def _meet(op, a, b):

@@ -4,7 +4,9 @@ After it, a function computes with ``memref`` buffers, ``scf.for`` nests and
 scalar ``arith``/``math`` only, which the CPU backend compiles.  Tensor
 parameters become memref parameters and tensor results become output
 parameters written in place (``irc.passes.lowering.bufferize`` explains the
-contract and the in-place rule).  Elementwise ops must have been grouped into
+contract and the in-place rule); tensors in ``scf.if``/``scf.for``/``scf.while``
+live in buffers the regions read and write (``lowering/control_flow.py``), and the
+scf ops carry scalars only.  Elementwise ops must have been grouped into
 ``tensor.fused`` ops by ``fuse-elementwise`` first; shapes must be static (``irc.compile``
 specialises them for the arrays it is called with).
 """

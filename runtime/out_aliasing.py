@@ -44,6 +44,8 @@ def in_place_safe(func, n_inputs: int, n_outputs: int) -> frozenset:
                 pairs |= {(k, j) for j in range(n_inputs) if args[j].type == out.type
                           and _only_epilogue_input(args[j], call, func.body.entry)}
             continue
+        if not _runs_once(store, func.body.entry):
+            continue
         for j in range(n_inputs):
             if args[j].type == out.type and _reads_only_before(args[j], store, func.body.entry):
                 pairs.add((k, j))
@@ -106,6 +108,8 @@ def _only_epilogue_input(value, call, block) -> bool:
         return op
 
     at = top_level(call)  # the call itself, or the parallel loop of calls of a threaded product
+    if not _runs_once(call, block):
+        return False
     for use in _uses_through_views(value):
         if use.owner is call:
             if use.index != _GEMM_D:
@@ -115,6 +119,18 @@ def _only_epilogue_input(value, call, block) -> bool:
         if top is at or not _before(top, at):
             return False
     return True
+
+
+def _runs_once(op, block) -> bool:
+    """Whether ``op`` runs once per element it writes: it is a top-level op of ``block``, or in
+    a loop nest whose outermost loop is a top-level ``parallel`` scf.for (a tensor op's own
+    loops), not in a loop or branch of the program's (an scf.for over tensors runs its body's
+    stores again on the same elements, reading what the last iteration wrote)."""
+    while op.parent is not block:
+        op = op.parent_op
+        if op.name not in ("scf.for",):
+            return False
+    return op.name != "scf.for" or "parallel" in op.attributes
 
 
 def _single_store(out):

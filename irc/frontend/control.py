@@ -2,17 +2,20 @@
 
 On concrete values they are plain Python (an ``if``, a ``for``, a ``while``), so a
 function using them still runs eagerly on numpy arrays.  On traced values they build
-``scf.if``, ``scf.for`` and ``scf.while`` over the flattened operands; a loop-carried
-0-d array is carried as a scalar (``tensor.extract``), which is what the reverse-mode
-tape records (docs/autodiff.md: only scalars can be taped).
+``scf.if``, ``scf.for`` and ``scf.while`` over the flattened operands, tensors
+included: only the branch taken runs, and a loop is one loop whatever its trip count,
+which may be traced (the tensor pipeline bufferizes them: a loop-carried array lives in
+one buffer that the body updates, docs/tensor-compilation.md).  A loop-carried 0-d array
+is carried as a scalar (``tensor.extract``), which is what the reverse-mode tape records
+(docs/autodiff.md: only scalars can be taped).
 
-The tensor level cannot yet compile tensors inside ``scf`` regions
-(docs/tensor-compilation.md, "Known gaps"), so a branch or a loop body that computes
-with tensors is built differently: ``cond`` evaluates both branches and selects
+Under ``irc.grad``/``vjp``/``jvp`` (``Trace.under_differentiation``) a branch or loop
+body that computes with tensors keeps the forms the autodiff passes take until they
+differentiate tensors inside scf regions: ``cond`` evaluates both branches and selects
 (``arith.select`` on the scalar predicate, as ``np.where``: the gradient of the branch
-not taken is multiplied by zero), and ``fori_loop`` with Python int bounds unrolls.
-A ``while_loop`` body or a ``fori_loop`` with traced bounds over tensors is refused
-with a TypeError at the user's line.
+not taken is multiplied by zero), ``fori_loop`` with Python int bounds unrolls, and a
+``while_loop`` or a ``fori_loop`` with traced bounds over tensors is refused with a
+TypeError at the user's line.
 """
 
 from __future__ import annotations
@@ -88,8 +91,8 @@ def _weak_of(leaf) -> bool:
 
 def cond(pred, true_fn, false_fn, *operands):
     """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)``; both must return the
-    same structure and types.  On a traced ``pred``: scf.if (scalars), or both branches and a
-    select (tensors, see the module docstring)."""
+    same structure and types.  On a traced ``pred``: scf.if (under differentiation, a
+    branch over tensors: both branches and a select, see the module docstring)."""
     if not isinstance(pred, Tracer):
         return true_fn(*operands) if pred else false_fn(*operands)
     tr = current()
@@ -106,9 +109,15 @@ def cond(pred, true_fn, false_fn, *operands):
         blocks.append(block)
     (lt, tt, vt), (lf, tf, vf) = outs
     check_same_tree(tt, tf, "irc.cond: false_fn's result")
-    if _has_tensors(blocks) or any(isinstance(v.type, TensorType) for v in (*vt, *vf)):
+    if tr.under_differentiation() and (_has_tensors(blocks) or any(isinstance(v.type, TensorType)
+                                                                    for v in (*vt, *vf))):
         _discard(blocks)
         return _select_branches(tr, c, pred, true_fn, false_fn, operands)
+    for k, (x, y) in enumerate(zip(vt, vf)):  # a 0-d array and a number: both scalars
+        if x.type is not y.type and _scalar_like(x) and _scalar_like(y):
+            for block, vals in zip(blocks, (vt, vf)):
+                with b._inside(block):
+                    vals[k] = _scalar(tr, vals[k])
     types = []
     for k, (x, y) in enumerate(zip(vt, vf)):
         if x.type is not y.type:
@@ -121,6 +130,10 @@ def cond(pred, true_fn, false_fn, *operands):
     op = b.insert(IfOp([c.value], types, {}, regions=[Region([blocks[0]]), Region([blocks[1]])]))
     results = [Tracer(tr, b._v(r), _weak_of(x) and _weak_of(y)) for r, x, y in zip(op.results, lt, lf)]
     return tt.unflatten(results)
+
+
+def _scalar_like(v) -> bool:
+    return not isinstance(v.type, TensorType) or v.type.rank == 0
 
 
 def _select_branches(tr, c, pred, true_fn, false_fn, operands):
@@ -141,7 +154,8 @@ def _select_branches(tr, c, pred, true_fn, false_fn, operands):
 
 
 def fori_loop(lower, upper, body_fun, init_val):
-    """``val = body_fun(i, val)`` for i in [lower, upper): scf.for on traced values."""
+    """``val = body_fun(i, val)`` for i in [lower, upper): scf.for on traced values (under
+    differentiation a body over tensors unrolls, with Python int bounds)."""
     if not _traced(lower, upper, init_val) and current() is None:
         val = init_val
         for i in range(int(lower), int(upper)):
@@ -154,7 +168,7 @@ def fori_loop(lower, upper, body_fun, init_val):
     leaves, tree = pytree.flatten(init_val)
     inits = [_scalar(tr, v) if isinstance(v.type, TensorType) and not v.type.rank else v
              for v in (operand(tr, x) for x in leaves)]
-    bounds = [convert(b, operand(tr, x), np.dtype(np.int64)) if isinstance(x, Tracer) else int(x)
+    bounds = [convert(b, _scalar(tr, operand(tr, x)), np.dtype(np.int64)) if isinstance(x, Tracer) else int(x)
               for x in (lower, upper)]
     bounds = [b.convert(v, index) if not isinstance(v, int) else v for v in bounds]
     with b.for_(bounds[0], bounds[1], inits=inits) as loop:
@@ -163,11 +177,13 @@ def fori_loop(lower, upper, body_fun, init_val):
         new_leaves, new_tree = pytree.flatten(body_fun(i, carried))
         check_same_tree(tree, new_tree, "irc.fori_loop: body_fun's result")
         loop.yield_(*_values(tr, new_leaves, [v.type for v in inits]))
-    if _has_tensors([loop.op.regions[0].entry]) or any(isinstance(v.type, TensorType) for v in inits):
+    if tr.under_differentiation() and (_has_tensors([loop.op.regions[0].entry])
+                                       or any(isinstance(v.type, TensorType) for v in inits)):
         if not all(isinstance(x, (int, np.integer)) for x in (lower, upper)):
+            _discard_op(loop.op)
             raise TypeError(located_message(
-                "irc.fori_loop: a loop over tensors needs Python int bounds (it is unrolled): the tensor "
-                "level cannot compile tensors inside loops yet"))
+                "irc.fori_loop: under differentiation a loop over tensors needs Python int bounds (it is "
+                "unrolled): the autodiff passes do not differentiate tensors inside loops yet"))
         _discard_op(loop.op)
         val = init_val
         for k in range(int(lower), int(upper)):
@@ -184,14 +200,15 @@ def _discard_op(op) -> None:
     op.erase()
 
 
-_WHILE_TENSORS = ("irc.while_loop: the carried values, the condition or the body compute with tensors, which "
-                  "the tensor level cannot compile inside loops yet; carry scalars (0-d values), or use "
-                  "fori_loop with int bounds (unrolled)")
+_WHILE_TENSORS = ("irc.while_loop: under differentiation the carried values, the condition or the body "
+                  "compute with tensors, which the autodiff passes do not differentiate inside loops yet; "
+                  "carry scalars (0-d values), or use fori_loop with int bounds (unrolled)")
 
 
 def while_loop(cond_fun, body_fun, init_val):
-    """``while cond_fun(val): val = body_fun(val)``: scf.while on traced values (scalars only:
-    the trip count is known only at run time, so a body over tensors cannot be unrolled)."""
+    """``while cond_fun(val): val = body_fun(val)``: scf.while on traced values (under
+    differentiation scalars only: the trip count is known only at run time, so a body over
+    tensors cannot be unrolled)."""
     if not _traced(init_val) and current() is None:
         val = init_val
         while cond_fun(val):
@@ -201,9 +218,10 @@ def while_loop(cond_fun, body_fun, init_val):
     b = tr.builder
     leaves, tree = pytree.flatten(init_val)
     inits = [operand(tr, x) for x in leaves]
-    if any(isinstance(v.type, TensorType) and v.type.rank for v in inits):
+    differentiated = tr.under_differentiation()
+    if differentiated and any(isinstance(v.type, TensorType) and v.type.rank for v in inits):
         raise TypeError(located_message(_WHILE_TENSORS))
-    inits = [_scalar(tr, v) for v in inits]
+    inits = [_scalar(tr, v) if isinstance(v.type, TensorType) and not v.type.rank else v for v in inits]
     types = [v.type for v in inits]
     with b.while_(inits) as w:
         with w.before() as args:
@@ -217,7 +235,7 @@ def while_loop(cond_fun, body_fun, init_val):
                 tree.unflatten([Tracer(tr, a, _weak_of(x)) for a, x in zip(args, leaves)])))
             check_same_tree(tree, new_tree, "irc.while_loop: body_fun's result")
             w.yield_(*_values(tr, new_leaves, types))
-    if _has_tensors([r.entry for r in w.op.regions]):
+    if differentiated and _has_tensors([r.entry for r in w.op.regions]):
         _discard_op(w.op)
         raise TypeError(located_message(_WHILE_TENSORS))
     return tree.unflatten([Tracer(tr, r, _weak_of(x)) for r, x in zip(w.results, leaves)])

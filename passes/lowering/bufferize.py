@@ -16,6 +16,18 @@ place over an operand buffer that dies at it (same shape and element type, read
 at the same index, not a parameter), so a chain of elementwise groups needs no
 new memory at all.
 
+Structured control flow (``scf.if``, ``scf.for``, ``scf.while``) with tensor results,
+iter_args or operands is bufferized by ``control_flow.py``: each region's block is
+straight-line tensor code lowered like the function body, a loop-carried tensor lives
+in one *carried* buffer that the body reads and overwrites, and an ``scf.if`` result in
+one buffer that either branch writes.  Afterwards the scf ops carry scalars only.
+
+Liveness is measured on one pre-order numbering of the function's ops (``position``,
+and ``end``: the last number inside an op's regions).  A value's last use is the end of
+the last op *of its own block* that uses it, directly or in a region: a tensor read
+inside a loop body stays alive to the end of the loop, and one defined in the body
+dies within the iteration.  Buffers allocated in a block are freed in that block.
+
 Each op is lowered by the function registered for its name in
 ``irc.passes.lowering.LOWERINGS``: ``lower(ctx, op, inputs, output)``, where
 ``inputs`` are the operand buffers (or scalar values) and ``output`` the result
@@ -31,7 +43,7 @@ from irc.diagnostics import IRError
 from irc.types import FunctionType, MemRefType, TensorType, index
 from irc.values import OpResult
 
-from . import LOWERINGS, blas, gemm_library
+from . import LOWERINGS, blas, control_flow, gemm_library
 
 # Ops whose result may share its operand's buffer (no copy): they only re-read it.
 VIEW_OPS = frozenset({"tensor.reshape"})
@@ -82,10 +94,15 @@ class Bufferizer:
         self.buffers: dict = {}  # tensor Value -> memref Value
         self.absorbed: set = set()  # fused ops a GEMM computes in its stores (_lower_with_epilogue)
         self.roots: dict = {}  # memref Value -> the buffer that owns its memory
-        self.owned: set = set()  # live roots allocated here (not parameters)
+        self.owned: dict = {}  # live roots allocated here (not parameters), in allocation order
         self.root_last: dict = {}  # root -> position of the last use of any tensor on it
         self.scratch: list = []
         self.transposed: set = set()  # tensor Values bound to their transpose's source buffer
+        self.home: dict = {}  # owned root -> the block that allocated it (and frees it)
+        self.bound: dict = {}  # root -> the tensor Values that have lived in it
+        self.scopes: dict = {}  # root -> scf ops it is carried over (control_flow.py)
+        self.lowered: list = []  # ops to erase, in lowering order
+        self.structured: list = []  # scf ops that lose their tensors at the end (control_flow.strip)
 
     # -- the signature -----------------------------------------------------------------------
 
@@ -101,8 +118,7 @@ class Bufferizer:
                           "only straight-line tensor code is supported", func.loc)
         entry = body.entry
         ret = entry.terminator
-        ops = list(entry.ops)
-        self.position = {op: i for i, op in enumerate(ops)}
+        self._number(entry)
         self.last_use = self._last_uses(entry)
         for a in list(entry.args):
             if isinstance(a.type, TensorType):
@@ -124,36 +140,136 @@ class Bufferizer:
         for k, v in enumerate(ret.operands):
             if k in outputs and isinstance(v, OpResult) and v not in destination:
                 destination[v] = outputs[k]
-        lowered = []
-        for op in ops[:-1]:
-            if self._lower(op, destination):
-                lowered.append(op)
+        self.lower_block(entry, destination)
         self._finish_return(ret, outputs)
-        for op in reversed(lowered):
+        control_flow.drop_tensor_operands(self.structured)
+        for op in reversed(self.lowered):
             op.erase()
+        control_flow.strip(self.structured)
 
-    def _last_uses(self, block) -> dict:
-        """For each value of ``block``, the position of the last top-level op that uses it
-        (an op nested in a region counts as its top-level ancestor)."""
+    def lower_block(self, block, destination: dict) -> None:
+        """Lower the ops of ``block`` but its terminator; ``destination``: tensor Value -> the
+        buffer its op should write (an output parameter, a loop's carried buffer), if safe."""
+        for op in list(block.ops)[:-1]:
+            if self._lower(op, destination):
+                self.lowered.append(op)
+
+    # -- liveness --------------------------------------------------------------------------------
+
+    def _number(self, entry) -> None:
+        """Number the ops of ``entry`` and of the scf regions in it in pre-order: ``position``
+        (an op's number) and ``end`` (the last number inside its regions)."""
+        self.position, self.end = {}, {}
+        counter = 0
+        stack = [iter(list(entry.ops))]
+        open_ops = []
+        while stack:
+            op = next(stack[-1], None)
+            if op is None:
+                stack.pop()
+                if open_ops:
+                    done = open_ops.pop()
+                    self.end[done] = counter - 1
+                continue
+            self.position[op] = counter
+            counter += 1
+            if op.name in control_flow.SCF_OPS:
+                open_ops.append(op)
+                stack.append(iter([o for r in op.regions for b in r.blocks for o in b.ops]))
+            else:
+                self.end[op] = self.position[op]
+
+    def _last_uses(self, entry) -> dict:
+        """For each value of ``entry`` and of the scf blocks in it: the end of the last op of
+        the value's own block that uses it (an op nested in a region counts as its ancestor
+        in that block)."""
         last: dict = {}
-        values = [*block.args, *(r for op in block.ops for r in op.results)]
-        for v in values:
-            for use in v.uses:
-                user = use.owner
-                while user.parent is not block:
-                    user = user.parent_op
-                last[v] = max(last.get(v, -1), self.position[user])
+        blocks = [entry]
+        while blocks:
+            block = blocks.pop()
+            for op in block.ops:
+                if op.name in control_flow.SCF_OPS:
+                    blocks.extend(b for r in op.regions for b in r.blocks)
+            for v in [*block.args, *(r for op in block.ops for r in op.results)]:
+                for use in v.uses:
+                    user = use.owner
+                    while user.parent is not block:
+                        user = user.parent_op
+                    last[v] = max(last.get(v, -1), self.end[user])
         return last
+
+    def reads_after(self, value, op, skip: tuple | None = None) -> bool:
+        """Whether ``value`` is read by ``op`` or later (``skip = (owner, index)``: not counting
+        that one use of it)."""
+        if skip is None:
+            return self.last_use.get(value, -1) >= self.position[op]
+        block = _defining_block(value)
+        for use in value.uses:
+            user = use.owner
+            if user is skip[0] and use.index == skip[1]:
+                continue
+            while user.parent is not block:
+                user = user.parent_op
+            if self.end[user] >= self.position[op]:
+                return True
+        return False
+
+    def writable(self, buf, op, init: tuple | None = None) -> bool:
+        """Whether ``op`` may write into ``buf`` (as a result's destination or a loop's carried
+        buffer): no tensor living in its memory is read by ``op`` or after it, except at the
+        element being written by an elementwise op (the in-place rule), or ``init = (x, user,
+        k)``: ``x`` as the operand ``k`` of ``user`` (a loop's init, a GEMM epilogue's D).  Values of blocks that do not enclose ``op`` are dead
+        there (a sibling region, an earlier loop's body), and values from outside an scf op
+        the buffer is carried over are not read inside it (control_flow.py)."""
+        root = self.roots.get(buf, buf)
+        here = op.parent
+        for w in self.bound.get(root, ()):
+            if not _encloses(_defining_block(w), here):
+                continue
+            if any(s.is_ancestor_of(op) and not _inside(w, s) for s in self.scopes.get(root, ())):
+                continue
+            if init is not None and w is init[0]:
+                read = self.reads_after(w, op, init[1:])
+            else:
+                read = self.reads_after(w, op)
+            if read and not (self.last_use.get(w, -1) <= self.end[op] and self._reads_at_output_index(op, root)):
+                return False
+        return True
+
+    def _reads_at_output_index(self, op, root) -> bool:
+        """Whether ``op`` is elementwise and reads ``root``'s memory only at the element it writes."""
+        if op.name != "tensor.fused" or op.reduction:
+            return False
+        t = op.results[0].type
+        identity = list(range(t.rank))
+        for v, m in zip(op.operands, op.maps):
+            buf = self.buffers.get(v) if isinstance(v.type, TensorType) else None
+            if buf is None or self.roots.get(buf) is not root:
+                continue
+            if buf is not root or v.type is not t or list(m) != identity or v in self.transposed:
+                return False
+        return True
 
     def _bind(self, value, buf) -> None:
         self.buffers[value] = buf
         root = self.roots.setdefault(buf, buf)
         self.root_last[root] = max(self.root_last.get(root, -1), self.last_use.get(value, -1))
+        self.bound.setdefault(root, []).append(value)
+
+    def destination_for(self, destination: dict, result, op):
+        """The buffer ``destination`` proposes for ``result`` of ``op``, if ``op`` may write it."""
+        buf = destination.get(result)
+        if buf is None or not self.writable(buf, op):
+            return None
+        return buf
 
     # -- one op --------------------------------------------------------------------------------
 
     def _lower(self, op, destination: dict) -> bool:
         """Lower ``op`` if it involves tensors; True if it is to be erased."""
+        if op.name in control_flow.SCF_OPS:
+            control_flow.lower(self, op, destination)
+            return False
         if op.name == "tensor.dim":
             self._lower_dim(op)
             return True
@@ -166,7 +282,8 @@ class Bufferizer:
             return False
         if op.name == "arith.constant" and op.results[0].first_use is None:
             return True
-        if reads_transposed(op) and op.results[0] not in destination:
+        dest = self.destination_for(destination, op.results[0], op) if len(op.results) == 1 else None
+        if reads_transposed(op) and dest is None:
             self._bind(op.results[0], self.buffers[op.operands[0]])  # a view, read with swapped indices
             self.transposed.add(op.results[0])
             return True
@@ -190,12 +307,11 @@ class Bufferizer:
         position = self.position[op]
         lb = _builder(op)
         inputs = [self.buffers[v] if isinstance(v.type, TensorType) else v for v in op.operands]
-        if op.name in VIEW_OPS and result not in destination:
+        if op.name in VIEW_OPS and dest is None:
             output = lb.view(inputs[0], 0, memref_of(result.type), list(op.operands[1:])).value
             self.roots[output] = self.roots[inputs[0]]
         else:
-            output = destination.get(result) or self._in_place(op, inputs, position) \
-                or self._allocate(lb, result, op)
+            output = dest or self._in_place(op, inputs, position) or self._allocate(lb, result, op)
             transposed = tuple(v in self.transposed for v in op.operands)
             if any(transposed) and op.name != "tensor.matmul":
                 raise IRError(f"tensor-to-loops: '{op.name}' cannot read a transposed operand", op.loc)
@@ -210,7 +326,8 @@ class Bufferizer:
         result = fused.results[0]
         lb = _builder(op)
         inputs = [self.buffers[v] for v in op.operands]
-        output = destination.get(result) or self._allocate(lb, result, fused)
+        output = self.destination_for(destination, result, op) or \
+            self._epilogue_over_d(destination.get(result), op, fused, d) or self._allocate(lb, result, fused)
         transposed = tuple(v in self.transposed for v in op.operands)
         gemm_library.lower_matmul_library(LoweringContext(lb, self, transposed), op, inputs, output,
                                           epilogue=(self.buffers[d], alpha))
@@ -219,6 +336,15 @@ class Bufferizer:
         self.absorbed.add(fused)
         self._free_dead(op, inputs, self.position[op])
         return True
+
+    def _epilogue_over_d(self, buf, op, fused, d):
+        """``buf`` when it holds ``d`` itself and the GEMM may write its result over it: the
+        library reads each element of D just before writing the same element of C (a loop's
+        ``w = w - lr * dw``, updated in its carried buffer), and nothing else reads it later."""
+        if buf is None or self.buffers.get(d) is not buf or d in self.transposed \
+                or any(self.roots.get(self.buffers[v]) is self.roots.get(buf) for v in op.operands):
+            return None
+        return buf if self.writable(buf, op, (d, fused, fused.operands.index(d))) else None
 
     def _lower_dim(self, op) -> None:
         from irc.dialects.memref import DimOp
@@ -247,13 +373,18 @@ class Bufferizer:
         op.parent.insert_before(new, op)
         op.results[0].replace_all_uses_with(new.results[0])
 
+    def allocate(self, lb: Builder, result, op):
+        """A new buffer for ``result`` (of ``op``), freed in ``op``'s block when it dies."""
+        return self._allocate(lb, result, op)
+
     def _allocate(self, lb: Builder, result, op):
         t = memref_of(result.type)
         if not t.has_static_shape:
             raise IRError(f"tensor-to-loops: the result {result.type} of '{op.name}' has dynamic "
                           "dimensions; specialise shapes first (irc.compile does)", op.loc)
         buf = lb.alloc(t).value
-        self.owned.add(buf)
+        self.owned[buf] = None
+        self.home[buf] = op.parent
         return buf
 
     def _in_place(self, op, inputs, position: int):
@@ -266,13 +397,28 @@ class Bufferizer:
             if v.type is not t or list(m) != identity:
                 continue
             root = self.roots.get(buf)
-            if root is not buf or root not in self.owned or self.root_last.get(root, -1) > position:
+            if root is not buf or root not in self.owned or self.root_last.get(root, -1) > position \
+                    or self.home.get(root) is not op.parent:
                 continue
             # Every read of this memory in the op must be at the element being written.
             if all(self.roots.get(b) is not root or (b is buf and list(mm) == identity)
                    for b, mm in zip(inputs, op.maps)):
                 return buf
         return None
+
+    def free_dead_roots(self, op, roots) -> None:
+        """Free, after ``op``, the owned ``roots`` of its block whose tensors are all dead there."""
+        after = Builder().after_op(op)
+        for root in dict.fromkeys(roots):
+            if root in self.owned and self.home.get(root) is op.parent and self.root_last.get(root, -1) <= self.end[op]:
+                after.insert(_dealloc(root, op.loc))
+                self.owned.pop(root, None)
+
+    def free_block(self, block, before) -> None:
+        """Free, before ``before`` (a region's terminator), the owned buffers ``block`` allocated."""
+        for root in [r for r in self.owned if self.home.get(r) is block]:
+            block.insert_before(_dealloc(root, before.loc), before)
+            self.owned.pop(root, None)
 
     def _free_dead(self, op, inputs, position: int) -> None:
         """Free the op's scratch buffers, and owned buffers whose every tensor is dead after it."""
@@ -283,12 +429,14 @@ class Bufferizer:
         result_root = self.roots.get(self.buffers[op.results[0]])
         for buf in inputs:
             root = self.roots.get(buf)
-            if root in self.owned and root is not result_root and self.root_last.get(root, -1) <= position:
+            if root in self.owned and root is not result_root and self.root_last.get(root, -1) <= position \
+                    and self.home.get(root) is op.parent:
                 after.insert(_dealloc(root, op.loc))
-                self.owned.discard(root)
-        if result_root in self.owned and self.root_last.get(result_root, -1) <= position:
+                self.owned.pop(root, None)
+        if result_root in self.owned and self.root_last.get(result_root, -1) <= position \
+                and self.home.get(result_root) is op.parent:
             after.insert(_dealloc(result_root, op.loc))  # computed but never used
-            self.owned.discard(result_root)
+            self.owned.pop(result_root, None)
 
     # -- the return ---------------------------------------------------------------------------------
 
@@ -306,6 +454,27 @@ class Bufferizer:
             lb.insert(_dealloc(root, ret.loc))
         self.owned.clear()
         ret.set_operands(scalars)
+
+
+def _defining_block(value):
+    return value.op.parent if isinstance(value, OpResult) else value.owner
+
+
+def _encloses(block, inner) -> bool:
+    """Whether ``block`` is ``inner`` or a block that ``inner`` is nested in."""
+    while inner is not None:
+        if inner is block:
+            return True
+        op = inner.parent_op
+        inner = op.parent if op is not None else None
+    return False
+
+
+def _inside(value, op) -> bool:
+    """Whether ``value`` is defined inside ``op``'s regions."""
+    block = _defining_block(value)
+    owner = block.parent_op
+    return owner is not None and (owner is op or op.is_ancestor_of(owner))
 
 
 def _builder(op) -> Builder:

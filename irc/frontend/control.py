@@ -9,13 +9,11 @@ one buffer that the body updates, docs/tensor-compilation.md).  A loop-carried 0
 is carried as a scalar (``tensor.extract``), which is what the reverse-mode tape records
 (docs/autodiff.md: only scalars can be taped).
 
-Under ``irc.grad``/``vjp``/``jvp`` (``Trace.under_differentiation``) a branch or loop
-body that computes with tensors keeps the forms the autodiff passes take until they
-differentiate tensors inside scf regions: ``cond`` evaluates both branches and selects
-(``arith.select`` on the scalar predicate, as ``np.where``: the gradient of the branch
-not taken is multiplied by zero), ``fori_loop`` with Python int bounds unrolls, and a
-``while_loop`` or a ``fori_loop`` with traced bounds over tensors is refused with a
-TypeError at the user's line.
+Under ``irc.grad``/``vjp``/``jvp`` they are the same scf ops, which the autodiff passes
+differentiate structurally (passes/autodiff_scf.py): a loop's gradient is loops that
+recompute the carries from checkpoints, about N*sqrt(N) runs of the body for N trips and
+memory for a few carries whatever N is.  A Python ``for`` unrolls instead: a larger program
+to compile, and a gradient that keeps every step's values (linear time, linear memory).
 """
 
 from __future__ import annotations
@@ -109,10 +107,6 @@ def cond(pred, true_fn, false_fn, *operands):
         blocks.append(block)
     (lt, tt, vt), (lf, tf, vf) = outs
     check_same_tree(tt, tf, "irc.cond: false_fn's result")
-    if tr.under_differentiation() and (_has_tensors(blocks) or any(isinstance(v.type, TensorType)
-                                                                    for v in (*vt, *vf))):
-        _discard(blocks)
-        return _select_branches(tr, c, pred, true_fn, false_fn, operands)
     for k, (x, y) in enumerate(zip(vt, vf)):  # a 0-d array and a number: both scalars
         if x.type is not y.type and _scalar_like(x) and _scalar_like(y):
             for block, vals in zip(blocks, (vt, vf)):
@@ -136,26 +130,11 @@ def _scalar_like(v) -> bool:
     return not isinstance(v.type, TensorType) or v.type.rank == 0
 
 
-def _select_branches(tr, c, pred, true_fn, false_fn, operands):
-    lt, tt = pytree.flatten(true_fn(*operands))
-    lf, tf = pytree.flatten(false_fn(*operands))
-    check_same_tree(tt, tf, "irc.cond: false_fn's result")
-    out = []
-    for k, (x, y) in enumerate(zip(lt, lf)):
-        vx, vy = operand(tr, x), operand(tr, y)
-        if vx.type is not vy.type:
-            raise TypeError(located_message(f"irc.cond: result {k} is {vx.type} in true_fn but {vy.type} "
-                                            "in false_fn"))
-        out.append(Tracer(tr, tr.builder.select(c, vx, vy), _weak_of(x) and _weak_of(y)))
-    return tt.unflatten(out)
-
-
 # -- loops ----------------------------------------------------------------------------------------------
 
 
 def fori_loop(lower, upper, body_fun, init_val):
-    """``val = body_fun(i, val)`` for i in [lower, upper): scf.for on traced values (under
-    differentiation a body over tensors unrolls, with Python int bounds)."""
+    """``val = body_fun(i, val)`` for i in [lower, upper): scf.for on traced values."""
     if not _traced(lower, upper, init_val) and current() is None:
         val = init_val
         for i in range(int(lower), int(upper)):
@@ -177,38 +156,11 @@ def fori_loop(lower, upper, body_fun, init_val):
         new_leaves, new_tree = pytree.flatten(body_fun(i, carried))
         check_same_tree(tree, new_tree, "irc.fori_loop: body_fun's result")
         loop.yield_(*_values(tr, new_leaves, [v.type for v in inits]))
-    if tr.under_differentiation() and (_has_tensors([loop.op.regions[0].entry])
-                                       or any(isinstance(v.type, TensorType) for v in inits)):
-        if not all(isinstance(x, (int, np.integer)) for x in (lower, upper)):
-            _discard_op(loop.op)
-            raise TypeError(located_message(
-                "irc.fori_loop: under differentiation a loop over tensors needs Python int bounds (it is "
-                "unrolled): the autodiff passes do not differentiate tensors inside loops yet"))
-        _discard_op(loop.op)
-        val = init_val
-        for k in range(int(lower), int(upper)):
-            val = body_fun(k, val)
-        return val
     return tree.unflatten([Tracer(tr, r, _weak_of(x)) for r, x in zip(loop.results, leaves)])
 
 
-def _discard_op(op) -> None:
-    if op.parent is None:
-        return
-    for region in op.regions:
-        _discard(list(region.blocks))
-    op.erase()
-
-
-_WHILE_TENSORS = ("irc.while_loop: under differentiation the carried values, the condition or the body "
-                  "compute with tensors, which the autodiff passes do not differentiate inside loops yet; "
-                  "carry scalars (0-d values), or use fori_loop with int bounds (unrolled)")
-
-
 def while_loop(cond_fun, body_fun, init_val):
-    """``while cond_fun(val): val = body_fun(val)``: scf.while on traced values (under
-    differentiation scalars only: the trip count is known only at run time, so a body over
-    tensors cannot be unrolled)."""
+    """``while cond_fun(val): val = body_fun(val)``: scf.while on traced values."""
     if not _traced(init_val) and current() is None:
         val = init_val
         while cond_fun(val):
@@ -218,9 +170,6 @@ def while_loop(cond_fun, body_fun, init_val):
     b = tr.builder
     leaves, tree = pytree.flatten(init_val)
     inits = [operand(tr, x) for x in leaves]
-    differentiated = tr.under_differentiation()
-    if differentiated and any(isinstance(v.type, TensorType) and v.type.rank for v in inits):
-        raise TypeError(located_message(_WHILE_TENSORS))
     inits = [_scalar(tr, v) if isinstance(v.type, TensorType) and not v.type.rank else v for v in inits]
     types = [v.type for v in inits]
     with b.while_(inits) as w:
@@ -235,7 +184,4 @@ def while_loop(cond_fun, body_fun, init_val):
                 tree.unflatten([Tracer(tr, a, _weak_of(x)) for a, x in zip(args, leaves)])))
             check_same_tree(tree, new_tree, "irc.while_loop: body_fun's result")
             w.yield_(*_values(tr, new_leaves, types))
-    if differentiated and _has_tensors([r.entry for r in w.op.regions]):
-        _discard_op(w.op)
-        raise TypeError(located_message(_WHILE_TENSORS))
     return tree.unflatten([Tracer(tr, r, _weak_of(x)) for r, x in zip(w.results, leaves)])

@@ -83,16 +83,14 @@ def merge_args(dynamic, static: tuple) -> list:
 
 
 def trace_into(module, fn, args: tuple, static_argnums: tuple = (), name: str | None = None,
-               parent: Trace | None = None, dynamic_shapes: bool = False,
-               differentiated: bool = False) -> tuple[Trace, Traced]:
+               parent: Trace | None = None, dynamic_shapes: bool = False) -> tuple[Trace, Traced]:
     """Trace ``fn(*args)`` as a new function of ``module``: one parameter per leaf of the
-    dynamic arguments (the static ones are passed to ``fn`` as they are); ``differentiated``:
-    the function is traced for a grad/vjp/jvp pass (Trace.under_differentiation)."""
+    dynamic arguments (the static ones are passed to ``fn`` as they are)."""
     dynamic, static = split_args(args, static_argnums)
     leaves, in_tree = pytree.flatten(dynamic)
     paths = pytree.leaf_paths(in_tree)
     avals = [aval(leaf, p, dynamic_shapes) for leaf, p in zip(leaves, paths)]
-    trace = Trace(module, name or getattr(fn, "__name__", "f"), parent, differentiated)
+    trace = Trace(module, name or getattr(fn, "__name__", "f"), parent)
     with trace:
         params = [trace.param(type_of(a), a[2]) for a in avals]
         for param, hint in zip(params, _param_names(fn, args, static_argnums, paths)):

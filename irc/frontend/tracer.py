@@ -70,12 +70,11 @@ class Names:
 class Trace:
     """One function under construction; ``with trace:`` makes it the current one."""
 
-    def __init__(self, module, name: str, parent: Trace | None = None, differentiated: bool = False):
+    def __init__(self, module, name: str, parent: Trace | None = None):
         from irc.dialects.func import FuncOp
 
         self.module = module
         self.parent = parent
-        self.differentiated = differentiated  # traced for grad/vjp/jvp (see under_differentiation)
         self.names = parent.names if parent is not None else Names()
         self.name = self.names.fresh(name)
         self.builder = TracingBuilder()
@@ -99,17 +98,6 @@ class Trace:
     def param(self, type: Type, weak: bool = False) -> Tracer:
         arg = self.func.body.entry.add_argument(type)
         return Tracer(self, self.builder._v(arg), weak)
-
-    def under_differentiation(self) -> bool:
-        """Whether this function, or one it is traced inside, is traced to be differentiated.
-        Control flow over tensors then keeps the forms the autodiff passes take (control.py):
-        they do not differentiate tensors inside scf regions yet."""
-        t = self
-        while t is not None:
-            if t.differentiated:
-                return True
-            t = t.parent
-        return False
 
     def encloses(self, other: Trace) -> bool:
         t = self.parent

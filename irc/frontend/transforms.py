@@ -43,7 +43,7 @@ def _build(fn, args: tuple, pipeline, name: str, suffix: str):
     move every function into the module being traced.  Returns (traced, trace, NEW)."""
     parent = current()
     scratch = ModuleOp.new()
-    trace, traced = trace_into(scratch, fn, args, name=name, parent=parent, differentiated=True)
+    trace, traced = trace_into(scratch, fn, args, name=name, parent=parent)
     new_name = parent.names.fresh(f"{trace.name}_{suffix}")
     irc.passes.run(scratch, pipeline(traced, trace.name, new_name))
     for f in list(scratch.functions):

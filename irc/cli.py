@@ -370,12 +370,61 @@ _EXTERN_HELP = ("allow the program to declare and call the C function NAME of th
 def cmd_compile(args) -> int:
     from irc.runtime.aot import emit
 
+    if args.target == "gpu" or args.print_pipeline:
+        return _compile_gpu(args) if args.target == "gpu" else _print_cpu_pipeline()
+    if args.output is None:
+        raise UsageError("irc compile needs -o OUT")
+    if args.sm is not None:
+        raise UsageError("--sm is an option of --target gpu")
     module = _read_module(args.file, limit=args.max_input_size)
     try:
         out = emit(module, args.emit, args.opt_level, checks=not args.no_checks,
                    bounds_checks=args.bounds_checks, fast_math=args.fast_math, extern=_extern_names(args))
     except ValueError as e:
         raise UsageError(str(e)) from None
+    _write_output(out, args.output, args)
+    return EXIT_OK
+
+
+def _print_cpu_pipeline() -> int:
+    from irc.runtime.executable import CPU_STAGES
+    from irc.runtime.tensor_function import TENSOR_STAGES
+
+    rows = [*TENSOR_STAGES, *CPU_STAGES]
+    width = max(len(n) for n, _ in rows)
+    print("\n".join(f"{i:2d}. {n.ljust(width)}  {p}" for i, (n, p) in enumerate(rows, 1)))
+    return EXIT_OK
+
+
+def _compile_gpu(args) -> int:
+    """``irc compile --target gpu``: the GPU stages (runtime/gpu), then the host and kernel IR,
+    the kernels' LLVM IR for nvptx64, or their PTX."""
+    from irc.runtime import gpu
+
+    if args.print_pipeline:
+        print(gpu.describe_pipeline())
+        return EXIT_OK
+    if args.output is None:
+        raise UsageError("irc compile needs -o OUT")
+    emit = args.emit if args.emit != "obj" else "ptx"
+    if emit not in ("ir", "llvm", "ptx"):
+        raise UsageError(f"--target gpu emits ir, llvm or ptx, not {emit}")
+    sm = 90 if args.sm is None else args.sm
+    from irc.runtime.gpu.nvptx import SUPPORTED_SM
+
+    if sm not in SUPPORTED_SM:
+        raise UsageError(f"--sm {sm}: supported architectures are {', '.join(map(str, SUPPORTED_SM))}")
+    module = _read_module(args.file, limit=args.max_input_size)
+    from .verifier import verify
+
+    verify(module)
+    lowered = gpu.lower(module)
+    if emit == "ir":
+        out = lowered.print()
+    elif emit == "llvm":
+        out = gpu.render_llvm(lowered)
+    else:
+        out = gpu.render_ptx(lowered, sm)
     _write_output(out, args.output, args)
     return EXIT_OK
 
@@ -528,8 +577,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     comp = sub.add_parser("compile", help="compile ahead of time to LLVM IR, assembly or an object file")
     comp.add_argument("file", help="an .ir file, or - for standard input")
-    comp.add_argument("--target", default="cpu", choices=["cpu"], help="the target (default cpu)")
-    comp.add_argument("--emit", default="obj", choices=["llvm", "asm", "obj"], help="what to write")
+    comp.add_argument("--target", default="cpu", choices=["cpu", "gpu"], help="the target (default cpu)")
+    comp.add_argument("--emit", default="obj", choices=["llvm", "asm", "obj", "ptx", "ir"],
+                      help="what to write: cpu: llvm, asm, obj; gpu: ptx (default), llvm (the kernels), "
+                           "ir (host and kernel IR after the GPU stages)")
+    comp.add_argument("--sm", type=int, default=None, metavar="N",
+                      help="--target gpu: the GPU architecture sm_N (80 or 90; default 90)")
+    comp.add_argument("--print-pipeline", action="store_true",
+                      help="print the target's stages (what runs) and exit")
     comp.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2, metavar="N",
                       help="optimisation level 0-3 (default 2)")
     comp.add_argument("--no-checks", action="store_true",
@@ -537,7 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--bounds-checks", action="store_true", help="check every memref access")
     comp.add_argument("--fast-math", action="store_true", help="let LLVM reassociate floating point")
     comp.add_argument("--extern", action="append", metavar="NAME", help=_EXTERN_HELP)
-    comp.add_argument("-o", "--output", required=True, help="the output file (- for standard output)")
+    comp.add_argument("-o", "--output", help="the output file (- for standard output)")
     _add_input_options(comp)
     comp.set_defaults(func=cmd_compile)
 

@@ -141,8 +141,8 @@ class GPUMapParallel(Pass):
         else:
             total = count
         size = b.index(self.block_size)
-        grid = (total + size - 1) / size
         one = b.index(1)
+        grid = b.op("arith.maxsi", (total + size - 1) / size, one)  # an empty loop still launches one block
         launch = _launch(b, [grid, one, one], [size, one, one])
         body = launch.body.entry
         bid, tid = body.args[0], body.args[3]

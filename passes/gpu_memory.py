@@ -38,6 +38,25 @@ def _written(value) -> bool:
     return False
 
 
+_HOST_SIDE = frozenset({"memref.dim", "memref.view", "gpu.alloc", "gpu.dealloc", "gpu.memcpy", "gpu.launch",
+                        "gpu.launch_func", "gpu.wait"})
+
+
+def _retype_view(op) -> None:
+    """A view of a device buffer is a device buffer (the view only computes an address)."""
+    src = op.operands[0].type
+    r = op.results[0]
+    if src.memory_space is not None and r.type.memory_space != src.memory_space:
+        r.type = MemRefType(r.type.shape, r.type.element_type, src.memory_space)
+
+
+def _written_through_views(value) -> bool:
+    if _written(value):
+        return True
+    return any(u.owner.name == "memref.view" and u.index == 0 and _written_through_views(u.owner.results[0])
+               for u in value.uses)
+
+
 def _dims(b: Builder, value, t: MemRefType) -> list:
     return [b.dim(value, d).value for d, n in enumerate(t.shape) if n is None]
 
@@ -56,18 +75,14 @@ def give_device_buffers(func) -> None:
     b = Builder(loc=func.loc)
     for k, arg in enumerate(func.args):
         t = arg.type
-        if not isinstance(t, MemRefType):
-            continue
-        uses = [u for u in arg.uses if _in_launch(u.owner)]
-        if not uses:
+        if not isinstance(t, MemRefType) or arg.first_use is None:
             continue
         b.at_start(entry)
         dev = b.built(gpu.AllocOp.build(_device_type(t), _dims(b, arg, t))).value
+        arg.replace_all_uses_with(dev)  # host code only sizes it (memref.dim) or views it (memref.view)
         if k not in outputs:
             b.insert(gpu.MemcpyOp([dev, arg]))
-        for u in uses:
-            u.owner.set_operand(u.index, dev)
-        written = _written(dev)
+        written = _written_through_views(dev)
         for ret in returns:
             b.before_op(ret)
             if written:
@@ -75,10 +90,6 @@ def give_device_buffers(func) -> None:
             b.insert(gpu.DeallocOp([dev]))
     for op in list(func.walk()):
         if op.name == "memref.alloc" and not _in_launch(op):
-            users = {u.owner.name for u in op.results[0].uses if not _in_launch(u.owner)}
-            if users - {"memref.dealloc", "memref.dim"}:
-                raise IRError(f"a buffer the device computes is used on the host by {sorted(users)}: the GPU "
-                              "pipeline cannot run this on the device", op.loc)
             new = gpu.AllocOp([*op.operands], [_device_type(op.results[0].type)], loc=op.loc)
             op.parent.insert_before(new, op)
             op.results[0].replace_all_uses_with(new.results[0])
@@ -86,6 +97,14 @@ def give_device_buffers(func) -> None:
         elif op.name == "memref.dealloc" and op.operands[0].type.memory_space == gpu.DEVICE:
             op.parent.insert_before(gpu.DeallocOp([op.operands[0]], loc=op.loc), op)
             op.erase()
+        elif op.name == "memref.view" and not _in_launch(op):
+            _retype_view(op)
+    for op in func.walk():
+        if not _in_launch(op) and op.name not in _HOST_SIDE:
+            for v in op.operands:
+                if gpu.is_device(v.type):
+                    raise IRError(f"'{op.name}' on the host uses a buffer the device computes: the GPU "
+                                  "pipeline cannot run this function on the device", op.loc)
     if isinstance(sig, TypeAttr):
         restore_tensor_signature(func, sig.type)
 

@@ -570,7 +570,8 @@ SHUFFLE_MODES = ("xor", "down", "up", "idx")
 
 
 class ShuffleOp(Operation):
-    """``%r, %valid = gpu.shuffle xor %value, %offset, %width : f32``.
+    """``%r, %valid = gpu.shuffle xor, %value, %offset, %width : f32`` (MLIR writes no comma
+    after the mode; irc's uniform form needs it, as in ``arith.cmpi slt, %a, %b``).
 
     Threads of a warp (32 consecutive threads of the block) exchange values: lane ``l`` reads
     the value of lane ``l ^ offset`` (xor), ``l + offset`` (down), ``l - offset`` (up) or
@@ -580,7 +581,7 @@ class ShuffleOp(Operation):
 
     name = "gpu.shuffle"
     summary = "Exchange a value between the lanes of a warp (xor, down, up or idx)."
-    example = "%r, %ok = gpu.shuffle xor %v, %off, %w : f32"
+    example = "%r, %ok = gpu.shuffle xor, %v, %off, %w : f32"
 
     @property
     def mode(self) -> str:
@@ -614,7 +615,7 @@ class ShuffleOp(Operation):
 
     def print_custom(self, p) -> None:
         attrs = {k: v for k, v in self.attributes.items() if k != "mode"}
-        p.write(f" {self.mode} {p.values(self.operands)}{p.attr_dict(attrs)} : {self.operands[0].type}")
+        p.write(f" {self.mode}, {p.values(self.operands)}{p.attr_dict(attrs)} : {self.operands[0].type}")
 
     @classmethod
     def build(cls, mode: str, value, offset, width):

@@ -106,6 +106,9 @@ class KernelTranslator(cpu.FunctionTranslator):
                     phi_ir.add_incoming(self.value(value), self.exit_blocks[pred])
 
     def translate_op(self, b, op) -> None:
+        if op.name in NEEDS_LIBDEVICE:  # LLVM's NVPTX backend cannot select these (a fatal error)
+            raise IRError(f"the NVPTX backend has no '{op.name}' without libdevice: run "
+                          "math-approx{only=all} first (the GPU pipeline does)", op.loc)
         handler = _KERNEL_HANDLERS.get(op.name)
         if handler is None:
             if op.name in _HOST_ONLY or op.name not in cpu._HANDLERS:
@@ -120,6 +123,8 @@ class KernelTranslator(cpu.FunctionTranslator):
             self.exit_blocks[self.current] = b.block
 
 
+NEEDS_LIBDEVICE = frozenset({"math.exp", "math.exp2", "math.log", "math.log2", "math.sin", "math.cos", "math.tanh",
+                             "math.powf", "math.expm1", "math.log1p", "math.erf"})
 _HOST_ONLY = frozenset({"func.call", "func.return", "memref.alloc", "memref.dealloc", "memref.view"})
 
 

@@ -69,7 +69,8 @@ class ToTensorOp(Operation):
     name = "bufferization.to_tensor"
     traits = frozenset()
     summary = "A tensor holding a copy of a host buffer's elements."
-    example = "%r = bufferization.to_tensor %m : memref<4xf32> to tensor<4xf32>"
+    example = ("%h = bufferization.to_memref %t : tensor<4xf32> to memref<4xf32> "
+               "%r = bufferization.to_tensor %h : memref<4xf32> to tensor<4xf32>")
 
     def verify_op(self) -> None:
         if len(self.operands) != 1 or len(self.results) != 1:

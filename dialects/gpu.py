@@ -213,8 +213,8 @@ class GPUFuncOp(Operation):
     name = "gpu.func"
     traits = frozenset({IsolatedFromAbove})
     summary = "A device function; with the 'kernel' attribute, an entry point gpu.launch_func runs."
-    example = ('gpu.func {sym_name = "k", function_type = (memref<4xf32, gpu>) -> (), kernel} '
-               '({ ^bb0(%a: memref<4xf32, gpu>): gpu.return })')
+    example = ('gpu.module {sym_name = "kernels"} ({ gpu.func {sym_name = "k", function_type = '
+               '(memref<4xf32, gpu>) -> (), kernel} ({ ^bb0(%a: memref<4xf32, gpu>): gpu.return }) })')
 
     @property
     def sym_name(self) -> str:
@@ -346,8 +346,7 @@ class LaunchFuncOp(Operation):
 
     name = "gpu.launch_func"
     summary = "Launch a kernel of a gpu.module on a grid of blocks of threads."
-    example = ("gpu.launch_func @k(%c1, %c1, %c1, %c4, %c1, %c1, %d) {module = @kernels} "
-               ": memref<4xf32, gpu>")
+    example = "gpu.launch_func @k(%n, %n, %n, %n, %n, %n, %x) {module = @kernels} : f32"
 
     @property
     def kernel_name(self) -> str:
@@ -381,8 +380,8 @@ class LaunchFuncOp(Operation):
         module = self.parent_op
         while module is not None and module.name != "builtin.module":
             module = module.parent_op
-        if module is None:
-            return
+        if module is None or module.lookup(self.module_name) is None:
+            return  # a module without the gpu.module yet (an op being built, an example): checked at run time
         kernel = self.kernel(module.symbol_table())
         if kernel is None:
             raise self.error(f"launches '@{self.module_name}::@{self.kernel_name}', which is not a gpu.func")
@@ -394,6 +393,8 @@ class LaunchFuncOp(Operation):
 
     def interpret(self, interp, args):
         kernel = self.kernel(interp.symbols)
+        if kernel is None:
+            raise interp.fault(self, f"no kernel '@{self.module_name}::@{self.kernel_name}' in the module")
         grid, block = _launch_sizes(interp, self, args)
         device_of(interp).launch(interp, self, kernel.body, grid, block, list(args[6:]))
         return []
@@ -435,9 +436,7 @@ class LaunchOp(Operation):
     name = "gpu.launch"
     traits = frozenset({HasRecursiveEffects})
     summary = "Run a region on a grid of blocks of threads (outlined into a kernel by gpu-outline)."
-    example = ("gpu.launch %c1, %c1, %c1, %c1, %c1, %c1 ({ ^bb0(%a: index, %b: index, %c: index, %d: index, "
-               "%e: index, %f: index, %g: index, %h: index, %i: index, %j: index, %k: index, %l: index): "
-               "gpu.terminator })")
+    example = 'gpu.launch %n, %n, %n, %n, %n, %n ({ ^bb0(%bx: index, %by: index, %bz: index, %tx: index, %ty: index, %tz: index, %gx: index, %gy: index, %gz: index, %sx: index, %sy: index, %sz: index):  gpu.terminator })'
 
     @property
     def body(self) -> Region:
@@ -517,28 +516,28 @@ class ThreadIdOp(_IdOp):
     name = "gpu.thread_id"
     kind = "thread_id"
     summary = "The thread's index in its block along x, y or z."
-    example = "%r = gpu.thread_id x"
+    example = 'gpu.launch %n, %n, %n, %n, %n, %n ({ ^bb0(%bx: index, %by: index, %bz: index, %tx: index, %ty: index, %tz: index, %gx: index, %gy: index, %gz: index, %sx: index, %sy: index, %sz: index): %r = gpu.thread_id x gpu.terminator })'
 
 
 class BlockIdOp(_IdOp):
     name = "gpu.block_id"
     kind = "block_id"
     summary = "The block's index in the grid along x, y or z."
-    example = "%r = gpu.block_id x"
+    example = 'gpu.launch %n, %n, %n, %n, %n, %n ({ ^bb0(%bx: index, %by: index, %bz: index, %tx: index, %ty: index, %tz: index, %gx: index, %gy: index, %gz: index, %sx: index, %sy: index, %sz: index): %r = gpu.block_id x gpu.terminator })'
 
 
 class BlockDimOp(_IdOp):
     name = "gpu.block_dim"
     kind = "block_dim"
     summary = "The number of threads of a block along x, y or z."
-    example = "%r = gpu.block_dim x"
+    example = 'gpu.launch %n, %n, %n, %n, %n, %n ({ ^bb0(%bx: index, %by: index, %bz: index, %tx: index, %ty: index, %tz: index, %gx: index, %gy: index, %gz: index, %sx: index, %sy: index, %sz: index): %r = gpu.block_dim y gpu.terminator })'
 
 
 class GridDimOp(_IdOp):
     name = "gpu.grid_dim"
     kind = "grid_dim"
     summary = "The number of blocks of the grid along x, y or z."
-    example = "%r = gpu.grid_dim x"
+    example = 'gpu.launch %n, %n, %n, %n, %n, %n ({ ^bb0(%bx: index, %by: index, %bz: index, %tx: index, %ty: index, %tz: index, %gx: index, %gy: index, %gz: index, %sx: index, %sy: index, %sz: index): %r = gpu.grid_dim z gpu.terminator })'
 
 
 class BarrierOp(Operation):
@@ -548,7 +547,7 @@ class BarrierOp(Operation):
 
     name = "gpu.barrier"
     summary = "Wait for every thread of the block (and make workgroup memory writes visible)."
-    example = "gpu.barrier"
+    example = 'gpu.launch %n, %n, %n, %n, %n, %n ({ ^bb0(%bx: index, %by: index, %bz: index, %tx: index, %ty: index, %tz: index, %gx: index, %gy: index, %gz: index, %sx: index, %sy: index, %sz: index): gpu.barrier gpu.terminator })'
 
     def verify_op(self) -> None:
         if enclosing_kernel(self) is None:
@@ -581,7 +580,7 @@ class ShuffleOp(Operation):
 
     name = "gpu.shuffle"
     summary = "Exchange a value between the lanes of a warp (xor, down, up or idx)."
-    example = "%r, %ok = gpu.shuffle xor, %v, %off, %w : f32"
+    example = 'gpu.launch %n, %n, %n, %n, %n, %n ({ ^bb0(%bx: index, %by: index, %bz: index, %tx: index, %ty: index, %tz: index, %gx: index, %gy: index, %gz: index, %sx: index, %sy: index, %sz: index): %r, %ok = gpu.shuffle xor, %x, %w, %w : f32 gpu.terminator })'
 
     @property
     def mode(self) -> str:
@@ -630,7 +629,7 @@ class AllocOp(Operation):
 
     name = "gpu.alloc"
     summary = "Allocate global device memory (host code); freed by gpu.dealloc."
-    example = "%r = gpu.alloc() : memref<4xf32, gpu>"
+    example = "%r = gpu.alloc(%n) : memref<?xf32, gpu>"
 
     def verify_op(self) -> None:
         if len(self.results) != 1 or not isinstance(self.results[0].type, MemRefType):
@@ -671,7 +670,7 @@ class DeallocOp(Operation):
 
     name = "gpu.dealloc"
     summary = "Free device memory that gpu.alloc allocated."
-    example = "gpu.dealloc %d : memref<4xf32, gpu>"
+    example = "%d = gpu.alloc() : memref<4xf32, gpu> gpu.dealloc %d : memref<4xf32, gpu>"
 
     def verify_op(self) -> None:
         if len(self.operands) != 1 or not isinstance(self.operands[0].type, MemRefType) \
@@ -700,7 +699,7 @@ class MemcpyOp(Operation):
 
     name = "gpu.memcpy"
     summary = "Copy a buffer between host and device memory (the only op that crosses)."
-    example = "gpu.memcpy %d, %h : memref<4xf32, gpu>, memref<4xf32>"
+    example = "%d = gpu.alloc(%n) : memref<?xi64, gpu> gpu.memcpy %d, %m : memref<?xi64, gpu>, memref<?xi64>"
 
     def verify_op(self) -> None:
         if len(self.operands) != 2:

@@ -92,6 +92,7 @@ class CudaDevice:
         self.pool = DeviceMemoryPool()
         self.stream = cuda.Stream()
         self.modules: dict = {}
+        self.recorded: list | None = None  # with record(): the launches of the calls, for replay()
 
     def close(self) -> None:
         self.pool.stop_holding()
@@ -110,7 +111,8 @@ class CudaDevice:
         if buf.freed:
             raise interp.fault(op, "buffer freed twice")
         buf.freed = True
-        buf.allocation.free()  # back to the pool
+        if self.recorded is None:  # recorded launches still use it
+            buf.allocation.free()  # back to the pool
 
     def memcpy(self, interp, op, dst, src) -> None:
         cuda = self.cuda
@@ -161,6 +163,26 @@ class CudaDevice:
             else:
                 raise interp.fault(op, f"a kernel argument of type {t} is not supported by the pycuda driver")
         fn(*params, grid=grid, block=block, stream=self.stream)
+        if self.recorded is not None:
+            self.recorded.append((fn, params, grid, block))
+
+    def record(self) -> None:
+        """Keep the launches of the calls that follow (their buffers are kept alive too), so that
+        ``replay`` can time the kernels alone, without the copies of the host function."""
+        self.recorded = []
+
+    def replay(self, repeats: int = 10) -> float:
+        """Run the recorded launches ``repeats`` times; the mean seconds per repeat (CUDA events)."""
+        start, end = self.cuda.Event(), self.cuda.Event()
+        for fn, params, grid, block in self.recorded:  # warm up
+            fn(*params, grid=grid, block=block, stream=self.stream)
+        start.record(self.stream)
+        for _ in range(repeats):
+            for fn, params, grid, block in self.recorded:
+                fn(*params, grid=grid, block=block, stream=self.stream)
+        end.record(self.stream)
+        end.synchronize()
+        return start.time_till(end) / 1e3 / repeats
 
 
 class GPUExecutable:

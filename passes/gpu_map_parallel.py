@@ -7,6 +7,12 @@ At the top level of each function over memrefs (what ``tensor-to-loops`` makes):
   runs iteration ``lb + (b * block-size + t) * step`` when that is below ``ub``;
 * a ``parallel`` loop whose body is exactly one more ``parallel`` loop with constant bounds
   (an elementwise nest) maps both loops, flattened, to the threads;
+* a ``parallel`` loop whose body holds inner loops that are reductions (one accumulator, one
+  combining op: a sum, max, min...) or ``parallel`` themselves (a row of a softmax, a row
+  reduction) runs one block per iteration (``row-block-size`` threads): a ``parallel`` inner
+  loop is strided over the block's threads, a reduction is strided too and then combined by a
+  tree in workgroup (shared) memory with ``gpu.barrier`` between its levels, stores at the
+  row's top level are made by thread 0, and a barrier follows each phase;
 * other ops that read or write buffers (a serial reduction loop, a copy, a single store) run
   as one thread of a one-block launch, grouped so that consecutive ones share a launch;
 * allocation, deallocation, constants and index arithmetic stay on the host.
@@ -19,6 +25,8 @@ host buffers until it gives them device copies.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from irc.builder import Builder
 from irc.diagnostics import IRError
@@ -40,6 +48,11 @@ def touches_memory(op) -> bool:
         if inner.name in ("memref.load", "memref.store", "memref.copy", "func.call"):
             return True
     return False
+
+
+def _depends_on(op, members: set) -> bool:
+    """Whether ``op`` or an op nested in it uses a result of one of ``members``."""
+    return any(v.defining_op in members for inner in op.walk() for v in inner.operands)
 
 
 def _constant_index(value):
@@ -71,10 +84,14 @@ class GPUMapParallel(Pass):
 
     name = "gpu-map-parallel"
     block_size: int = 256  # threads per block of a parallel loop's launch
+    row_block_size: int = 256  # threads per block of a block-per-row launch (a power of two)
 
     def run(self, module, stats) -> None:
         if self.block_size < 1 or self.block_size > 1024:
             raise IRError(f"gpu-map-parallel: block-size must be 1 to 1024, got {self.block_size}")
+        if not 1 <= self.row_block_size <= 1024 or self.row_block_size & (self.row_block_size - 1):
+            raise IRError(f"gpu-map-parallel: row-block-size must be a power of two up to 1024, got "
+                          f"{self.row_block_size}")
         for func in list(module.functions):
             if func.is_declaration or not any(isinstance(t, MemRefType) for t in func.function_type.inputs):
                 continue
@@ -88,11 +105,17 @@ class GPUMapParallel(Pass):
     def _map_block(self, block, stats) -> None:
         group: list = []
         for op in list(block.ops):
-            if op.name == "scf.for" and "parallel" in op.attributes and not op.results:
+            if group and op.name not in _ENDS_GROUP and _depends_on(op, set(group)):
+                group.append(op)  # it reads what the group computes: it runs in the group's thread
+            elif op.name == "scf.for" and "parallel" in op.attributes and not op.results:
                 self._flush(group, stats)
                 group = []
-                self._map_loop(op)
-                stats.add("loops-mapped")
+                if _row_mappable(op):
+                    self._map_rows(op)
+                    stats.add("loops-mapped-block-per-row")
+                else:
+                    self._map_loop(op)
+                    stats.add("loops-mapped")
             elif op.name in _ENDS_GROUP:
                 self._flush(group, stats)
                 group = []
@@ -176,3 +199,134 @@ def _launch(b: Builder, grid, block):
     launch.body.entry.append(TerminatorOp())
     b.insert(launch)
     return launch
+
+
+# -- one block per row --------------------------------------------------------------------------
+
+_IDENTITY = {"arith.addf": 0.0, "arith.mulf": 1.0, "arith.maximumf": -np.inf, "arith.minimumf": np.inf,
+             "arith.maxnumf": -np.inf, "arith.minnumf": np.inf, "arith.addi": 0, "arith.muli": 1,
+             "arith.ori": 0, "arith.xori": 0, "arith.andi": -1}
+
+
+def _combiner(loop):
+    """The combining op of a reduction loop (one accumulator, used once, by the value yielded),
+    or None if ``loop`` is not one."""
+    if len(loop.results) != 1:
+        return None
+    body = loop.body
+    acc = body.args[1]
+    yielded = body.terminator.operands[0]
+    combine = yielded.defining_op
+    if combine is None or combine.parent is not body or combine.name not in _IDENTITY:
+        return None
+    if acc.first_use is None or len(list(acc.uses)) != 1 or acc not in combine.operands:
+        return None
+    if combine.name == "arith.maxsi" or any(op.name in ("memref.store", "memref.copy", "func.call", "gpu.barrier")
+                                          for op in loop.walk()):
+        return None
+    return combine
+
+
+def _row_mappable(loop) -> bool:
+    """Whether ``loop`` can run one block per iteration (see the module docstring)."""
+    bounds = [_constant_index(v) for v in loop.operands[:3]]
+    if None in bounds or bounds[1] <= bounds[0]:
+        return False
+    inner = 0
+    for op in loop.body.ops:
+        if op.is_terminator:
+            continue
+        if op.name == "scf.for":
+            if _combiner(op) is None and ("parallel" not in op.attributes or op.results):
+                return False
+            inner += 1
+        elif op.regions or op.name in ("func.call", "memref.copy", "memref.alloc", "memref.dealloc"):
+            return False
+    return inner > 0
+
+
+def _row_threads(loop, most: int) -> int:
+    """Threads per block for a row: enough for the longest inner loop (a power of two, at least a
+    warp), at most ``most``: a 32-element row gets one warp, not 256 threads that idle."""
+    longest = 0
+    for op in loop.body.ops:
+        if op.name == "scf.for":
+            bounds = [_constant_index(v) for v in op.operands[:3]]
+            if None in bounds:
+                return most
+            longest = max(longest, -(-(bounds[1] - bounds[0]) // bounds[2]))
+    size = 32
+    while size < longest and size < most:
+        size *= 2
+    return min(size, most)
+
+
+def _map_rows(self, loop) -> None:
+    from irc.dialects.gpu import WORKGROUP, BarrierOp
+
+    size = _row_threads(loop, self.row_block_size)
+    lb_c, ub_c, step_c = (_constant_index(v) for v in loop.operands[:3])
+    count = (ub_c - lb_c + step_c - 1) // step_c
+    b = Builder(loc=loop.loc, reuse_constants=True)
+    b.before_op(loop)
+    one = b.index(1)
+    launch = _launch(b, [b.index(count), one, one], [b.index(size), one, one])
+    body = launch.body.entry
+    bid, tid = body.args[0], body.args[3]
+    end = body.terminator
+    with b.at(end):
+        iv = b.index(lb_c) + b.wrap(bid) * step_c if lb_c or step_c != 1 else b.wrap(bid)
+    loop.induction_var.replace_all_uses_with(iv.value)
+    for op in list(loop.body.ops):
+        if op.is_terminator:
+            continue
+        op.detach()
+        body.insert_before(op, end)
+    loop.erase()
+    tid_v = b.wrap(tid)
+
+    def barrier_after(op):
+        body.insert_after(BarrierOp(loc=op.loc), op)
+
+    for op in list(body.ops):
+        if op is end or op.parent is not body:
+            continue
+        if op.name == "scf.for":
+            combine = _combiner(op)
+            with b.at(op):
+                lower, step = b.wrap(op.operands[0]), b.wrap(op.operands[2])
+                op.set_operand(0, (lower + tid_v * step).value)
+                op.set_operand(2, (step * size).value)
+                if combine is not None:
+                    init = op.operands[3]
+                    op.set_operand(3, b.const(_IDENTITY[combine.name], init.type).value)
+            if combine is None:
+                barrier_after(op)
+                continue
+            result = op.results[0]
+            uses = list(result.uses)
+            with b.at(op, before=False):
+                shared = b.op("memref.alloca", result=MemRefType([size], result.type, WORKGROUP)).value
+                b.store(result, shared, [tid_v])
+                b.insert(BarrierOp())
+                half = size // 2
+                while half:
+                    with b.if_(tid_v < half) as branch, branch.then_():
+                        mine = b.load(shared, [tid_v])
+                        other = b.load(shared, [tid_v + half])
+                        b.store(b.op(combine.name, mine, other), shared, [tid_v])
+                    b.insert(BarrierOp())
+                    half //= 2
+                total = b.op(combine.name, init, b.load(shared, [b.index(0)]))
+            for use in uses:
+                use.owner.set_operand(use.index, total.value)
+        elif op.name == "memref.store":
+            with b.at(op), b.if_(b.compare("eq", tid_v, 0)) as branch:
+                pass
+            then_block = branch.op.regions[0].entry
+            op.detach()
+            then_block.insert_before(op, then_block.terminator)
+            barrier_after(branch.op)
+
+
+GPUMapParallel._map_rows = _map_rows  # a method, kept beside the helpers it uses

@@ -12,7 +12,7 @@ from __future__ import annotations
 GPU_STAGES = [
     ("graph rewrites", "canonicalize,stabilize,cse"),
     ("fuse", "fuse-elementwise"),
-    ("bufferize and lower to loops", "tensor-to-loops"),
+    ("bufferize and lower to loops (simple forms)", "tensor-to-loops{gpu=true}"),
     ("clean up loops", "canonicalize,cse,licm"),
     ("map loops to the grid; device buffers and explicit copies", "gpu-map-parallel"),
     ("outline kernels", "gpu-outline"),

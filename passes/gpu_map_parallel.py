@@ -7,6 +7,10 @@ At the top level of each function over memrefs (what ``tensor-to-loops`` makes):
   runs iteration ``lb + (b * block-size + t) * step`` when that is below ``ub``;
 * a ``parallel`` loop whose body is exactly one more ``parallel`` loop with constant bounds
   (an elementwise nest) maps both loops, flattened, to the threads;
+* a matmul nest (``parallel`` loops over the rows and columns of C around one accumulator loop
+  of ``a[i, k] * b[k, j]``, either operand possibly transposed) becomes the classic tiled kernel:
+  ``tile`` x ``tile`` threads per block, each step copying a tile of A and of B into workgroup
+  memory (zeros past the edges), a barrier, the tile's products, a barrier;
 * a ``parallel`` loop whose body holds inner loops that are reductions (one accumulator, one
   combining op: a sum, max, min...) or ``parallel`` themselves (a row of a softmax, a row
   reduction) runs one block per iteration (``row-block-size`` threads): a ``parallel`` inner
@@ -28,12 +32,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from irc.attributes import TypeAttr
 from irc.builder import Builder
 from irc.diagnostics import IRError
 from irc.passmanager import Pass
 from irc.types import MemRefType
 
-from .gpu_memory import give_device_buffers
+from .gpu_memory import give_device_buffers, restore_tensor_signature
 
 _HOST_OPS = frozenset({"memref.alloc", "memref.dealloc", "memref.dim", "arith.constant", "func.return",
                        "gpu.alloc", "gpu.dealloc", "gpu.memcpy", "gpu.launch", "gpu.launch_func", "gpu.wait",
@@ -85,10 +90,13 @@ class GPUMapParallel(Pass):
     name = "gpu-map-parallel"
     block_size: int = 256  # threads per block of a parallel loop's launch
     row_block_size: int = 256  # threads per block of a block-per-row launch (a power of two)
+    tile: int = 16  # the tile of a matmul nest in shared memory (tile x tile threads); 0: no tiling
 
     def run(self, module, stats) -> None:
         if self.block_size < 1 or self.block_size > 1024:
             raise IRError(f"gpu-map-parallel: block-size must be 1 to 1024, got {self.block_size}")
+        if self.tile < 0 or self.tile * self.tile > 1024:
+            raise IRError(f"gpu-map-parallel: tile must be 0 to 32, got {self.tile}")
         if not 1 <= self.row_block_size <= 1024 or self.row_block_size & (self.row_block_size - 1):
             raise IRError(f"gpu-map-parallel: row-block-size must be a power of two up to 1024, got "
                           f"{self.row_block_size}")
@@ -101,6 +109,8 @@ class GPUMapParallel(Pass):
             self._map_block(func.body.entry, stats)
             if any(op.name == "gpu.launch" for op in func.body.entry.ops):
                 give_device_buffers(func)
+            elif isinstance(func.attributes.get("tensor_signature"), TypeAttr):  # no work for the device
+                restore_tensor_signature(func, func.attributes["tensor_signature"].type)
 
     def _map_block(self, block, stats) -> None:
         group: list = []
@@ -110,7 +120,11 @@ class GPUMapParallel(Pass):
             elif op.name == "scf.for" and "parallel" in op.attributes and not op.results:
                 self._flush(group, stats)
                 group = []
-                if _row_mappable(op):
+                nest = _matmul_nest(op) if self.tile else None
+                if nest is not None:
+                    self._map_matmul(op, nest)
+                    stats.add("matmuls-tiled")
+                elif _row_mappable(op):
                     self._map_rows(op)
                     stats.add("loops-mapped-block-per-row")
                 else:
@@ -330,3 +344,112 @@ def _map_rows(self, loop) -> None:
 
 
 GPUMapParallel._map_rows = _map_rows  # a method, kept beside the helpers it uses
+
+
+# -- a matmul nest as a shared-memory tiled kernel ------------------------------------------------
+
+
+def _loop_bounds(loop):
+    bounds = [_constant_index(v) for v in loop.operands[:3]]
+    return bounds[1] if bounds[0] == 0 and bounds[2] == 1 and bounds[1] is not None else None
+
+
+def _body_ops(loop) -> list:
+    return [op for op in loop.body.ops if not op.is_terminator]
+
+
+def _matmul_nest(loop):
+    """(a, b, c, a transposed, b transposed, m, n, k, element type) when ``loop`` is the nest that
+    ``tensor-to-loops{gpu=true}`` makes for a 2-D matmul, else None."""
+    m = _loop_bounds(loop)
+    ops = _body_ops(loop)
+    if m is None or len(ops) != 1 or ops[0].name != "scf.for" or "parallel" not in ops[0].attributes:
+        return None
+    jloop = ops[0]
+    n = _loop_bounds(jloop)
+    ops = _body_ops(jloop)
+    if n is None or len(ops) != 2 or ops[0].name != "scf.for" or ops[1].name != "memref.store":
+        return None
+    kloop, store = ops
+    k = _loop_bounds(kloop)
+    i, j = loop.induction_var, jloop.induction_var
+    if k is None or len(kloop.results) != 1 or store.operands[0] is not kloop.results[0] \
+            or list(store.operands[2:]) != [i, j]:
+        return None
+    zero = _constant_index(kloop.operands[3]) if kloop.operands[3].type.is_int_or_index else None
+    from irc.attributes import FloatAttr
+    from irc.patterns import constant_value
+
+    init = constant_value(kloop.operands[3])
+    if not (isinstance(init, FloatAttr) and init.value == 0.0 or zero == 0):
+        return None
+    ops = _body_ops(kloop)
+    loads = [op for op in ops if op.name == "memref.load"]
+    if len(ops) != 4 or len(loads) != 2:
+        return None
+    add = kloop.body.terminator.operands[0].defining_op
+    mul = next((op for op in ops if op.name in ("arith.mulf", "arith.muli")), None)
+    if add is None or add.name not in ("arith.addf", "arith.addi") or mul is None \
+            or set(add.operands) != {kloop.body.args[1], mul.results[0]}:
+        return None
+    kk = kloop.induction_var
+    a = b = None
+    for load in loads:
+        idx = list(load.operands[1:])
+        if load.results[0] not in mul.operands:
+            return None
+        if idx in ([i, kk], [kk, i]) and a is None:
+            a = (load.operands[0], idx == [kk, i])
+        elif idx in ([kk, j], [j, kk]):
+            b = (load.operands[0], idx == [j, kk])
+        else:
+            return None
+    if a is None or b is None:
+        return None
+    return a[0], b[0], store.operands[1], a[1], b[1], m, n, k, store.operands[0].type, add.name, mul.name
+
+
+def _map_matmul(self, loop, nest) -> None:
+    from irc.dialects.gpu import WORKGROUP, BarrierOp
+
+    a, bmat, c, ta, tb, m, n, k, elem, add, mul = nest
+    t = self.tile
+    b = Builder(loc=loop.loc, reuse_constants=True)
+    b.before_op(loop)
+    one = b.index(1)
+    launch = _launch(b, [b.index(-(-n // t)), b.index(-(-m // t)), one], [b.index(t), b.index(t), one])
+    body = launch.body.entry
+    bx, by, tx, ty = (b.wrap(body.args[i]) for i in (0, 1, 3, 4))
+    with b.at(body.terminator):
+        zero = b.const(0, elem)
+        row, col = by * t + ty, bx * t + tx
+        tile_a = b.op("memref.alloca", result=MemRefType([t, t], elem, WORKGROUP))
+        tile_b = b.op("memref.alloca", result=MemRefType([t, t], elem, WORKGROUP))
+
+        def guarded_load(cond, buf, index):
+            with b.if_(cond, [elem]) as branch:
+                with branch.then_():
+                    branch.yield_(b.load(buf, index))
+                with branch.else_():
+                    branch.yield_(zero)
+            return branch.results[0]
+
+        with b.for_(0, -(-k // t), inits=[zero]) as step:
+            ka = step.iv * t + tx
+            va = guarded_load((row < m) & (ka < k), a, [ka, row] if ta else [row, ka])
+            b.store(va, tile_a, [ty, tx])
+            kb = step.iv * t + ty
+            vb = guarded_load((kb < k) & (col < n), bmat, [col, kb] if tb else [kb, col])
+            b.store(vb, tile_b, [ty, tx])
+            b.insert(BarrierOp())
+            with b.for_(0, t, inits=[step.args[0]]) as inner:
+                product = b.op(mul, b.load(tile_a, [ty, inner.iv]), b.load(tile_b, [inner.iv, tx]))
+                inner.yield_(b.op(add, inner.args[0], product))
+            b.insert(BarrierOp())
+            step.yield_(inner.results[0])
+        with b.if_((row < m) & (col < n)) as branch, branch.then_():
+            b.store(step.results[0], c, [row, col])
+    loop.erase()
+
+
+GPUMapParallel._map_matmul = _map_matmul

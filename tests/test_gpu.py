@@ -134,6 +134,19 @@ func.func @f(%a: tensor<1000xf32>, %b: tensor<1000xf32>, %c: tensor<1000xf32>) -
   %r = arith.divf %one, %d : tensor<1000xf32>
   func.return %r : tensor<1000xf32>
 }""",
+    "matmul_transposed_ragged": """
+func.func @f(%a: tensor<20x33xf32>, %b: tensor<17x33xf32>) -> tensor<20x17xf32> {
+  %bt = tensor.transpose %b {perm = [1, 0]} : tensor<17x33xf32> to tensor<33x17xf32>
+  %c = tensor.matmul %a, %bt : (tensor<20x33xf32>, tensor<33x17xf32>) -> tensor<20x17xf32>
+  func.return %c : tensor<20x17xf32>
+}""",
+    "row_stats": """
+func.func @f(%x: tensor<6x100xf32>) -> (tensor<6xf32>, tensor<6xf32>, tensor<6x100xf32>) {
+  %mean = tensor.reduce_mean %x {axes = [1]} : tensor<6x100xf32> to tensor<6xf32>
+  %top = tensor.reduce_max %x {axes = [1]} : tensor<6x100xf32> to tensor<6xf32>
+  %p = tensor.log_softmax %x {axis = 1} : tensor<6x100xf32>
+  func.return %mean, %top, %p : tensor<6xf32>, tensor<6xf32>, tensor<6x100xf32>
+}""",
 }
 
 _EMITTED_PTX: list[tuple[str, str, int]] = []  # (what, PTX, sm): every kernel this suite renders
@@ -268,6 +281,28 @@ def test_gpu_lowered_program_computes_the_source_results(name):
     assert "gpu.launch_func" in kinds and "gpu.memcpy" in kinds
     assert not kinds & {"memref.load", "memref.store", "scf.for"}  # every buffer access is in a kernel
     _ptx(name, lowered)
+
+
+def _kernel_ops(lowered) -> set:
+    return {op.name if op.name != "memref.alloca" else str(op.results[0].type).split(", ")[-1]
+            for mod in lowered.body.ops if mod.name == "gpu.module" for op in mod.walk()}
+
+
+def test_softmax_and_reductions_run_one_block_per_row_with_a_shared_tree():
+    lowered = gpu.lower(irc.parse(TENSOR_PROGRAMS["row_stats"]))
+    ops = _kernel_ops(lowered)
+    assert "gpu.barrier" in ops and "workgroup>" in ops
+    launches = [op for op in lowered.function("f").walk() if op.name == "gpu.launch_func"]
+    grids = {tuple(op.operands[k].defining_op.attributes["value"].value for k in range(6)) for op in launches}
+    assert (6, 1, 1, 128, 1, 1) in grids  # six rows of 100: one block each, 128 threads
+
+
+def test_matmul_is_a_shared_memory_tiled_kernel():
+    lowered = gpu.lower(irc.parse(TENSOR_PROGRAMS["matmul_transposed_ragged"]))
+    launch = next(op for op in lowered.function("f").walk() if op.name == "gpu.launch_func")
+    grid = [op.defining_op.attributes["value"].value for op in launch.operands[:6]]
+    assert grid == [2, 2, 1, 16, 16, 1]  # 17 columns and 20 rows in 16 x 16 tiles
+    assert {"gpu.barrier", "workgroup>"} <= _kernel_ops(lowered)
 
 
 def test_gpu_lowered_program_equals_compiled_cpu():

@@ -286,6 +286,8 @@ def cmd_run(args) -> int:
     try:
         if args.interp:
             result = Interpreter(module).run(entry, *values)
+        elif args.target == "gpu":
+            result = _run_on_gpu(module, entry, values)
         else:
             import irc
 
@@ -300,6 +302,16 @@ def cmd_run(args) -> int:
     for value, t in zip(results, ft.results):
         print(format_result(value, t))
     return EXIT_OK
+
+
+def _run_on_gpu(module, entry: str, values: list):
+    """``irc run --target gpu``: the GPU stages, then the host function on a CUDA device."""
+    from irc.runtime.gpu import driver
+
+    reason = driver.unavailable_reason()
+    if reason is not None:
+        raise UsageError(f"--target gpu: {reason}")
+    return getattr(driver.compile(module), entry)(*values)
 
 
 def _is_checkpoint(path: str) -> bool:
@@ -560,6 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.formatter_class = argparse.RawDescriptionHelpFormatter
     run.add_argument("file", help="an .ir file, a checkpoint written by irc.save (.irc), or - for standard input")
     run.add_argument("--entry", help="the function to run (default: @main; not for checkpoints)")
+    run.add_argument("--target", default="cpu", choices=["cpu", "gpu"],
+                     help="where to run it (default cpu); gpu needs pycuda and a CUDA device")
     run.add_argument("--interp", action="store_true",
                      help="run on the reference interpreter instead of the CPU JIT")
     run.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2, metavar="N",

@@ -458,3 +458,16 @@ def test_pycuda_driver_skips_cleanly_without_a_device():
     assert isinstance(reason, str) and reason
     with pytest.raises(driver.DeviceUnavailable, match="pycuda|CUDA|device"):
         driver.CudaDevice()
+
+
+def test_cli_run_on_gpu_without_a_device_is_a_clear_usage_error(tmp_path):
+    from irc.runtime.gpu import driver
+
+    if driver.unavailable_reason() is None:
+        pytest.skip("a CUDA device is present")
+    src = tmp_path / "p.ir"
+    src.write_text(TENSOR_PROGRAMS["tanh_rowsum"])
+    for name in ("a", "b"):
+        np.save(tmp_path / f"{name}.npy", np.ones((4, 8), np.float32))
+    r = _irc("run", str(src), "--target", "gpu", "--entry", "f", f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}")
+    assert r.returncode == 2 and "--target gpu:" in r.stderr and "Traceback" not in r.stderr

@@ -322,6 +322,25 @@ def test_example_classifier_specialised():
     _ptx("classifier", lowered)
 
 
+def test_example_mlp_training_step():
+    """examples/mlp_train.ir with a batch of 16 (the simulator runs every thread in Python):
+    grad, then the GPU stages (the call to @loss_grad inlined), against the source program."""
+    text = (EXAMPLES / "mlp_train.ir").read_text().replace("256x", "16x")
+    source = irc.parse(text)
+    irc.passes.run(source, "grad{func=loss wrt=0,1,2,3}")
+    lowered = gpu.lower(source)
+    args = _arguments(source.function("step"), seed=6)
+    _close(irc.interpret(source, "step", *args), irc.interpret(lowered, "step", *args))
+    _ptx("mlp_train step", lowered)
+
+
+def test_scalar_programs_have_no_kernels():
+    lowered = gpu.lower(irc.parse((EXAMPLES / "fib.ir").read_text()))
+    assert irc.interpret(lowered, "fib", 10) == 55
+    with pytest.raises(IRError, match="no kernels"):
+        gpu.render_ptx(lowered)
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_random_tensor_graphs(seed):
     from irc.testing.tensor_programs import agree, random_tensor_program

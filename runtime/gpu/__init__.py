@@ -10,6 +10,7 @@ PTX, and ``runtime/gpu/driver.py`` runs the host functions on a device with pycu
 from __future__ import annotations
 
 GPU_STAGES = [
+    ("inline calls (one host function per entry)", "inline{max-size=1000000}"),
     ("graph rewrites", "canonicalize,stabilize,cse"),
     ("fuse", "fuse-elementwise"),
     ("bufferize and lower to loops (simple forms)", "tensor-to-loops{gpu=true}"),

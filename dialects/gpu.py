@@ -47,7 +47,18 @@ from irc.block import Block, Region
 from irc.diagnostics import InterpreterError, IRError
 from irc.operation import HasRecursiveEffects, IsolatedFromAbove, Operation, ReturnLike, Terminator
 from irc.semantics import Buffer
-from irc.types import FloatType, FunctionType, IndexType, IntegerType, MemRefType, i1, index
+from irc.types import (
+    _SCALARS,
+    FloatType,
+    FunctionType,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    Type,
+    _intern,
+    i1,
+    index,
+)
 
 DEVICE = "gpu"
 WORKGROUP = "workgroup"
@@ -59,6 +70,60 @@ MAX_BLOCK = (1024, 1024, 64)
 WARP_SIZE = 32
 
 KERNEL_OPS = ("gpu.func", "gpu.launch")
+
+
+class AsyncTokenType(Type):
+    """``!gpu.async.token``: the completion of asynchronous device work (MLIR's type).
+
+    An op with the ``async`` keyword returns one; ops and ``gpu.wait`` take tokens as
+    dependencies.  Registered with the type parser when this dialect is imported."""
+
+    __slots__ = ()
+
+    def __new__(cls):
+        return _intern(cls, None, "!gpu.async.token")
+
+
+ASYNC_TOKEN = AsyncTokenType()
+_SCALARS["!gpu.async.token"] = ASYNC_TOKEN
+
+
+def is_token(t) -> bool:
+    return t is ASYNC_TOKEN
+
+
+def _leading_tokens(operands) -> int:
+    n = 0
+    for v in operands:
+        if not is_token(v.type):
+            break
+        n += 1
+    return n
+
+
+def _check_async(op) -> None:
+    n = op.num_deps
+    if any(is_token(v.type) for v in op.operands[n:]):
+        raise op.error("dependency tokens come first, before the other operands")
+    if op.results and (len(op.results) != 1 or not is_token(op.results[0].type)):
+        raise op.error("has no results, or one !gpu.async.token with 'async'")
+
+
+def _async_args(ctx, syn):
+    """(is async, token operands, the remaining argument items) of ``async, %t0, %t1, ...``."""
+    args = list(syn.args)
+    is_async = bool(args) and isinstance(args[0], tuple) and args[0][0] == "keyword" \
+        and args[0][1].value == "async"
+    if is_async:
+        args = args[1:]
+    return is_async, args  # the parser checks the result names against the result (one with async)
+
+
+def _print_async(p, op) -> str:
+    if not op.results and not op.num_deps:
+        return ""
+    items = (["async"] if op.results else []) + [p.value(v) for v in op.operands[:op.num_deps]]
+    return " " + ", ".join(items) + ","
 
 
 def is_device(t) -> bool:
@@ -342,11 +407,17 @@ class LaunchFuncOp(Operation):
     """``gpu.launch_func @k(%gx, %gy, %gz, %bx, %by, %bz, ARGS) {module = @kernels} : ARG TYPES``.
 
     Runs kernel ``@k`` of ``gpu.module @kernels`` on a grid of gx*gy*gz blocks of bx*by*bz
-    threads.  Memref arguments must be device memory (the exclusive rule)."""
+    threads.  Memref arguments must be device memory (the exclusive rule).  With
+    ``async, %t0, ...`` first (``%t = gpu.launch_func async, %t0, @k(...)``) it waits for the
+    tokens ``%t0...``, returns a token and does not wait for the kernel to finish."""
 
     name = "gpu.launch_func"
     summary = "Launch a kernel of a gpu.module on a grid of blocks of threads."
     example = "gpu.launch_func @k(%n, %n, %n, %n, %n, %n, %x) {module = @kernels} : f32"
+
+    @property
+    def num_deps(self) -> int:
+        return _leading_tokens(self.operands)
 
     @property
     def kernel_name(self) -> str:
@@ -357,17 +428,23 @@ class LaunchFuncOp(Operation):
         return self.attributes["module"].name
 
     @property
+    def sizes(self):
+        n = self.num_deps
+        return self.operands[n:n + 6]
+
+    @property
     def kernel_args(self):
-        return self.operands[6:]
+        return self.operands[self.num_deps + 6:]
 
     def kernel(self, symbols):
         mod = symbols.get(self.module_name)
         return mod.lookup(self.kernel_name) if isinstance(mod, GPUModuleOp) else None
 
     def verify_op(self) -> None:
-        if len(self.operands) < 6:
+        _check_async(self)
+        if len(self.operands) - self.num_deps < 6:
             raise self.error("needs grid sizes (3), block sizes (3), then the kernel's arguments")
-        _check_grid(self, self.operands)
+        _check_grid(self, self.sizes)
         for k in ("kernel", "module"):
             if not isinstance(self.attributes.get(k), SymbolRefAttr):
                 raise self.error(f"needs the symbol attribute '{k}'")
@@ -395,34 +472,41 @@ class LaunchFuncOp(Operation):
         kernel = self.kernel(interp.symbols)
         if kernel is None:
             raise interp.fault(self, f"no kernel '@{self.module_name}::@{self.kernel_name}' in the module")
-        grid, block = _launch_sizes(interp, self, args)
-        device_of(interp).launch(interp, self, kernel.body, grid, block, list(args[6:]))
-        return []
+        n = self.num_deps
+        grid, block = _launch_sizes(interp, self, args[n:n + 6])
+        kernel_args = list(args[n + 6:])
+        return device_of(interp).run(interp, self, args[:n], lambda: device_of(interp).launch(
+            interp, self, kernel.body, grid, block, kernel_args))
 
     @classmethod
     def parse_uniform(cls, ctx, syn):
-        if len(syn.args) != 1 or not isinstance(syn.args[0], tuple) or syn.args[0][0] != "callee":
-            raise IRError("'gpu.launch_func' expects '@kernel(%gx, %gy, %gz, %bx, %by, %bz, args...) "
-                          "{module = @m} : arg types'", syn.loc)
-        _, sym, toks = syn.args[0]
+        is_async, args = _async_args(ctx, syn)
+        if not args or not isinstance(args[-1], tuple) or args[-1][0] != "callee":
+            raise IRError("'gpu.launch_func' expects '[async, %tokens...,] @kernel(%gx, %gy, %gz, %bx, %by, %bz, "
+                          "args...) {module = @m} : arg types'", syn.loc)
+        deps = [ctx.value(tok, ASYNC_TOKEN) for tok in args[:-1]]
+        _, sym, toks = args[-1]
         types = syn.plain_types("argument types") if syn.sig is not None else []
         if len(toks) != 6 + len(types):
             raise IRError(f"'gpu.launch_func' has {len(toks) - 6} kernel arguments but lists {len(types)} types",
                           syn.loc)
-        operands = [ctx.value(t, index) for t in toks[:6]] + ctx.values(toks[6:], types)
+        operands = deps + [ctx.value(t, index) for t in toks[:6]] + ctx.values(toks[6:], types)
         attrs = dict(syn.attrs)
         attrs["kernel"] = SymbolRefAttr(sym.value[1:])
-        return cls(operands, [], attrs)
+        return cls(operands, [ASYNC_TOKEN] if is_async else [], attrs)
 
     def print_custom(self, p) -> None:
         attrs = {k: v for k, v in self.attributes.items() if k != "kernel"}
-        p.write(f" @{self.kernel_name}({p.values(self.operands)}){p.attr_dict(attrs)}")
+        n = self.num_deps
+        p.write(f"{_print_async(p, self)} @{self.kernel_name}({p.values(self.operands[n:])}){p.attr_dict(attrs)}")
         if self.kernel_args:
             p.write(f" : {p.types(v.type for v in self.kernel_args)}")
 
     @classmethod
-    def build(cls, module: str, kernel: str, grid, block, args):
-        return cls([*grid, *block, *args], [], {"kernel": SymbolRefAttr(kernel), "module": SymbolRefAttr(module)})
+    def build(cls, module: str, kernel: str, grid, block, args, deps=None):
+        """``deps``: None for a synchronous launch, else the tokens an async launch waits for."""
+        return cls([*(deps or []), *grid, *block, *args], [] if deps is None else [ASYNC_TOKEN],
+                   {"kernel": SymbolRefAttr(kernel), "module": SymbolRefAttr(module)})
 
 
 class LaunchOp(Operation):
@@ -695,16 +779,30 @@ class DeallocOp(Operation):
 class MemcpyOp(Operation):
     """``gpu.memcpy %dst, %src : memref<..., gpu>, memref<...>``: the one way data crosses
     between host and device (either direction, or device to device); same shape and element
-    type.  Host code only."""
+    type.  Host code only.  ``%t = gpu.memcpy async, %t0, %dst, %src : ...`` waits for the
+    tokens, returns one and does not wait for the copy."""
 
     name = "gpu.memcpy"
     summary = "Copy a buffer between host and device memory (the only op that crosses)."
     example = "%d = gpu.alloc(%n) : memref<?xi64, gpu> gpu.memcpy %d, %m : memref<?xi64, gpu>, memref<?xi64>"
 
+    @property
+    def num_deps(self) -> int:
+        return _leading_tokens(self.operands)
+
+    @property
+    def target(self):
+        return self.operands[-2]
+
+    @property
+    def source(self):
+        return self.operands[-1]
+
     def verify_op(self) -> None:
-        if len(self.operands) != 2:
+        _check_async(self)
+        if len(self.operands) - self.num_deps != 2:
             raise self.error("takes a destination and a source")
-        dst, src = (v.type for v in self.operands)
+        dst, src = self.target.type, self.source.type
         if not isinstance(dst, MemRefType) or not isinstance(src, MemRefType):
             raise self.error("copies memrefs")
         if dst.shape != src.shape or dst.element_type is not src.element_type:
@@ -718,51 +816,71 @@ class MemcpyOp(Operation):
             raise self.error("is host code: it cannot run inside a kernel")
 
     def interpret(self, interp, args):
-        dst, src = args
-        if dst.freed or src.freed:
-            raise interp.fault(self, "access to a freed buffer")
-        if dst.array.shape != src.array.shape:
-            raise interp.fault(self, f"copies a buffer of shape {list(src.array.shape)} to one of shape "
-                                     f"{list(dst.array.shape)}")
-        device_of(interp).memcpy(interp, self, dst, src)
-        return []
+        dst, src = args[-2:]
+
+        def copy():
+            if dst.freed or src.freed:
+                raise interp.fault(self, "access to a freed buffer")
+            if dst.array.shape != src.array.shape:
+                raise interp.fault(self, f"copies a buffer of shape {list(src.array.shape)} to one of shape "
+                                         f"{list(dst.array.shape)}")
+            device_of(interp).memcpy(interp, self, dst, src)
+
+        return device_of(interp).run(interp, self, args[:self.num_deps], copy)
 
     @classmethod
     def parse_uniform(cls, ctx, syn):
+        is_async, args = _async_args(ctx, syn)
         types = syn.plain_types("destination and source types")
-        if len(types) != 2:
-            raise IRError("'gpu.memcpy' expects ': DST TYPE, SRC TYPE'", syn.loc)
-        return cls(_value_args(ctx, syn, types), [], syn.attrs)
+        if len(types) != 2 or len(args) < 2 or any(isinstance(a, tuple) for a in args):
+            raise IRError("'gpu.memcpy' expects '[async, %tokens...,] %dst, %src : DST TYPE, SRC TYPE'", syn.loc)
+        deps = [ctx.value(tok, ASYNC_TOKEN) for tok in args[:-2]]
+        return cls(deps + ctx.values(args[-2:], types), [ASYNC_TOKEN] if is_async else [], syn.attrs)
 
     def print_custom(self, p) -> None:
-        p.write(f" {p.values(self.operands)}{p.attr_dict(self.attributes)} : "
-                f"{p.types(v.type for v in self.operands)}")
+        p.write(f"{_print_async(p, self)} {p.values(self.operands[self.num_deps:])}{p.attr_dict(self.attributes)} : "
+                f"{p.types(v.type for v in self.operands[self.num_deps:])}")
+
+    @classmethod
+    def build(cls, dst, src, deps=None):
+        return cls([*(deps or []), dst, src], [] if deps is None else [ASYNC_TOKEN])
 
 
 class WaitOp(Operation):
-    """``gpu.wait``: wait until the device has finished all work launched so far.
-
-    Launches and copies of irc's host code are ordered (one stream), so this is where a host
-    could overlap work; async tokens (MLIR's ``!gpu.async.token``) are not supported yet."""
+    """``gpu.wait`` waits for all device work; ``gpu.wait %t0, %t1`` for those tokens' work;
+    ``%t = gpu.wait async, %t0, %t1`` waits for nothing itself and returns a token that
+    completes when they all have (a join, as MLIR's ``gpu.wait async [...]``)."""
 
     name = "gpu.wait"
-    summary = "Wait for the device to finish the work launched before it."
+    summary = "Wait for device work: all of it, or that of the given tokens (async: join them)."
     example = "gpu.wait"
 
+    @property
+    def num_deps(self) -> int:
+        return len(self.operands)
+
     def verify_op(self) -> None:
+        _check_async(self)
         if enclosing_kernel(self) is not None:
             raise self.error("is host code: it cannot run inside a kernel")
 
     def interpret(self, interp, args):
-        device_of(interp).wait(interp, self)
+        device = device_of(interp)
+        if self.results:
+            return device.run(interp, self, args, lambda: None)
+        device.wait(interp, self, args if args else None)
         return []
 
     @classmethod
     def parse_uniform(cls, ctx, syn):
-        return cls([], [], syn.attrs)
+        is_async, args = _async_args(ctx, syn)
+        if any(isinstance(a, tuple) for a in args):
+            raise IRError("'gpu.wait' expects '[async,] %tokens...'", syn.loc)
+        return cls([ctx.value(tok, ASYNC_TOKEN) for tok in args], [ASYNC_TOKEN] if is_async else [], syn.attrs)
 
     def print_custom(self, p) -> None:
-        p.write(p.attr_dict(self.attributes))
+        items = (["async"] if self.results else []) + [p.value(v) for v in self.operands]
+        p.write((" " + ", ".join(items) if items else "") + p.attr_dict(self.attributes))
 
 
 # -- the simulator: how the interpreter runs kernels -------------------------------------------
@@ -779,6 +897,18 @@ def thread_of(interp, op):
     if thread is None:
         raise interp.fault(op, "device code runs only inside a kernel launch")
     return thread
+
+
+class AsyncToken:
+    """A ``!gpu.async.token`` in the simulator: the work it stands for and what it waits for."""
+
+    __slots__ = ("deps", "work", "order", "done")
+
+    def __init__(self, deps, work, order: int):
+        self.deps = deps
+        self.work = work
+        self.order = order
+        self.done = False
 
 
 class _Abort(Exception):
@@ -913,6 +1043,7 @@ class Simulator:
         return Buffer(np.zeros(shape, dtype=storage_dtype(t)), t, heap=True)
 
     def dealloc(self, interp, op, buf) -> None:
+        self.wait(interp, op, None)  # as a synchronous op, after all the work issued before it
         if buf.freed:
             raise interp.fault(op, "buffer freed twice")
         buf.freed = True
@@ -920,8 +1051,40 @@ class Simulator:
     def memcpy(self, interp, op, dst, src) -> None:
         dst.array[...] = src.array
 
-    def wait(self, interp, op) -> None:
-        pass
+    # Asynchronous work is simulated lazily and adversarially: an async op only records what it
+    # will do; the work runs when a gpu.wait (or a synchronous gpu op) needs it, in the order
+    # that respects the declared dependencies and otherwise runs the latest-issued work first.
+    # A missing dependency or a missing wait then shows as a wrong result, as it may on a device.
+
+    def run(self, interp, op, deps, work):
+        pending = interp.__dict__.setdefault("gpu_pending", [])
+        if not op.results:  # synchronous: the work issued before it completes first
+            self.wait(interp, op, None)
+            work()
+            return []
+        token = AsyncToken(list(deps), work, len(pending))
+        pending.append(token)
+        return [token]
+
+    def wait(self, interp, op, tokens=None) -> None:
+        pending = interp.__dict__.get("gpu_pending")
+        if not pending:
+            return
+        targets = pending if tokens is None else tokens
+        needed, stack = set(), [t for t in targets if not t.done]
+        while stack:
+            t = stack.pop()
+            if t not in needed:
+                needed.add(t)
+                stack.extend(d for d in t.deps if not d.done)
+        while needed:
+            ready = [t for t in needed if all(d.done for d in t.deps)]
+            t = max(ready, key=lambda t: t.order)
+            t.work()
+            t.done = True
+            needed.discard(t)
+        if tokens is None:
+            pending.clear()
 
     def launch(self, interp, op, region, grid, block, kernel_args) -> None:
         from irc.interpreter import Interpreter

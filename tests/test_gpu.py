@@ -293,14 +293,14 @@ def test_softmax_and_reductions_run_one_block_per_row_with_a_shared_tree():
     ops = _kernel_ops(lowered)
     assert "gpu.barrier" in ops and "workgroup>" in ops
     launches = [op for op in lowered.function("f").walk() if op.name == "gpu.launch_func"]
-    grids = {tuple(op.operands[k].defining_op.attributes["value"].value for k in range(6)) for op in launches}
+    grids = {tuple(v.defining_op.attributes["value"].value for v in op.sizes) for op in launches}
     assert (6, 1, 1, 128, 1, 1) in grids  # six rows of 100: one block each, 128 threads
 
 
 def test_matmul_is_a_shared_memory_tiled_kernel():
     lowered = gpu.lower(irc.parse(TENSOR_PROGRAMS["matmul_transposed_ragged"]))
     launch = next(op for op in lowered.function("f").walk() if op.name == "gpu.launch_func")
-    grid = [op.defining_op.attributes["value"].value for op in launch.operands[:6]]
+    grid = [v.defining_op.attributes["value"].value for v in launch.sizes]
     assert grid == [2, 2, 1, 16, 16, 1]  # 17 columns and 20 rows in 16 x 16 tiles
     assert {"gpu.barrier", "workgroup>"} <= _kernel_ops(lowered)
 
@@ -490,3 +490,83 @@ def test_cli_run_on_gpu_without_a_device_is_a_clear_usage_error(tmp_path):
         np.save(tmp_path / f"{name}.npy", np.ones((4, 8), np.float32))
     r = _irc("run", str(src), "--target", "gpu", "--entry", "f", f"@{tmp_path / 'a.npy'}", f"@{tmp_path / 'b.npy'}")
     assert r.returncode == 2 and "--target gpu:" in r.stderr and "Traceback" not in r.stderr
+
+
+# -- async tokens: gpu-async, checked by the adversarial simulator ---------------------------------
+
+ASYNC = """
+func.func @main(%h: memref<4x8xf32>, %ho: memref<4xf32>) {
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %t0 = gpu.wait async
+  %d = gpu.alloc() : memref<4x8xf32, gpu>
+  %o = gpu.alloc() : memref<4xf32, gpu>
+  %t1 = gpu.memcpy async, %t0, %d, %h : memref<4x8xf32, gpu>, memref<4x8xf32>
+  %t2 = gpu.launch_func async, %t1, @rowsum(%c4, %c1, %c1, %c8, %c1, %c1, %d, %o) {module = @kernels} : memref<4x8xf32, gpu>, memref<4xf32, gpu>
+  %t3 = gpu.memcpy async, %t2, %ho, %o : memref<4xf32>, memref<4xf32, gpu>
+  %t4 = gpu.wait async, %t2, %t3
+  gpu.wait %t4
+  gpu.dealloc %d : memref<4x8xf32, gpu>
+  gpu.dealloc %o : memref<4xf32, gpu>
+  func.return
+}
+"""
+
+
+def _rowsum_with(host: str) -> str:
+    return ROWSUM[:ROWSUM.index("func.func @main")] + host
+
+
+def test_async_forms_round_trip_and_run():
+    m = irc.parse(_rowsum_with(ASYNC))
+    m.verify()
+    printed = m.print()
+    assert "%t2 = gpu.launch_func async, %t1, @rowsum(" in printed and "gpu.wait async, %t2, %t3" in printed
+    assert irc.parse(printed).print() == printed
+    assert irc.parse(m.print(generic=True)).print() == printed
+    a = np.random.default_rng(7).standard_normal((4, 8)).astype(np.float32)
+    out = np.zeros(4, np.float32)
+    irc.interpret(m, "main", a, out)
+    np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-6)
+
+
+def test_simulator_exposes_a_missing_dependency():
+    """Async work runs lazily, latest first where tokens allow: without the launch's dependency
+    on the copy, the kernel reads the device buffer before the input arrives."""
+    text = _rowsum_with(ASYNC).replace("%t2 = gpu.launch_func async, %t1,", "%t2 = gpu.launch_func async,")
+    a = np.random.default_rng(8).standard_normal((4, 8)).astype(np.float32) + 3
+    out = np.zeros(4, np.float32)
+    irc.interpret(irc.parse(text), "main", a, out)
+    assert not np.allclose(out, a.sum(axis=1))
+
+
+def test_simulator_exposes_a_missing_wait():
+    """The gpu.wait that gpu-async puts before the host reads a result: without it, the host
+    reads its buffer before the copy back has run."""
+    source = irc.parse(TENSOR_PROGRAMS["tanh_rowsum"])
+    lowered = gpu.lower(source)
+    args = _arguments(source.functions[0], seed=9)
+    read = next(op for op in lowered.function("f").walk() if op.name == "bufferization.to_tensor")
+    assert read.prev.name == "gpu.wait" and read.prev.operands
+    _close(irc.interpret(source, "f", *args), irc.interpret(lowered, "f", *args))
+    read.prev.erase()
+    try:  # a stale read, or the late copy writing a buffer the host has freed since
+        stale = irc.interpret(lowered, "f", *args)
+    except InterpreterError as e:
+        assert "freed" in str(e)
+    else:
+        assert not np.allclose(stale, irc.interpret(source, "f", *args))
+
+
+def test_gpu_async_orders_work_by_buffers_only():
+    lowered = gpu.lower(irc.parse(TENSOR_PROGRAMS["row_stats"]))
+    host = lowered.function("f")
+    launches = [op for op in host.walk() if op.name == "gpu.launch_func"]
+    assert len(launches) >= 3 and all(op.results for op in launches)
+    tokens = {op.results[0] for op in launches}
+    for op in launches:  # the three row kernels read the input and write their own outputs
+        assert not set(op.operands[:op.num_deps]) & tokens
+        assert [d.defining_op.name for d in op.operands[:op.num_deps]] == ["gpu.memcpy"]
+    copies_back = [op for op in host.walk() if op.name == "gpu.memcpy" and op.target.type.memory_space is None]
+    assert all(op.operands[0] in tokens for op in copies_back)

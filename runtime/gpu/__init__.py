@@ -17,6 +17,7 @@ GPU_STAGES = [
     ("clean up loops", "canonicalize,cse,licm"),
     ("map loops to the grid; device buffers and explicit copies", "gpu-map-parallel"),
     ("outline kernels", "gpu-outline"),
+    ("async copies and launches, ordered by their buffers", "gpu-async"),
     ("approximate math (no libdevice)", "math-approx{only=all}"),
     ("clean up", "canonicalize,cse"),
 ]

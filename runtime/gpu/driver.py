@@ -10,8 +10,9 @@ How it runs a program: the host function (after ``GPU_STAGES``) is straight-line
 ``gpu.alloc``/``gpu.memcpy``/``gpu.launch_func``/``gpu.dealloc``, ``bufferization`` casts and
 index arithmetic.  The reference interpreter walks it with this device in place of the
 simulator (``gpu_device``), so every gpu op calls the driver: allocations come from a memory
-pool reused across calls, copies and launches go to one stream, and the copy back to the host
-waits for it.  The kernels are the PTX of ``render_ptx``, loaded once per module with
+pool reused across calls, synchronous copies and launches go to one stream (the copy back to the
+host waits for it), and async ones (``!gpu.async.token``, as ``gpu-async`` makes them) go to the
+stream of their first dependency or to one of four streams of their own, ordered by events.  The kernels are the PTX of ``render_ptx``, loaded once per module with
 ``module_from_buffer`` (the JIT log of a rejected module becomes an ``IRError``).
 """
 
@@ -68,6 +69,16 @@ class DeviceBuffer:
         return int(self.allocation)
 
 
+class DeviceToken:
+    """A ``!gpu.async.token`` on a device: the stream its work went to and an event after it."""
+
+    __slots__ = ("stream", "event")
+
+    def __init__(self, stream, event):
+        self.stream = stream
+        self.event = event
+
+
 def _dtype(t: MemRefType):
     from irc.dialects.memref import storage_dtype
 
@@ -91,6 +102,9 @@ class CudaDevice:
         self.sm = sm if sm is not None else major * 10 + minor
         self.pool = DeviceMemoryPool()
         self.stream = cuda.Stream()
+        self.streams = [cuda.Stream() for _ in range(4)]  # for async work without dependencies
+        self.next_stream = 0
+        self.asynchronous = False
         self.modules: dict = {}
         self.recorded: list | None = None  # with record(): the launches of the calls, for replay()
 
@@ -108,6 +122,7 @@ class CudaDevice:
             raise interp.fault(op, "out of device memory in gpu.alloc") from None
 
     def dealloc(self, interp, op, buf) -> None:
+        self.wait(interp, op, None)
         if buf.freed:
             raise interp.fault(op, "buffer freed twice")
         buf.freed = True
@@ -122,10 +137,39 @@ class CudaDevice:
             cuda.memcpy_htod_async(dst.ptr, np.ascontiguousarray(src.array), self.stream)
         else:
             cuda.memcpy_dtoh_async(dst.array, src.ptr, self.stream)
-            self.stream.synchronize()  # the host reads it next
+            if not self.asynchronous:
+                self.stream.synchronize()  # the host reads it next
 
-    def wait(self, interp, op) -> None:
-        self.stream.synchronize()
+    def run(self, interp, op, deps, work):
+        """An op's work: synchronous (after all earlier work) or, for an async op, on the stream
+        of its first dependency (waiting for the others' events) or on a stream of its own."""
+        if not op.results:
+            self.wait(interp, op, None)
+            work()
+            return []
+        if deps:
+            stream = deps[0].stream
+            for d in deps[1:]:
+                stream.wait_for_event(d.event)
+        else:
+            stream = self.streams[self.next_stream % len(self.streams)]
+            self.next_stream += 1
+        saved, self.stream, self.asynchronous = self.stream, stream, True
+        try:
+            work()
+        finally:
+            self.stream, self.asynchronous = saved, False
+        event = self.cuda.Event()
+        event.record(stream)
+        return [DeviceToken(stream, event)]
+
+    def wait(self, interp, op, tokens=None) -> None:
+        if tokens is None:
+            for stream in (self.stream, *self.streams):
+                stream.synchronize()
+        else:
+            for token in tokens:
+                token.event.synchronize()
 
     # -- kernels --------------------------------------------------------------------------------
 
@@ -174,6 +218,7 @@ class CudaDevice:
     def replay(self, repeats: int = 10) -> float:
         """Run the recorded launches ``repeats`` times; the mean seconds per repeat (CUDA events)."""
         start, end = self.cuda.Event(), self.cuda.Event()
+        self.wait(None, None)
         for fn, params, grid, block in self.recorded:  # warm up
             fn(*params, grid=grid, block=block, stream=self.stream)
         start.record(self.stream)

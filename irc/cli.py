@@ -386,8 +386,8 @@ def cmd_compile(args) -> int:
         return _compile_gpu(args) if args.target == "gpu" else _print_cpu_pipeline()
     if args.output is None:
         raise UsageError("irc compile needs -o OUT")
-    if args.sm is not None:
-        raise UsageError("--sm is an option of --target gpu")
+    if args.sm is not None or args.pipeline:
+        raise UsageError("--sm and -p are options of --target gpu")
     module = _read_module(args.file, limit=args.max_input_size)
     try:
         out = emit(module, args.emit, args.opt_level, checks=not args.no_checks,
@@ -430,6 +430,13 @@ def _compile_gpu(args) -> int:
     from .verifier import verify
 
     verify(module)
+    if args.pipeline:
+        from .passmanager import PassManager, PipelineError
+
+        try:
+            PassManager.parse(args.pipeline).run(module)
+        except PipelineError as e:
+            raise UsageError(str(e)) from None
     lowered = gpu.lower(module)
     if emit == "ir":
         out = lowered.print()
@@ -597,6 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "ir (host and kernel IR after the GPU stages)")
     comp.add_argument("--sm", type=int, default=None, metavar="N",
                       help="--target gpu: the GPU architecture sm_N (80 or 90; default 90)")
+    comp.add_argument("-p", "--pipeline", default="", metavar="PASSES",
+                      help="--target gpu: passes to run before the target's stages, e.g. "
+                           "'specialize-shapes{func=F shapes=8x64xf32;...}' for a program with ? sizes")
     comp.add_argument("--print-pipeline", action="store_true",
                       help="print the target's stages (what runs) and exit")
     comp.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2, metavar="N",

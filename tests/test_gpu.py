@@ -450,6 +450,19 @@ def test_cli_emit_ptx_and_llvm(tmp_path, emit):
         assert 'target triple = "nvptx64-nvidia-cuda"' in text and "nvvm.annotations" in text
 
 
+def test_cli_compiles_the_classifier_example_with_its_shapes(tmp_path):
+    out = tmp_path / "classifier.ptx"
+    shapes = "specialize-shapes{func=classify shapes=32x64xf32;64x128xf32;128xf32;128x10xf32;10xf32}"
+    r = _irc("compile", str(EXAMPLES / "classifier.ir"), "--target", "gpu", "-p", shapes, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    if PTXAS:
+        check = subprocess.run([PTXAS, "--gpu-name", "sm_90", str(out), "-o", str(tmp_path / "o.cubin")],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+    unspecialised = _irc("compile", str(EXAMPLES / "classifier.ir"), "--target", "gpu", "-o", str(out))
+    assert unspecialised.returncode == 1 and "specialise shapes first" in unspecialised.stderr
+
+
 def test_cli_print_pipeline_is_the_stage_list_that_runs():
     r = _irc("compile", "-", "--target", "gpu", "--print-pipeline", input="")
     assert r.returncode == 0, r.stderr

@@ -15,8 +15,9 @@ At the top level of each function over memrefs (what ``tensor-to-loops`` makes):
   combining op: a sum, max, min...) or ``parallel`` themselves (a row of a softmax, a row
   reduction) runs one block per iteration (``row-block-size`` threads): a ``parallel`` inner
   loop is strided over the block's threads, a reduction is strided too and then combined by a
-  tree in workgroup (shared) memory with ``gpu.barrier`` between its levels, stores at the
-  row's top level are made by thread 0, and a barrier follows each phase;
+  tree in workgroup (shared) memory with ``gpu.barrier`` between its levels down to one warp,
+  whose lanes finish it with ``gpu.shuffle xor`` (a one-warp block needs only the shuffles);
+  stores at the row's top level are made by thread 0, and a barrier follows each phase;
 * other ops that read or write buffers (a serial reduction loop, a copy, a single store) run
   as one thread of a one-block launch, grouped so that consecutive ones share a launch;
 * allocation, deallocation, constants and index arithmetic stay on the host.
@@ -259,6 +260,47 @@ def _row_mappable(loop) -> bool:
     return inner > 0
 
 
+def _warp_reduce(b: Builder, value, combine: str):
+    """A butterfly of ``gpu.shuffle xor`` over a full warp: every lane ends with the total."""
+    from irc.dialects.gpu import WARP_SIZE, ShuffleOp
+
+    from irc.types import i32
+
+    width = b.const(WARP_SIZE, i32)
+    offset = WARP_SIZE // 2
+    while offset:
+        other, _valid = b.built(ShuffleOp.build("xor", b.wrap(value).value, b.const(offset, i32).value,
+                                                width.value))
+        value = b.op(combine, value, other)
+        offset //= 2
+    return value
+
+
+def _block_reduce(b: Builder, partial, combine: str, tid, size: int):
+    """The combination of every thread's ``partial`` (``size`` threads, a power of two, at least
+    a warp), seen by all of them: a tree in workgroup memory with a barrier per level down to
+    one warp, then shuffles within the warp; a block of one warp needs only the shuffles."""
+    from irc.dialects.gpu import WARP_SIZE, WORKGROUP, BarrierOp
+
+    if size == WARP_SIZE:
+        return _warp_reduce(b, partial, combine)
+    shared = b.op("memref.alloca", result=MemRefType([size], b.wrap(partial).type, WORKGROUP)).value
+    b.store(partial, shared, [tid])
+    b.insert(BarrierOp())
+    half = size // 2
+    while half >= WARP_SIZE:
+        with b.if_(tid < half) as branch, branch.then_():
+            b.store(b.op(combine, b.load(shared, [tid]), b.load(shared, [tid + half])), shared, [tid])
+        b.insert(BarrierOp())
+        half //= 2
+    with b.if_(tid < WARP_SIZE) as branch, branch.then_():  # the last warp: no barriers needed
+        total = _warp_reduce(b, b.load(shared, [tid]), combine)
+        with b.if_(b.compare("eq", tid, 0)) as first, first.then_():
+            b.store(total, shared, [b.index(0)])
+    b.insert(BarrierOp())
+    return b.load(shared, [b.index(0)])
+
+
 def _row_threads(loop, most: int) -> int:
     """Threads per block for a row: enough for the longest inner loop (a power of two, at least a
     warp), at most ``most``: a 32-element row gets one warp, not 256 threads that idle."""
@@ -276,7 +318,7 @@ def _row_threads(loop, most: int) -> int:
 
 
 def _map_rows(self, loop) -> None:
-    from irc.dialects.gpu import WORKGROUP, BarrierOp
+    from irc.dialects.gpu import BarrierOp
 
     size = _row_threads(loop, self.row_block_size)
     lb_c, ub_c, step_c = (_constant_index(v) for v in loop.operands[:3])
@@ -320,18 +362,7 @@ def _map_rows(self, loop) -> None:
             result = op.results[0]
             uses = list(result.uses)
             with b.at(op, before=False):
-                shared = b.op("memref.alloca", result=MemRefType([size], result.type, WORKGROUP)).value
-                b.store(result, shared, [tid_v])
-                b.insert(BarrierOp())
-                half = size // 2
-                while half:
-                    with b.if_(tid_v < half) as branch, branch.then_():
-                        mine = b.load(shared, [tid_v])
-                        other = b.load(shared, [tid_v + half])
-                        b.store(b.op(combine.name, mine, other), shared, [tid_v])
-                    b.insert(BarrierOp())
-                    half //= 2
-                total = b.op(combine.name, init, b.load(shared, [b.index(0)]))
+                total = b.op(combine.name, init, _block_reduce(b, result, combine.name, tid_v, size))
             for use in uses:
                 use.owner.set_operand(use.index, total.value)
         elif op.name == "memref.store":

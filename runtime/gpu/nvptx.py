@@ -168,17 +168,28 @@ def _barrier(self, b, op):
 def _shuffle(self, b, op):
     value, offset, width = (self.value(v) for v in op.operands)
     ty = value.type
-    suffix = {"float": "f32", "i32": "i32"}.get(str(ty))
-    if suffix is None:
-        raise TypeError(f"gpu.shuffle of {op.operands[0].type} (only 32-bit values)")
     kind = {"xor": "bfly", "down": "down", "up": "up", "idx": "idx"}[op.mode]
     # The clamp operand: the segment mask (32 - width) << 8, and for all but 'up' the last lane 31.
     seg = b.shl(b.sub(ir.Constant(I32, 32), width), ir.Constant(I32, 8))
     clamp = seg if kind == "up" else b.or_(seg, ir.Constant(I32, 31))
-    ret = ir.LiteralStructType([ty, cpu.I1])
-    fn = self._declare(f"llvm.nvvm.shfl.sync.{kind}.{suffix}p", ir.FunctionType(ret, [I32, ty, I32, I32]))
-    pair = b.call(fn, [ir.Constant(I32, 0xFFFFFFFF), value, offset, clamp])
-    return [b.extract_value(pair, 0), b.extract_value(pair, 1)]
+
+    def shuffle32(x):
+        suffix = "f32" if str(x.type) == "float" else "i32"
+        ret = ir.LiteralStructType([x.type, cpu.I1])
+        fn = self._declare(f"llvm.nvvm.shfl.sync.{kind}.{suffix}p", ir.FunctionType(ret, [I32, x.type, I32, I32]))
+        pair = b.call(fn, [ir.Constant(I32, 0xFFFFFFFF), x, offset, clamp])
+        return b.extract_value(pair, 0), b.extract_value(pair, 1)
+
+    if str(ty) in ("float", "i32"):
+        got, valid = shuffle32(value)
+        return [got, valid]
+    if str(ty) not in ("double", "i64"):
+        raise TypeError(f"gpu.shuffle of {op.operands[0].type}")
+    bits = b.bitcast(value, I64) if str(ty) == "double" else value  # two 32-bit halves
+    low, valid = shuffle32(b.trunc(bits, I32))
+    high, _ = shuffle32(b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32))
+    joined = b.or_(b.zext(low, I64), b.shl(b.zext(high, I64), ir.Constant(I64, 32)))
+    return [b.bitcast(joined, ty) if str(ty) == "double" else joined, valid]
 
 
 @_kernel_handler("gpu.return")

@@ -255,7 +255,7 @@ def _row_mappable(loop) -> bool:
             if _combiner(op) is None and ("parallel" not in op.attributes or op.results):
                 return False
             inner += 1
-        elif op.regions or op.name in ("func.call", "memref.copy", "memref.alloc", "memref.dealloc"):
+        elif op.regions or op.name in ("func.call", "memref.copy", "memref.alloc", "memref.alloca", "memref.dealloc"):
             return False
     return inner > 0
 

@@ -147,6 +147,13 @@ func.func @f(%x: tensor<6x100xf32>) -> (tensor<6xf32>, tensor<6xf32>, tensor<6x1
   %p = tensor.log_softmax %x {axis = 1} : tensor<6x100xf32>
   func.return %mean, %top, %p : tensor<6xf32>, tensor<6xf32>, tensor<6x100xf32>
 }""",
+    "reductions_over_any_axes": """
+func.func @f(%x: tensor<6x5x7xf32>) -> (tensor<5xf32>, tensor<6x1x7xf32>, tensor<7xf32>) {
+  %a = tensor.reduce_sum %x {axes = [0, 2]} : tensor<6x5x7xf32> to tensor<5xf32>
+  %b = tensor.reduce_max %x {axes = [1], keepdims} : tensor<6x5x7xf32> to tensor<6x1x7xf32>
+  %c = tensor.reduce_mean %x {axes = [0, 1]} : tensor<6x5x7xf32> to tensor<7xf32>
+  func.return %a, %b, %c : tensor<5xf32>, tensor<6x1x7xf32>, tensor<7xf32>
+}""",
 }
 
 _EMITTED_PTX: list[tuple[str, str, int]] = []  # (what, PTX, sm): every kernel this suite renders

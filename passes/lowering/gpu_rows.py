@@ -4,8 +4,10 @@ The CPU lowerings are shaped for one core's vector units: unrolled accumulators,
 panels, rows kept in L1.  A GPU wants the plain structure back, which ``gpu-map-parallel``
 turns into one block per row with a shared-memory tree, or one thread per element:
 
-* a trailing reduction of one axis (``tensor.fused`` with ``reduce``): a ``parallel`` loop
-  over the kept elements, each one accumulator loop over the reduced axis;
+* a reduction (``tensor.fused`` with ``reduce``) that keeps some dimensions: a ``parallel``
+  nest over the kept elements, each one accumulator carried through loops over the reduced
+  axes (where the CPU walks a general reduction in memory order through a scratch buffer, a
+  serial loop on a GPU);
 * softmax and log_softmax along the last axis: a ``parallel`` row loop holding a max loop, a
   sum loop (one accumulator each) and a ``parallel`` normalising loop;
 * a 2-D matmul: ``parallel`` loops over the rows and columns of C around one accumulator loop
@@ -21,7 +23,7 @@ import math
 
 import numpy as np
 
-from irc.types import FloatType, f64, i64
+from irc.types import FloatType, f64
 
 from . import elementwise, matmul, softmax
 
@@ -40,29 +42,47 @@ def gpu_lowering(*names: str):
 
 @gpu_lowering("tensor.fused")
 def lower_fused_rows(ctx, op, inputs, output) -> None:
-    rank = op.domain_rank
-    if not op.reduction or list(op.axes) != [rank - 1]:
+    """A reduction: a ``parallel`` nest over the kept dimensions, each element one accumulator
+    carried through loops over the reduced dimensions (any of them, in order)."""
+    if not op.reduction:
         elementwise.lower_fused(ctx, op, inputs, output)
         return
     lb = ctx.lb
     kind = op.reduction
+    rank = op.domain_rank
+    axes = sorted(op.axes)
     elem = op.results[0].type.element_type
     acc_t = elementwise.accumulator_type(kind, elem)
     combine = elementwise._COMBINE[(kind, isinstance(elem, FloatType))]
     sizes = elementwise._domain_sizes(lb, op, inputs, output)
-    kept = list(range(rank - 1))
+    kept = [d for d in range(rank) if d not in axes]
+    if any(getattr(s.value.defining_op, "name", "") != "arith.constant" for s in sizes) or not kept:
+        elementwise.lower_fused(ctx, op, inputs, output)  # one output element: the CPU's unrolled loop
+        return
+    count = 1
+    for d in axes:
+        count *= sizes[d].value.defining_op.attributes["value"].value
+
+    def accumulate(ivs: dict, remaining: list, acc):
+        d = remaining[0]
+        with lb.for_(0, sizes[d], inits=[acc]) as loop:
+            point = {**ivs, d: loop.iv}
+            if len(remaining) > 1:
+                loop.yield_(accumulate(point, remaining[1:], loop.args[0]))
+            else:
+                v = elementwise._element(lb, op, inputs, [point[k] for k in range(rank)])
+                v = v if v.type is acc_t else lb.op("arith.extf", v, result=acc_t)
+                loop.yield_(lb.op(combine, loop.args[0], v))
+        return loop.results[0]
+
     with lb.nest([sizes[d] for d in kept], parallel=True) as outer:
-        with lb.for_(0, sizes[-1], inits=[lb.const(elementwise._identity(kind, acc_t), acc_t)]) as loop:
-            v = elementwise._element(lb, op, inputs, [*outer, loop.iv])
-            v = v if v.type is acc_t else lb.op("arith.extf", v, result=acc_t)
-            loop.yield_(lb.op(combine, loop.args[0], v))
-        acc = loop.results[0]
+        ivs = dict(zip(kept, outer))
+        acc = accumulate(ivs, axes, lb.const(elementwise._identity(kind, acc_t), acc_t))
         if kind == "mean":
-            count = lb.op("arith.uitofp", lb.op("arith.index_cast", sizes[-1], result=i64), result=f64)
-            acc = lb.op("arith.divf", acc, count)
+            acc = lb.op("arith.divf", acc, lb.const(float(count), f64))
         if acc.type is not elem:
             acc = lb.op("arith.truncf", acc, result=elem)
-        index = [*outer, 0] if op.keepdims else outer
+        index = [ivs.get(d, 0) for d in range(rank)] if op.keepdims else outer
         lb.store(acc, output, index)
 
 

@@ -137,8 +137,11 @@ def is_host(t) -> bool:
 def enclosing_kernel(op) -> Operation | None:
     """The ``gpu.func`` or ``gpu.launch`` that ``op`` is inside, if any."""
     for parent in op.ancestors():
-        if parent.name in KERNEL_OPS:
+        name = parent.name
+        if name in KERNEL_OPS:
             return parent
+        if name == "func.func":  # a host function (a gpu.launch inside one was seen on the way)
+            return None
     return None
 
 

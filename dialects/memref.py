@@ -191,7 +191,10 @@ def _check_indices(op, memref_value, indices) -> None:
     t = memref_value.type
     if not isinstance(t, MemRefType):
         raise op.error(f"expects a memref, got {t}")
-    check_memory_space(op, memref_value)  # host or device memory: dialects/gpu.py's exclusive rule
+    block = op.parent
+    if t.memory_space is not None or block is None or block.parent is None or block.parent.parent is None \
+            or block.parent.parent.name != "func.func":  # (host memory directly in a function: fine)
+        check_memory_space(op, memref_value)  # host or device memory: dialects/gpu.py's exclusive rule
     if len(indices) != t.rank:
         raise op.error(f"needs {t.rank} {'index' if t.rank == 1 else 'indices'} for {t}, got {len(indices)}")
     for v in indices:

@@ -123,10 +123,10 @@ class GPUMapParallel(Pass):
                 group = []
                 nest = _matmul_nest(op) if self.tile else None
                 if nest is not None:
-                    self._map_matmul(op, nest)
+                    _map_matmul(op, nest, self.tile)
                     stats.add("matmuls-tiled")
                 elif _row_mappable(op):
-                    self._map_rows(op)
+                    _map_rows(op, self.row_block_size)
                     stats.add("loops-mapped-block-per-row")
                 else:
                     self._map_loop(op)
@@ -317,10 +317,11 @@ def _row_threads(loop, most: int) -> int:
     return min(size, most)
 
 
-def _map_rows(self, loop) -> None:
+def _map_rows(loop, most_threads: int) -> None:
+    """One block per iteration of ``loop`` (see the module docstring)."""
     from irc.dialects.gpu import BarrierOp
 
-    size = _row_threads(loop, self.row_block_size)
+    size = _row_threads(loop, most_threads)
     lb_c, ub_c, step_c = (_constant_index(v) for v in loop.operands[:3])
     count = (ub_c - lb_c + step_c - 1) // step_c
     b = Builder(loc=loop.loc, reuse_constants=True)
@@ -373,8 +374,6 @@ def _map_rows(self, loop) -> None:
             then_block.insert_before(op, then_block.terminator)
             barrier_after(branch.op)
 
-
-GPUMapParallel._map_rows = _map_rows  # a method, kept beside the helpers it uses
 
 
 # -- a matmul nest as a shared-memory tiled kernel ------------------------------------------------
@@ -440,11 +439,11 @@ def _matmul_nest(loop):
     return a[0], b[0], store.operands[1], a[1], b[1], m, n, k, store.operands[0].type, add.name, mul.name
 
 
-def _map_matmul(self, loop, nest) -> None:
+def _map_matmul(loop, nest, t: int) -> None:
+    """The tiled kernel for a matmul nest (``_matmul_nest``'s description of it)."""
     from irc.dialects.gpu import WORKGROUP, BarrierOp
 
     a, bmat, c, ta, tb, m, n, k, elem, add, mul = nest
-    t = self.tile
     b = Builder(loc=loop.loc, reuse_constants=True)
     b.before_op(loop)
     one = b.index(1)
@@ -482,5 +481,3 @@ def _map_matmul(self, loop, nest) -> None:
             b.store(step.results[0], c, [row, col])
     loop.erase()
 
-
-GPUMapParallel._map_matmul = _map_matmul

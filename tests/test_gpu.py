@@ -154,6 +154,14 @@ func.func @f(%x: tensor<6x5x7xf32>) -> (tensor<5xf32>, tensor<6x1x7xf32>, tensor
   %c = tensor.reduce_mean %x {axes = [0, 1]} : tensor<6x5x7xf32> to tensor<7xf32>
   func.return %a, %b, %c : tensor<5xf32>, tensor<6x1x7xf32>, tensor<7xf32>
 }""",
+    "broadcasts_3d": """
+func.func @f(%x: tensor<6x5x7xf32>, %b: tensor<7xf32>, %c: tensor<6x1x7xf32>) -> tensor<6x5x7xf32> {
+  %bb = tensor.broadcast %b : tensor<7xf32> to tensor<6x5x7xf32>
+  %cb = tensor.broadcast %c : tensor<6x1x7xf32> to tensor<6x5x7xf32>
+  %s = arith.addf %x, %bb : tensor<6x5x7xf32>
+  %t = arith.mulf %s, %cb : tensor<6x5x7xf32>
+  func.return %t : tensor<6x5x7xf32>
+}""",
 }
 
 _EMITTED_PTX: list[tuple[str, str, int]] = []  # (what, PTX, sm): every kernel this suite renders

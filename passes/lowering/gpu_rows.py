@@ -4,6 +4,8 @@ The CPU lowerings are shaped for one core's vector units: unrolled accumulators,
 panels, rows kept in L1.  A GPU wants the plain structure back, which ``gpu-map-parallel``
 turns into one block per row with a shared-memory tree, or one thread per element:
 
+* an elementwise group with broadcast operands: one flat ``parallel`` loop over the output,
+  indices recovered by division (the CPU's nest gives a thread a whole row);
 * a reduction (``tensor.fused`` with ``reduce``) that keeps some dimensions: a ``parallel``
   nest over the kept elements, each one accumulator carried through loops over the reduced
   axes (where the CPU walks a general reduction in memory order through a scratch buffer, a
@@ -45,7 +47,7 @@ def lower_fused_rows(ctx, op, inputs, output) -> None:
     """A reduction: a ``parallel`` nest over the kept dimensions, each element one accumulator
     carried through loops over the reduced dimensions (any of them, in order)."""
     if not op.reduction:
-        elementwise.lower_fused(ctx, op, inputs, output)
+        _lower_elementwise(ctx, op, inputs, output)
         return
     lb = ctx.lb
     kind = op.reduction
@@ -84,6 +86,27 @@ def lower_fused_rows(ctx, op, inputs, output) -> None:
             acc = lb.op("arith.truncf", acc, result=elem)
         index = [ivs.get(d, 0) for d in range(rank)] if op.keepdims else outer
         lb.store(acc, output, index)
+
+
+def _lower_elementwise(ctx, op, inputs, output) -> None:
+    """An elementwise group with broadcast operands: one ``parallel`` loop over every element
+    of the (static) output, its indices recovered by division, so that each thread of the
+    grid computes one element and neighbouring threads touch neighbouring memory (the CPU's
+    nest would give each thread a whole row)."""
+    lb = ctx.lb
+    shape = output.type.shape
+    identity = list(range(op.domain_rank))
+    if None in shape or len(shape) < 2 or op.domain_rank != len(shape) or \
+            all(not b.type.is_shaped or list(m) == identity for b, m in zip(inputs, op.maps)):
+        elementwise.lower_fused(ctx, op, inputs, output)
+        return
+    with lb.for_(0, math.prod(shape), parallel=True) as loop:
+        rest, index = loop.iv, []
+        for n in reversed(shape[1:]):
+            index.append(rest - (rest / n) * n)
+            rest = rest / n
+        index = [rest, *reversed(index)]
+        lb.store(elementwise._element(lb, op, inputs, index), output, index)
 
 
 @gpu_lowering("tensor.softmax", "tensor.log_softmax")

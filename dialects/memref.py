@@ -414,6 +414,8 @@ class ViewOp(Operation):
             raise interp.fault(self, FREED_VIEW)
         sizes = iter(args[2:])
         shape = tuple(next(sizes) if d is None else d for d in t.shape)
+        if hasattr(src, "view_at"):  # device memory of a runtime (runtime/gpu/driver.py): no host array
+            return [src.view_at(interp, self, offset, shape, t)]
         dtype = np.dtype(storage_dtype(t))
         raw = src.array.reshape(-1).view(np.uint8)
         if any(s < 0 for s in shape) or is_too_big(shape, t) or offset < 0 or offset + byte_size(shape, t) > raw.size:

@@ -598,3 +598,70 @@ def test_gpu_async_orders_work_by_buffers_only():
         assert [d.defining_op.name for d in op.operands[:op.num_deps]] == ["gpu.memcpy"]
     copies_back = [op for op in host.walk() if op.name == "gpu.memcpy" and op.target.type.memory_space is None]
     assert all(op.operands[0] in tokens for op in copies_back)
+
+
+def test_driver_plumbing_with_a_stand_in_for_pycuda():
+    """Not a device test: the driver's own Python (pool, views, copies, module loading, launch
+    parameters, streams and events for async tokens) run against a stand-in for pycuda that
+    only records the calls, so that its plain errors show here without a GPU."""
+    import types
+
+    from irc.runtime.gpu import driver
+
+    calls = []
+
+    class Allocation:
+        def __init__(self, n):
+            calls.append(("alloc", n))
+
+        def __int__(self):
+            return 4096
+
+        def free(self):
+            calls.append(("free",))
+
+    class Stream:
+        def synchronize(self):
+            pass
+
+        def wait_for_event(self, event):
+            calls.append(("wait_for_event",))
+
+    class Event:
+        def record(self, stream=None):
+            pass
+
+        def synchronize(self):
+            pass
+
+    class Module:
+        def get_function(self, name):
+            def launch(*params, grid, block, stream):
+                calls.append(("launch", name, grid, block, len(params)))
+            return launch
+
+    cuda = types.SimpleNamespace(
+        Stream=Stream, Event=Event, MemoryError=MemoryError, Error=RuntimeError,
+        memcpy_htod_async=lambda dst, a, s: calls.append(("htod", a.nbytes)),
+        memcpy_dtoh_async=lambda a, src, s: calls.append(("dtoh", a.nbytes)),
+        memcpy_dtod_async=lambda dst, src, n, s: calls.append(("dtod", n)),
+        module_from_buffer=lambda ptx: calls.append(("module", ptx.startswith(b"//"))) or Module())
+    dev = driver.CudaDevice.__new__(driver.CudaDevice)  # no context: nothing here talks to a driver
+    dev.cuda, dev.sm, dev.pool = cuda, 90, types.SimpleNamespace(allocate=Allocation)
+    dev.stream, dev.streams, dev.next_stream = Stream(), [Stream() for _ in range(4)], 0
+    dev.asynchronous, dev.modules, dev.recorded = False, {}, None
+    lowered = gpu.lower(irc.parse(TENSOR_PROGRAMS["mlp_softmax"]))
+    launches = [op for op in lowered.function("f").walk() if op.name == "gpu.launch_func"]
+    args = _arguments(irc.parse(TENSOR_PROGRAMS["mlp_softmax"]).functions[0])
+    result = driver.GPUExecutable(lowered, dev).f(*args)
+    assert result.shape == (16, 10)  # the host buffer (nothing computed it: no device)
+    kinds = [c[0] for c in calls]
+    assert kinds.count("module") == 1 and calls[kinds.index("module")][1]
+    assert kinds.count("htod") == 4 and kinds.count("dtoh") == 1
+    assert kinds.count("alloc") == kinds.count("free")
+    launched = [c for c in calls if c[0] == "launch"]
+    assert [c[1] for c in launched] == [op.kernel_name for op in launches]
+    for c, op in zip(launched, launches):
+        sizes = [v.defining_op.attributes["value"].value for v in op.sizes]
+        assert c[2] == tuple(sizes[:3]) and c[3] == tuple(sizes[3:])
+        assert c[4] == sum(1 + v.type.rank if v.type.is_shaped else 1 for v in op.kernel_args)

@@ -18,8 +18,6 @@ stream of their first dependency or to one of four streams of their own, ordered
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
 
 from irc.diagnostics import IRError
@@ -48,17 +46,29 @@ def unavailable_reason() -> str | None:
 
 
 class DeviceBuffer:
-    """A ``memref<..., gpu>`` at run time: device memory from the pool, its shape and type."""
+    """A ``memref<..., gpu>`` at run time: device memory from the pool (or a view of it), its
+    shape and type.  ``array`` is a zero-stride stand-in of the shape (no host memory), for the
+    host ops that only ask for sizes (``memref.dim``)."""
 
-    __slots__ = ("allocation", "array", "type", "freed", "heap", "base")
+    __slots__ = ("allocation", "address", "array", "type", "_freed", "heap", "base")
 
-    def __init__(self, allocation, shape, t: MemRefType):
+    def __init__(self, allocation, shape, t: MemRefType, address: int | None = None, base=None):
         self.allocation = allocation
-        self.array = types.SimpleNamespace(shape=tuple(shape))  # what host ops read (memref.dim)
+        self.address = int(allocation) if address is None else address
+        self.array = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape=tuple(shape),
+                                                     strides=(0,) * len(shape))
         self.type = t
-        self.freed = False
-        self.heap = True
-        self.base = None
+        self._freed = False
+        self.heap = base is None
+        self.base = base
+
+    @property
+    def freed(self) -> bool:
+        return self._freed if self.base is None else self.base.freed
+
+    @freed.setter
+    def freed(self, value: bool) -> None:
+        self._freed = value
 
     @property
     def nbytes(self) -> int:
@@ -66,7 +76,16 @@ class DeviceBuffer:
 
     @property
     def ptr(self) -> int:
-        return int(self.allocation)
+        return self.address
+
+    def view_at(self, interp, op, offset: int, shape, t: MemRefType):
+        """``memref.view`` of device memory: the same allocation at a byte offset."""
+        if self.freed:
+            raise interp.fault(op, "view of a freed buffer")
+        view = DeviceBuffer(self.allocation, shape, t, self.address + offset, self.base or self)
+        if offset < 0 or offset + view.nbytes > self.nbytes:
+            raise interp.fault(op, f"memref.view of {t} does not fit in its source")
+        return view
 
 
 class DeviceToken:

@@ -25,6 +25,8 @@ from irc.operation import Operation
 from irc.semantics import Buffer, float_dtype
 from irc.types import MAX_BUFFER_BYTES, FloatType, IndexType, MemRefType, index, numpy_dtype
 
+from .gpu import check_memory_space
+
 # Fault messages, worded once for the interpreter and compiled code alike.
 NEGATIVE_SIZE = "negative buffer size"
 FREED_ACCESS = "access to a freed buffer"
@@ -111,11 +113,18 @@ class AllocOp(Operation):
             raise interp.fault(self, NEGATIVE_SIZE)
         if is_too_big(shape, t):
             raise interp.fault(self, too_big(t))
-        try:
-            array = np.zeros(shape, dtype=storage_dtype(t))
-        except (MemoryError, ValueError):
-            raise interp.fault(self, out_of_memory(self.name)) from None
-        return [Buffer(array, t, heap=self.name == "memref.alloc")]
+        def make():
+            try:
+                array = np.zeros(shape, dtype=storage_dtype(t))
+            except (MemoryError, ValueError):
+                raise interp.fault(self, out_of_memory(self.name)) from None
+            return Buffer(array, t, heap=self.name == "memref.alloc")
+
+        if t.memory_space == "workgroup":  # one buffer per block of a kernel, shared by its threads
+            from .gpu import workgroup_buffer
+
+            return [workgroup_buffer(interp, self, make)]
+        return [make()]
 
     @classmethod
     def parse_uniform(cls, ctx, syn):
@@ -182,6 +191,10 @@ def _check_indices(op, memref_value, indices) -> None:
     t = memref_value.type
     if not isinstance(t, MemRefType):
         raise op.error(f"expects a memref, got {t}")
+    block = op.parent
+    if t.memory_space is not None or block is None or block.parent is None or block.parent.parent is None \
+            or block.parent.parent.name != "func.func":  # (host memory directly in a function: fine)
+        check_memory_space(op, memref_value)  # host or device memory: dialects/gpu.py's exclusive rule
     if len(indices) != t.rank:
         raise op.error(f"needs {t.rank} {'index' if t.rank == 1 else 'indices'} for {t}, got {len(indices)}")
     for v in indices:
@@ -335,6 +348,9 @@ class CopyOp(Operation):
         if not isinstance(a, MemRefType) or not isinstance(b, MemRefType) or a.element_type is not b.element_type \
                 or a.rank != b.rank:
             raise self.error(f"source and target must be memrefs of one element type and rank, got {a} and {b}")
+        if a.memory_space is not None or b.memory_space is not None:
+            check_memory_space(self, self.operands[0])
+            check_memory_space(self, self.operands[1])
 
     def interpret(self, interp, args):
         src, dst = args
@@ -398,6 +414,8 @@ class ViewOp(Operation):
             raise interp.fault(self, FREED_VIEW)
         sizes = iter(args[2:])
         shape = tuple(next(sizes) if d is None else d for d in t.shape)
+        if hasattr(src, "view_at"):  # device memory of a runtime (runtime/gpu/driver.py): no host array
+            return [src.view_at(interp, self, offset, shape, t)]
         dtype = np.dtype(storage_dtype(t))
         raw = src.array.reshape(-1).view(np.uint8)
         if any(s < 0 for s in shape) or is_too_big(shape, t) or offset < 0 or offset + byte_size(shape, t) > raw.size:

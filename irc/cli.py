@@ -299,6 +299,8 @@ def cmd_run(args) -> int:
     try:
         if args.interp:
             result = Interpreter(module).run(entry, *values)
+        elif args.target == "gpu":
+            result = _run_on_gpu(module, entry, values)
         else:
             import irc
 
@@ -329,6 +331,16 @@ def _write_timing(exe, entry: str, call_seconds: float) -> None:
         if isinstance(seconds, float):
             sys.stderr.write(f"  {name:<32} {seconds * 1e3:9.2f} ms\n")
     sys.stderr.write(f"  {'the call (compiling included)':<32} {call_seconds * 1e3:9.2f} ms\n")
+
+
+def _run_on_gpu(module, entry: str, values: list):
+    """``irc run --target gpu``: the GPU stages, then the host function on a CUDA device."""
+    from irc.runtime.gpu import driver
+
+    reason = driver.unavailable_reason()
+    if reason is not None:
+        raise UsageError(f"--target gpu: {reason}")
+    return getattr(driver.compile(module), entry)(*values)
 
 
 def _is_checkpoint(path: str) -> bool:
@@ -399,12 +411,68 @@ _EXTERN_HELP = ("allow the program to declare and call the C function NAME of th
 def cmd_compile(args) -> int:
     from irc.runtime.aot import emit
 
+    if args.target == "gpu" or args.print_pipeline:
+        return _compile_gpu(args) if args.target == "gpu" else _print_cpu_pipeline()
+    if args.output is None:
+        raise UsageError("irc compile needs -o OUT")
+    if args.sm is not None or args.pipeline:
+        raise UsageError("--sm and -p are options of --target gpu")
     module = _read_module(args.file, limit=args.max_input_size)
     try:
         out = emit(module, args.emit, args.opt_level, checks=not args.no_checks,
                    bounds_checks=args.bounds_checks, fast_math=args.fast_math, extern=_extern_names(args))
     except ValueError as e:
         raise UsageError(str(e)) from None
+    _write_output(out, args.output, args)
+    return EXIT_OK
+
+
+def _print_cpu_pipeline() -> int:
+    from irc.runtime.executable import CPU_STAGES
+    from irc.runtime.tensor_function import TENSOR_STAGES
+
+    rows = [*TENSOR_STAGES, *CPU_STAGES]
+    width = max(len(n) for n, _ in rows)
+    print("\n".join(f"{i:2d}. {n.ljust(width)}  {p}" for i, (n, p) in enumerate(rows, 1)))
+    return EXIT_OK
+
+
+def _compile_gpu(args) -> int:
+    """``irc compile --target gpu``: the GPU stages (runtime/gpu), then the host and kernel IR,
+    the kernels' LLVM IR for nvptx64, or their PTX."""
+    from irc.runtime import gpu
+
+    if args.print_pipeline:
+        print(gpu.describe_pipeline())
+        return EXIT_OK
+    if args.output is None:
+        raise UsageError("irc compile needs -o OUT")
+    emit = args.emit if args.emit != "obj" else "ptx"
+    if emit not in ("ir", "llvm", "ptx"):
+        raise UsageError(f"--target gpu emits ir, llvm or ptx, not {emit}")
+    sm = 90 if args.sm is None else args.sm
+    from irc.runtime.gpu.nvptx import SUPPORTED_SM
+
+    if sm not in SUPPORTED_SM:
+        raise UsageError(f"--sm {sm}: supported architectures are {', '.join(map(str, SUPPORTED_SM))}")
+    module = _read_module(args.file, limit=args.max_input_size)
+    from .verifier import verify
+
+    verify(module)
+    if args.pipeline:
+        from .passmanager import PassManager, PipelineError
+
+        try:
+            PassManager.parse(args.pipeline).run(module)
+        except PipelineError as e:
+            raise UsageError(str(e)) from None
+    lowered = gpu.lower(module)
+    if emit == "ir":
+        out = lowered.print()
+    elif emit == "llvm":
+        out = gpu.render_llvm(lowered)
+    else:
+        out = gpu.render_ptx(lowered, sm)
     _write_output(out, args.output, args)
     return EXIT_OK
 
@@ -550,6 +618,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--entry", help="the function to run (default: @main; not for checkpoints)")
     run.add_argument("--timing", action="store_true",
                      help="report the time each stage of compiling the function took (standard error)")
+    run.add_argument("--target", default="cpu", choices=["cpu", "gpu"],
+                     help="where to run it (default cpu); gpu needs pycuda and a CUDA device")
     run.add_argument("--interp", action="store_true",
                      help="run on the reference interpreter instead of the CPU JIT")
     run.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2, metavar="N",
@@ -567,8 +637,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     comp = sub.add_parser("compile", help="compile ahead of time to LLVM IR, assembly or an object file")
     comp.add_argument("file", help="an .ir file, or - for standard input")
-    comp.add_argument("--target", default="cpu", choices=["cpu"], help="the target (default cpu)")
-    comp.add_argument("--emit", default="obj", choices=["llvm", "asm", "obj"], help="what to write")
+    comp.add_argument("--target", default="cpu", choices=["cpu", "gpu"], help="the target (default cpu)")
+    comp.add_argument("--emit", default="obj", choices=["llvm", "asm", "obj", "ptx", "ir"],
+                      help="what to write: cpu: llvm, asm, obj; gpu: ptx (default), llvm (the kernels), "
+                           "ir (host and kernel IR after the GPU stages)")
+    comp.add_argument("--sm", type=int, default=None, metavar="N",
+                      help="--target gpu: the GPU architecture sm_N (80 or 90; default 90)")
+    comp.add_argument("-p", "--pipeline", default="", metavar="PASSES",
+                      help="--target gpu: passes to run before the target's stages, e.g. "
+                           "'specialize-shapes{func=F shapes=8x64xf32;...}' for a program with ? sizes")
+    comp.add_argument("--print-pipeline", action="store_true",
+                      help="print the target's stages (what runs) and exit")
     comp.add_argument("-O", dest="opt_level", type=int, choices=range(4), default=2, metavar="N",
                       help="optimisation level 0-3 (default 2)")
     comp.add_argument("--no-checks", action="store_true",
@@ -576,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--bounds-checks", action="store_true", help="check every memref access")
     comp.add_argument("--fast-math", action="store_true", help="let LLVM reassociate floating point")
     comp.add_argument("--extern", action="append", metavar="NAME", help=_EXTERN_HELP)
-    comp.add_argument("-o", "--output", required=True, help="the output file (- for standard output)")
+    comp.add_argument("-o", "--output", help="the output file (- for standard output)")
     _add_input_options(comp)
     comp.set_defaults(func=cmd_compile)
 

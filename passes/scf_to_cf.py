@@ -53,8 +53,9 @@ class SCFToCF(Pass):
     name = "scf-to-cf"
 
     def run(self, module, stats) -> None:
-        for func in module.functions:
-            if func.is_declaration:
+        kernels = [k for op in module.body.ops if op.name == "gpu.module" for k in op.kernels]
+        for func in [*module.functions, *kernels]:
+            if func.regions[0].is_empty:
                 continue
             for op in [op for op in func.walk() if isinstance(op, ParallelOp)]:
                 _parallel_to_for(op)

@@ -33,6 +33,7 @@ class TensorToLoops(Pass):
     l1_bytes: int = 0  # the L1 data cache, for the GEMM's panel depth (0: not known)
     l3_bytes: int = 0  # the last-level cache, for the GEMM's packed block of B (0: not known)
     threads: int = 1  # threads the code will run on: a large library GEMM becomes that many calls
+    gpu: bool = False  # the GPU target's simple loop forms for gpu-map-parallel (lowering/gpu_rows.py)
 
     def run(self, module, stats) -> None:
         for func in list(module.functions):
@@ -40,6 +41,7 @@ class TensorToLoops(Pass):
                 before = len(func.attributes)
                 bufferize(func, {"blas": self.blas, "gemm_library": self.gemm_library, "vector_bits": self.vector_bits,
                                  "vector_registers": self.vector_registers,
-                                 "l1_bytes": self.l1_bytes, "l3_bytes": self.l3_bytes, "threads": self.threads})
+                                 "l1_bytes": self.l1_bytes, "l3_bytes": self.l3_bytes, "threads": self.threads,
+                                 "gpu": self.gpu})
                 if len(func.attributes) != before:
                     stats.add("functions-bufferized")

@@ -291,7 +291,11 @@ class Bufferizer:
             self._free_dead(op, [self.buffers[v] for v in op.operands], self.position[op])
             return True
         lower = LOWERINGS.get(op.name)
-        if self.options.get("blas") and blas.wants_blas(op, list(op.operands)):
+        if self.options.get("gpu"):  # the GPU target's simple forms (gpu_rows.py)
+            from .gpu_rows import GPU_LOWERINGS
+
+            lower = GPU_LOWERINGS.get(op.name, lower)
+        elif self.options.get("blas") and blas.wants_blas(op, list(op.operands)):
             lower = blas.lower_matmul_blas
         elif self.options.get("gemm_library") and gemm_library.wants_library(op, list(op.operands)):
             found = gemm_library.epilogue(op, self.position)

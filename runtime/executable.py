@@ -46,8 +46,8 @@ class CompileOptions:
     fast_math: bool = False
 
     def validate(self) -> None:
-        if self.target != "cpu":
-            raise ValueError(f"target must be 'cpu' (the GPU target comes later), got {self.target!r}")
+        if self.target not in ("cpu", "gpu"):
+            raise ValueError(f"target must be 'cpu' or 'gpu', got {self.target!r}")
         if self.opt_level not in (0, 1, 2, 3):
             raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
 
@@ -133,6 +133,10 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     """
     _check_compile_arguments(module, target, opt_level, checks, bounds_checks, fast_math, cache, cache_dir,
                              blas, math_approx, threads)
+    if target == "gpu":  # the GPU stages, then host functions that launch on a CUDA device (docs/gpu.md)
+        from .gpu import driver
+
+        return driver.compile(module)
     options = CompileOptions(target, opt_level, checks, bounds_checks, fast_math)
     options.validate()
     extern = symbols.normalize_extern(extern)

@@ -665,3 +665,19 @@ def test_driver_plumbing_with_a_stand_in_for_pycuda():
         sizes = [v.defining_op.attributes["value"].value for v in op.sizes]
         assert c[2] == tuple(sizes[:3]) and c[3] == tuple(sizes[3:])
         assert c[4] == sum(1 + v.type.rank if v.type.is_shaped else 1 for v in op.kernel_args)
+
+
+def test_irc_compile_for_the_gpu_says_why_it_cannot_run_here():
+    """``irc.compile(m, target="gpu")`` is the GPU driver's compile; without pycuda or a device
+    it is a DeviceUnavailable that says which, never a crash or a CPU fallback."""
+    from irc.runtime.gpu import driver
+
+    module = irc.parse("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+                       "  %e = math.exp %a : tensor<4xf32>\n  func.return %e : tensor<4xf32>\n}\n")
+    reason = driver.unavailable_reason()
+    if reason is None:
+        pytest.skip("a CUDA device is here: tests/test_gpu_device.py runs it")
+    with pytest.raises(driver.DeviceUnavailable, match="pycuda|CUDA|device"):
+        irc.compile(module, target="gpu")
+    with pytest.raises(ValueError, match="'cpu' or 'gpu'"):
+        irc.compile(module, target="tpu")

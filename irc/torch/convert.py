@@ -598,6 +598,25 @@ def _index(cx, node, x, indices):
     return cx.b.tensor_op("tensor.gather", x, convert_to(cx, idx, i64), axis=axis)
 
 
+@converts(aten.gather.default)
+def _torch_gather(cx, node, x, dim, index, sparse_grad=False):
+    """torch.gather (``out[i][j] = x[i][index[i][j]]`` for dim 1) as one ``tensor.gather`` of the
+    flattened ``x`` at flat positions: ``index`` times the stride of ``dim``, plus each other
+    dimension's position times its stride."""
+    rank = len(x.shape)
+    dim %= max(rank, 1)
+    strides = [math.prod(x.shape[d + 1:]) for d in range(rank)]
+    offsets = np.zeros(index.shape, np.int64)
+    for d in range(rank):
+        if d != dim:
+            shape = [1] * rank
+            shape[d] = index.shape[d]
+            offsets = offsets + np.arange(index.shape[d]).reshape(shape) * strides[d]
+    flat_index = convert_to(cx, index, i64) * strides[dim] + const(cx, offsets, i64)
+    flat = reshape(cx, x, [math.prod(x.shape)])
+    return cx.b.tensor_op("tensor.gather", flat, flat_index, axis=0)
+
+
 @converts(aten.embedding.default)
 def _embedding(cx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     return cx.b.tensor_op("tensor.gather", weight, convert_to(cx, indices, i64), axis=0)

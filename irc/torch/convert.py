@@ -96,10 +96,8 @@ class Converter:
 
 def _shape_of(val) -> tuple | None:
     """The static shape of a fake tensor, None where a size is symbolic."""
-    try:
-        return tuple(int(d) for d in val.shape)
-    except (TypeError, ValueError):
-        return None
+    shape = tuple(val.shape)
+    return shape if all(type(d) is int for d in shape) else None
 
 
 def check(cx: Converter, value, val) -> None:
@@ -757,6 +755,62 @@ def _convolution_backward(cx, node, g, x, w, bias_sizes, stride, padding, dilati
     return dx, dw, db
 
 
+# ---- attention ----------------------------------------------------------------------------------------
+
+
+def _bmm(cx, a, b) -> V:
+    return cx.b.tensor_op("tensor.batch_matmul", a, b)
+
+
+def _swap(cx, v) -> V:
+    rank = len(v.shape)
+    return cx.b.transpose(v, [*range(rank - 2), rank - 1, rank - 2])
+
+
+def _attention_scores(cx, q, k, is_causal, attn_mask, scale) -> V:
+    """``q k^T * scale`` plus the mask (additive, or -inf where a boolean mask is false)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scores = _bmm(cx, q, _swap(cx, k)) * scale
+    if attn_mask is not None:
+        if attn_mask.elem is i1:
+            attn_mask = cx.b.select(broadcast(cx, attn_mask, scores.shape), cx.b.zeros_like(scores),
+                            cx.b.full_like(scores, -math.inf))
+        scores = scores + broadcast(cx, attn_mask, scores.shape)
+    if is_causal:
+        l, s = scores.shape[-2:]
+        allowed = np.tril(np.ones((l, s), bool))
+        scores = scores + broadcast(cx, const(cx, np.where(allowed, 0.0, -np.inf), scores.elem), scores.shape)
+    return scores
+
+
+@converts(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def _flash_attention(cx, node, q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    """softmax(q k^T * scale + mask) v, and the log-sum-exp of each row (what the backward reads)."""
+    if dropout_p:
+        cx.fail(f"dropout {dropout_p}")
+    scores = _attention_scores(cx, q, k, is_causal, attn_mask, scale)
+    top = scores.max(-1, keepdims=True)
+    lse = (scores - top).exp().sum(-1, keepdims=True).log() + top
+    probs = (scores - lse).exp()
+    return _bmm(cx, probs, v), reshape(cx, lse, lse.shape[:-1])
+
+
+@converts(aten._scaled_dot_product_flash_attention_for_cpu_backward.default)
+def _flash_attention_backward(cx, node, g, q, k, v, out, lse, dropout_p, is_causal, *, attn_mask=None,
+                              scale=None):
+    """P = exp(scores - lse); dV = P^T dO; dS = P (dO V^T - rowsum(dO * O)); dQ = dS K s; dK = dS^T Q s."""
+    if dropout_p:
+        cx.fail(f"dropout {dropout_p}")
+    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scores = _attention_scores(cx, q, k, is_causal, attn_mask, scale)
+    probs = (scores - broadcast(cx, reshape(cx, lse, [*lse.shape, 1]), scores.shape)).exp()
+    dv = _bmm(cx, _swap(cx, probs), g)
+    dp = _bmm(cx, g, _swap(cx, v))
+    row = (g * out).sum(-1, keepdims=True)
+    ds = probs * (dp - row)
+    return _bmm(cx, ds, k) * s, _bmm(cx, _swap(cx, ds), q) * s, dv
+
+
 # ---- normalisation ---------------------------------------------------------------------------------
 
 
@@ -953,7 +1007,8 @@ class Graph:
     def __init__(self, module, params: list[int], outputs: list):
         self.module = module
         self.params = params  # positions of the graph inputs that are the function's parameters
-        self.outputs = outputs  # per graph output: ("result", k), ("input", i), ("value", v) or ("empty", Empty)
+        # per graph output: ("result", k, layout) (see _layout), ("input", i), ("value", v) or ("empty", Empty)
+        self.outputs = outputs
 
 
 def convert(gm, inputs, name: str = "graph") -> Graph:
@@ -1007,7 +1062,10 @@ def convert(gm, inputs, name: str = "graph") -> Graph:
                 if v.value in [a.value for a in args]:
                     outputs.append(("input", params[[a.value for a in args].index(v.value)]))
                     continue
-                outputs.append(("result", len(results)))
+                layout = _layout(item.meta.get("val")) if isinstance(item, torch.fx.Node) else None
+                if isinstance(layout, list):  # computed in the order of torch's layout, viewed back
+                    v = cx.b.transpose(v, layout)
+                outputs.append(("result", len(results), layout))
                 results.append(v)
             elif isinstance(v, Empty):
                 outputs.append(("empty", v))
@@ -1015,6 +1073,25 @@ def convert(gm, inputs, name: str = "graph") -> Graph:
                 outputs.append(("value", v))
         b.ret(*results)
     return Graph(module, params, outputs)
+
+
+def _layout(val):
+    """How torch lays out the output ``val`` (its strides matter to the kernels that read it, as
+    flash attention's backward reads the forward's saved tensors): None for row-major; the
+    permutation ``p`` when it is row-major in the order of ``p`` (irc computes the transpose by
+    ``p`` and the caller views it back without a copy); the strides otherwise (a copy)."""
+    if not isinstance(val, torch.Tensor):
+        return None
+    shape, stride = tuple(val.shape), tuple(val.stride())
+    if not all(type(d) is int for d in shape + stride) or val.is_contiguous():
+        return None
+    order = sorted(range(len(shape)), key=lambda d: -stride[d])
+    step = 1
+    for d in reversed(order):
+        if shape[d] != 1 and stride[d] != step:
+            return ("strided", shape, stride)
+        step *= shape[d]
+    return order
 
 
 def _constant(cx, value):

@@ -587,13 +587,25 @@ def _split(cx, node, x, size, dim=0):
 
 @converts(aten.index.Tensor)
 def _index(cx, node, x, indices):
-    """``x[i]`` with one integer index tensor (an embedding lookup): ``tensor.gather``."""
+    """``x[..., i, j, ...]`` with integer index tensors on adjacent dimensions (an embedding
+    lookup is one on dimension 0): one ``tensor.gather`` along the indexed dimensions taken
+    as one, at the flat position the broadcast indices give (negative ones count from the end)."""
     used = [k for k, i in enumerate(indices) if i is not None]
-    if len(used) != 1 or indices[used[0]].elem is i1:
-        cx.fail("only one integer index tensor is supported (no masks, no advanced multi-indexing)")
-    axis = used[0]
-    idx = indices[axis]
-    return cx.b.tensor_op("tensor.gather", x, convert_to(cx, idx, i64), axis=axis)
+    if not used or used != list(range(used[0], used[-1] + 1)) or any(indices[k].elem is i1 for k in used):
+        cx.fail("only integer index tensors on adjacent dimensions (no masks)")
+    first, last = used[0], used[-1] + 1
+    shape = list(x.shape)
+    block = shape[first:last]
+    bshape = list(np.broadcast_shapes(*[indices[k].shape for k in used]))
+    flat_index = None
+    for k in used:
+        idx = convert_to(cx, indices[k], i64)
+        n = shape[k]
+        idx = cx.b.select(idx < 0, idx + n, idx)
+        term = broadcast(cx, idx * math.prod(shape[k + 1:last]), bshape)
+        flat_index = term if flat_index is None else flat_index + term
+    table = reshape(cx, x, [*shape[:first], math.prod(block), *shape[last:]])
+    return cx.b.tensor_op("tensor.gather", table, flat_index, axis=first)
 
 
 @converts(aten.gather.default)
@@ -613,6 +625,36 @@ def _torch_gather(cx, node, x, dim, index, sparse_grad=False):
     flat_index = convert_to(cx, index, i64) * strides[dim] + const(cx, offsets, i64)
     flat = reshape(cx, x, [math.prod(x.shape)])
     return cx.b.tensor_op("tensor.gather", flat, flat_index, axis=0)
+
+
+@converts(aten.index_put.default)
+def _index_put(cx, node, x, indices, values, accumulate=False):
+    """``x.index_put_([i], v, accumulate=True)`` (the gradient of an embedding lookup): the rows
+    of ``v`` summed into ``x`` at ``i``, as ``one_hot(i)^T @ v``.  Exact for finite values,
+    but it costs rows x indices x width: fine for small tables, slow for a large vocabulary."""
+    if not accumulate:
+        cx.fail("index_put without accumulate (its result depends on which duplicate index wins)")
+    used = [k for k, i in enumerate(indices) if i is not None]
+    if used != [0] or indices[0].elem is i1 or not x.is_float:
+        cx.fail("only a float tensor indexed by one integer tensor along dimension 0")
+    idx = indices[0]
+    n, rows = math.prod(idx.shape), x.shape[0]
+    width = math.prod(x.shape[1:])
+    hit = reshape(cx, convert_to(cx, idx, i64), [n, 1]).eq(const(cx, np.arange(rows).reshape(1, rows), i64))
+    grid = tensor_type([n, rows], x.elem)
+    one_hot = cx.b.select(hit, cx.b.const(1.0, grid), cx.b.const(0.0, grid))
+    values = reshape(cx, broadcast(cx, values, [*idx.shape, *x.shape[1:]]), [n, width])
+    total = cx.b.matmul(cx.b.transpose(one_hot, [1, 0]), values)
+    return x + reshape(cx, total, x.shape)
+
+
+@converts(aten.clamp.default, aten.clamp.Tensor)
+def _clamp(cx, node, x, min=None, max=None):  # noqa: A002 - torch's names
+    if min is not None:
+        x = binary(cx, x, min, lambda a, b: a.maximum(b))
+    if max is not None:
+        x = binary(cx, x, max, lambda a, b: a.minimum(b))
+    return x
 
 
 @converts(aten.embedding.default)

@@ -244,7 +244,7 @@ def test_cnn_training_loop():
                 optimiser.step()
     finally:
         ctx.__exit__(None, None, None)
-    for (name, p), q in zip(model.named_parameters(), mine.parameters()):
+    for p, q in zip(model.parameters(), mine.parameters()):
         assert_close(q, p, rtol=1e-4, atol=1e-5)
     for a, b in zip(model.buffers(), mine.buffers()):  # batch norm's running statistics
         assert_close(b.float(), a.float(), rtol=1e-4, atol=1e-5)

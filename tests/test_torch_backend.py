@@ -291,3 +291,30 @@ def test_unsupported_form_falls_back_with_one_line():
             got = compiled(x)
     with torch.no_grad():
         assert torch.equal(got, conv(x))
+
+
+def test_graph_is_split_around_an_unknown_op():
+    """irc compiles the parts before and after the op torch runs, forward and backward."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1, self.l2 = nn.Linear(4, 8), nn.Linear(8, 3)
+
+        def forward(self, x):
+            return self.l2(torch.cumsum(torch.relu(self.l1(x)), 1) * 2).tanh()
+
+    model = Net()
+    compiled = torch.compile(model, backend="irc")
+    x = torch.randn(3, 4, requires_grad=True)
+    with pytest.warns(IrcFallbackWarning, match=r"aten\.cumsum.*irc compiles the rest") as record:
+        got = compiled(x)
+        got.sum().backward()
+    assert len([w for w in record if w.category is IrcFallbackWarning]) == 2  # forward, backward
+    mine = x.grad.clone()
+    x.grad = None
+    want = model(x)
+    want.sum().backward()
+    assert_close(got, want)
+    assert_close(mine, x.grad)
+    assert COUNTS["irc"] >= 3  # parts of the forward and of the backward graph

@@ -58,10 +58,56 @@ def compile_graph(gm, example_inputs, options: dict | None = None):
     """A boxed callable (aot_autograd's convention: one list of arguments) running ``gm``."""
     missing = unsupported_ops(gm)
     if missing:
-        warn_fallback("a graph", f"irc has no conversion for {', '.join(missing)}")
+        split = _split(gm, options or {})
+        if split is None:
+            warn_fallback("a graph", f"irc has no conversion for {', '.join(missing)}")
+        else:
+            warn_fallback(", ".join(missing), "irc has no conversion for it; irc compiles the rest of the graph")
         COUNTS["torch"] += 1
-        return _boxed(_torch_runner(gm))
+        return _boxed(_torch_runner(split if split is not None else gm))
     return _boxed(IrcGraph(gm, options or {}))
+
+
+def _split(gm, options: dict):
+    """``gm`` with its convertible parts fused into submodules that irc runs (``IrcModule``),
+    the rest left to torch; None when no part is worth compiling."""
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupportBase
+
+    from .convert import CONVERTERS
+
+    class Support(OperatorSupportBase):
+        def is_node_supported(self, submodules, node) -> bool:
+            return node.op == "call_function" and node.target in CONVERTERS
+
+    try:
+        partitioner = CapabilityBasedPartitioner(gm, Support(), allows_single_node_partition=False)
+        partitions = partitioner.propose_partitions()
+        if not partitions:
+            return None
+        fused = partitioner.fuse_partitions(partitions)
+    except Exception:  # noqa: BLE001 - a graph the partitioner cannot split runs whole in torch
+        return None
+    for name, child in list(fused.named_children()):
+        if name.startswith("fused_"):
+            setattr(fused, name, IrcModule(child, options))
+    fused.recompile()
+    return fused
+
+
+class IrcModule(torch.nn.Module):
+    """A fused part of a split graph, run by irc (``IrcGraph``) with the part's own outputs."""
+
+    def __init__(self, gm, options: dict):
+        super().__init__()
+        self.graph_module = gm
+        self.irc_graph = IrcGraph(gm, options)
+        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        self.single = not isinstance(out, (list, tuple))
+
+    def forward(self, *args):
+        result = self.irc_graph(list(args))
+        return result[0] if self.single else tuple(result)
 
 
 def _boxed(fn):

@@ -25,13 +25,13 @@ class IrcFallbackWarning(UserWarning):
     """A graph (or part of one) that torch runs instead of irc; the message says which op and why."""
 
 
-def backend(gm, example_inputs, **options):
+def backend(gm, example_inputs, options: dict | None = None, **kwargs):
     """The ``torch.compile`` backend: ``torch.compile(model, backend=irc.torch.backend)`` or
     ``backend="irc"``.  ``options`` (``torch.compile(..., options={...})``) go to
     ``irc.compile`` (``threads``, ``opt_level``...)."""
     from .runtime import make_backend
 
-    return make_backend(options)(gm, example_inputs)
+    return make_backend({**(options or {}), **kwargs})(gm, example_inputs)
 
 
 def warn_fallback(what: str, why: str) -> None:

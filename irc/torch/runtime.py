@@ -191,7 +191,12 @@ class IrcGraph:
             return "torch"
         fn = None
         if graph.module.functions[0].function_type.results:
-            fn = irc.compile(graph.module, **self.options)["graph"]
+            try:
+                fn = irc.compile(graph.module, **self.options)["graph"]
+            except Exception as e:  # noqa: BLE001 - bad options or a verifier error: torch runs it
+                warn_fallback("a graph", f"irc.compile refused it ({type(e).__name__}: {str(e).splitlines()[0]})")
+                COUNTS["torch"] += 1
+                return "torch"
         self.compile_seconds += time.perf_counter() - start
         return graph, fn
 

@@ -106,16 +106,16 @@ def main(argv=None) -> int:
             x = inputs(batch)
             row = {}
             with torch.no_grad():
-                _, row["eager"] = timed(lambda: model(*x), args.repeat)
+                _, row["eager"] = timed(lambda m=model, x=x: m(*x), args.repeat)
                 if not args.no_inductor:
                     torch._dynamo.reset()
                     ind = torch.compile(copy.deepcopy(model), backend="inductor")
-                    first, row["inductor"] = timed(lambda: ind(*x), args.repeat)
+                    first, row["inductor"] = timed(lambda m=ind, x=x: m(*x), args.repeat)
                     row["inductor compile"] = first - row["inductor"] / 1e3
                 torch._dynamo.reset()
                 mine = torch.compile(copy.deepcopy(model), backend=irc.torch.backend,
                                      options={"threads": args.threads})
-                first, row["irc"] = timed(lambda: mine(*x), args.repeat)
+                first, row["irc"] = timed(lambda m=mine, x=x: m(*x), args.repeat)
                 row["irc compile"] = first - row["irc"] / 1e3
             ind_ms = row.get("inductor")
             print(f"{name:6} {batch:5d} {row['eager']:9.3f} {ind_ms if ind_ms else float('nan'):11.3f} "
@@ -139,7 +139,7 @@ def _training_step(torch, irc, args) -> None:
                                                           options={"threads": args.threads})
         opt = torch.optim.SGD(net.parameters(), lr=0.01)
 
-        def step():
+        def step(opt=opt, fn=fn):
             opt.zero_grad()
             torch.nn.functional.cross_entropy(fn(x), labels).backward()
             opt.step()

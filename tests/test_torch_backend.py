@@ -318,3 +318,8 @@ def test_graph_is_split_around_an_unknown_op():
     assert_close(got, want)
     assert_close(mine, x.grad)
     assert COUNTS["irc"] >= 3  # parts of the forward and of the backward graph
+
+
+def test_bert_gradients():
+    """BERT's backward: expanded (stride-0) outputs, the token-type gather, the attention mask."""
+    assert_gradients(bert(), weighted_sum, torch.randint(0, 100, (2, 7)))

@@ -218,4 +218,9 @@ def _tensor(array, layout):
     if isinstance(layout, list):
         return t.permute([layout.index(d) for d in range(len(layout))])
     _, shape, stride = layout
-    return torch.empty_strided(shape, stride, dtype=t.dtype).copy_(t)
+    if any(st == 0 and n > 1 for n, st in zip(shape, stride)):  # an expanded view: one element, many places
+        return t
+    try:
+        return torch.empty_strided(shape, stride, dtype=t.dtype).copy_(t)
+    except RuntimeError:  # overlapping strides: torch cannot write them; the values are what matter
+        return t

@@ -1236,6 +1236,43 @@ class DimOp(Operation):
         return cls([tensor, dim], [index])
 
 
+class GatherOp(NaryOp):
+    """``tensor.gather %table, %idx {axis = 0} : (tensor<100x8xf32>, tensor<2x5xi64>) -> tensor<2x5x8xf32>``.
+
+    numpy's ``take(table, idx, axis)``: the result's dimensions are the table's before
+    ``axis``, the indices', then the table's after ``axis``; each index picks one slice of
+    the table along ``axis`` (an embedding lookup is axis 0).  Indices are integers in
+    [0, size); one out of range is an error in the interpreter, and compiled code clamps it
+    into range rather than read outside the table.
+    """
+
+    name = "tensor.gather"
+    summary = "Slices of a tensor picked along one axis by a tensor of integer indices (numpy's take)."
+    example = ("%r = tensor.gather %mat, %ids {axis = 0} : (tensor<3x4xf32>, tensor<5xi64>) "
+               "-> tensor<5x4xf32>")
+
+    @classmethod
+    def infer_type(cls, types, attrs, declared):
+        if len(types) != 2:
+            raise ShapeError(f"takes a table and indices, got {len(types)} operands")
+        table, idx = _tensor(types[0], "table"), _tensor(types[1], "indices")
+        if not isinstance(idx.element_type, IntegerType) or idx.element_type is i1:
+            raise ShapeError(f"indices must be integers (not i1), got {idx}")
+        axis = _axis(_int(attrs, "axis"), table.rank)
+        return table.with_shape([*table.shape[:axis], *idx.shape, *table.shape[axis + 1:]])
+
+    def compute(self, args):
+        table, idx = args
+        axis = _int(self.attributes, "axis")
+        n = table.shape[axis]
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise Fault(f"an index is out of range [0, {n}) for axis {axis} of shape {_dims(table.shape)}")
+        return np.take(table, idx.astype(np.int64), axis=axis)
+
+    def jvp(self, b, x, y, t):
+        return [b.tensor_op(self.name, t[0], x[1], axis=_int(self.attributes, "axis"))]
+
+
 class ExtractOp(Operation):
     """``%x = tensor.extract %t[%i, %j] : tensor<4x?xf32>``: one element, as MLIR's tensor.extract.
 

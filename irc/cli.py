@@ -6,6 +6,7 @@
     irc run MODEL.irc [--interp] [--] ARGS...        (a checkpoint written by irc.save)
     irc compile FILE|- --emit llvm|asm|obj -o OUT
     irc passes
+    irc import MODEL.onnx [-o OUT.ir] [--shape NAME=2x3x32x32]...   (needs the onnx package)
     irc repl [FILE]                                  (passes step by step: undo, diff, bisect...)
     irc view FILE [--func F] [--cfg | --dataflow] -o OUT.svg|png|dot
     irc --version
@@ -474,6 +475,45 @@ def _compile_gpu(args) -> int:
     else:
         out = gpu.render_ptx(lowered, sm)
     _write_output(out, args.output, args)
+
+
+# -- irc import ---------------------------------------------------------------------------
+
+
+def cmd_import(args) -> int:
+    """An ONNX model as irc text (``func.func @main``, its weights as constants)."""
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise UsageError("irc import needs the onnx package (pip install onnx)") from None
+    from irc.onnx import OnnxImportError, load
+
+    given = {}
+    for item in args.shape or []:
+        name, _, dims = item.rpartition("=")
+        try:
+            given[name] = tuple(int(d) for d in dims.split("x")) if dims else ()
+        except ValueError:
+            raise UsageError(f"--shape takes NAME=2x3x32x32, got {item!r}") from None
+    try:
+        model = load(args.file)
+        shapes = []
+        for _elem, declared, name in model.input_types():
+            shape = given.pop(name, None)
+            if shape is None:
+                if None in declared:
+                    raise UsageError(f"input '{name}' has symbolic sizes {['?' if d is None else d for d in declared]}: "
+                                     f"give them with --shape {name}=...")
+                shape = tuple(declared)
+            shapes.append(shape)
+        if given:
+            raise UsageError(f"--shape names no input of the model: {', '.join(given)} "
+                             f"(inputs: {', '.join(model.inputs)})")
+        text = model.module(*shapes).print()
+    except OnnxImportError as e:
+        sys.stderr.write(f"irc: error: {e}\n")
+        return EXIT_BAD_INPUT
+    _write_output(text if text.endswith("\n") else text + "\n", args.output, args)
     return EXIT_OK
 
 
@@ -680,6 +720,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     passes = sub.add_parser("passes", help="list every pass with its one-line description")
     passes.set_defaults(func=cmd_passes)
+
+    imp = sub.add_parser("import", help="import an ONNX model as irc IR (weights as constants)")
+    imp.add_argument("file", help="an .onnx file")
+    imp.add_argument("-o", "--output", help="write the IR here instead of standard output")
+    imp.add_argument("--shape", action="append", metavar="NAME=DIMS",
+                     help="the shape of an input with symbolic sizes, e.g. input=8x3x32x32 (repeatable)")
+    imp.set_defaults(func=cmd_import)
     return parser
 
 

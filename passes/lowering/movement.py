@@ -216,3 +216,27 @@ def index_to(lb: Builder, value, elem):
     if isinstance(elem, FloatType):
         return lb.cast("arith.sitofp", lb.cast("arith.index_cast", value, i64), elem)
     return lb.cast("arith.index_cast", value, elem)
+
+
+# -- gather -----------------------------------------------------------------------------------------------
+
+
+@lowering("tensor.gather")
+def lower_gather(ctx, op, inputs, output) -> None:
+    """outer x indices x inner: each index, clamped into [0, size), picks a contiguous run of
+    ``inner`` elements of the table, copied to its place in the output."""
+    lb = ctx.lb
+    shape = inputs[0].type.shape
+    axis = op.attributes["axis"].value
+    outer, n, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+    count = math.prod(inputs[1].type.shape)
+    if outer * count * inner == 0:
+        return
+    table, idx, dst = lb.flat(inputs[0]), lb.flat(inputs[1]), lb.flat(output)
+    with lb.nest([outer, count], parallel=True) as (o, k):
+        row = lb.cast("arith.index_cast", lb.load(idx, [k]), lb.index(0).type)
+        row = lb.op("arith.minsi", lb.op("arith.maxsi", row, lb.index(0)), lb.index(n - 1))
+        src = (o * n + row) * inner
+        dst_base = (o * count + k) * inner
+        with lb.for_(0, inner) as j:
+            lb.store(lb.load(table, [src + j.iv]), dst, [dst_base + j.iv])

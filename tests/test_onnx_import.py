@@ -1,0 +1,177 @@
+"""``irc.onnx.load`` and ``irc import``: exported torch models against torch, hand-built graphs
+against onnx's reference evaluator, and the errors for unknown operators and damaged files."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+import irc  # noqa: E402
+import irc.onnx  # noqa: E402
+from irc.cli import main  # noqa: E402
+
+
+def export(model, x, path, dynamic_batch=False):
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), dynamo=False, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}} if dynamic_batch else None)
+    return str(path)
+
+
+def test_exported_cnn_runs_for_any_batch(tmp_path):
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(8, 16, 3, stride=2, groups=2), nn.ReLU(),
+                          nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10)).eval()
+    path = export(model, torch.randn(2, 3, 16, 16), tmp_path / "cnn.onnx", dynamic_batch=True)
+    imported = irc.onnx.load(path)
+    assert imported.inputs == ["x"] and imported.outputs == ["y"]
+    for batch in (1, 5):
+        x = torch.randn(batch, 3, 16, 16)
+        with torch.no_grad():
+            want = model(x).numpy()
+        np.testing.assert_allclose(imported(x.numpy()), want, rtol=1e-5, atol=1e-5)
+
+
+def test_exported_mlp_with_gelu_layer_norm_softmax(tmp_path):
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 8), nn.Tanh(),
+                          nn.Linear(8, 4), nn.Sigmoid(), nn.Softmax(-1)).eval()
+    x = torch.randn(3, 16)
+    path = export(model, x, tmp_path / "mlp.onnx")
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(irc.onnx.load(path)(x.numpy()), want, rtol=1e-5, atol=1e-6)
+
+
+def tensor(name, a):
+    return numpy_helper.from_array(np.asarray(a), name)
+
+
+def graph_model(nodes, inputs, outputs, initializers=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_hand_built_graph_against_the_reference_evaluator(tmp_path):
+    """Batch norm, an embedding Gather, shape arithmetic feeding a Reshape, Slice, Where, Cast,
+    reductions, Pow/Sqrt/Div, Transpose, Unsqueeze/Squeeze, Concat, Erf and Softmax."""
+    rng = np.random.default_rng(0)
+    f = TensorProto.FLOAT
+    inits = [
+        tensor("table", rng.standard_normal((10, 4)).astype(np.float32)),
+        tensor("scale", rng.uniform(0.5, 2, 4).astype(np.float32)),
+        tensor("bias", rng.standard_normal(4).astype(np.float32)),
+        tensor("mean", rng.standard_normal(4).astype(np.float32)),
+        tensor("var", rng.uniform(0.5, 2, 4).astype(np.float32)),
+        tensor("zero", np.array(0, np.int64)), tensor("one", np.array(1, np.int64)),
+        tensor("minus1", np.array([-1], np.int64)), tensor("two", np.array(2.0, np.float32)),
+        tensor("starts", np.array([1], np.int64)), tensor("ends", np.array([3], np.int64)),
+        tensor("axes1", np.array([1], np.int64)),
+    ]
+    N = helper.make_node
+    nodes = [
+        N("Gather", ["table", "ids"], ["emb"], name="embed"),                       # [2, 3, 4]
+        N("Transpose", ["emb"], ["embT"], perm=[0, 2, 1]),                           # [2, 4, 3]
+        N("Unsqueeze", ["embT", "minus1"], ["e4"]),                                  # [2, 4, 3, 1]
+        N("BatchNormalization", ["e4", "scale", "bias", "mean", "var"], ["bn"], epsilon=1e-3),
+        N("Shape", ["bn"], ["shape"]),
+        N("Gather", ["shape", "zero"], ["batch"]),
+        N("Unsqueeze", ["batch", "zero"], ["batch1"]),
+        N("Concat", ["batch1", "minus1"], ["flat_shape"], axis=0),
+        N("Reshape", ["bn", "flat_shape"], ["flat"]),                                # [2, 12]
+        N("Slice", ["flat", "starts", "ends", "axes1"], ["piece"]),                  # [2, 2]
+        N("Pow", ["piece", "two"], ["sq"]),
+        N("ReduceMean", ["sq"], ["ms"], axes=[1], keepdims=1),
+        N("Sqrt", ["ms"], ["rms"]),
+        N("Div", ["piece", "rms"], ["normed"]),
+        N("Greater", ["normed", "x"], ["gt"]),
+        N("Where", ["gt", "normed", "x"], ["picked"]),
+        N("Erf", ["picked"], ["erf"]),
+        N("Cast", ["gt"], ["gtf"], to=f),
+        N("Add", ["erf", "gtf"], ["sum"]),
+        N("Softmax", ["sum"], ["soft"], axis=-1),
+        N("ReduceMax", ["soft"], ["top"], axes=[1], keepdims=0),
+        N("Squeeze", ["ms", "axes1"], ["ms1"]),
+        N("Sub", ["top", "ms1"], ["out"]),
+    ]
+    model = graph_model(nodes, [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3]),
+                                helper.make_tensor_value_info("x", f, [2, 2])],
+                        [helper.make_tensor_value_info("soft", f, [2, 2]),
+                         helper.make_tensor_value_info("out", f, [2])], inits)
+    onnx.checker.check_model(model)
+    path = tmp_path / "g.onnx"
+    onnx.save(model, str(path))
+    ids = rng.integers(0, 10, (2, 3)).astype(np.int64)
+    x = rng.standard_normal((2, 2)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"ids": ids, "x": x})
+    got = irc.onnx.load(path)(ids, x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_unknown_operator_is_an_error_naming_file_node_and_operator(tmp_path):
+    f = TensorProto.FLOAT
+    model = graph_model([helper.make_node("Relu", ["x"], ["r"], name="ok"),
+                         helper.make_node("Hardmax", ["r"], ["y"], name="the_node")],
+                        [helper.make_tensor_value_info("x", f, [2, 3])],
+                        [helper.make_tensor_value_info("y", f, [2, 3])])
+    path = tmp_path / "unknown.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(irc.onnx.OnnxImportError, match=r"unknown\.onnx: node 'the_node'.*'Hardmax'"):
+        irc.onnx.load(path)
+
+
+def test_unsupported_form_is_an_error_naming_the_node(tmp_path):
+    f = TensorProto.FLOAT
+    w = np.ones((2, 1, 3, 3), np.float32)
+    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], name="dilated", dilations=[2, 2])],
+                        [helper.make_tensor_value_info("x", f, [1, 1, 8, 8])],
+                        [helper.make_tensor_value_info("y", f, [1, 2, 4, 4])], [tensor("w", w)])
+    path = tmp_path / "dilated.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(irc.onnx.OnnxImportError, match=r"dilated\.onnx: node 'dilated' \(Conv\).*dilations"):
+        irc.onnx.load(path)(np.zeros((1, 1, 8, 8), np.float32))
+
+
+@pytest.mark.parametrize("content", [b"", b"not a model at all \x00\xff\x17", b"\x08\x07\x12"])
+def test_damaged_file_is_an_error_naming_the_file(tmp_path, content):
+    path = tmp_path / "damaged.onnx"
+    path.write_bytes(content)
+    with pytest.raises(irc.onnx.OnnxImportError, match=r"damaged\.onnx: not a readable ONNX model"):
+        irc.onnx.load(path)
+
+
+def test_cli_import_writes_ir_that_runs(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 6 * 6, 5)).eval()
+    path = export(model, torch.randn(1, 3, 8, 8), tmp_path / "m.onnx", dynamic_batch=True)
+    out = tmp_path / "m.ir"
+    assert main(["import", path, "-o", str(out)]) == 2  # the batch is symbolic: needs --shape
+    assert "--shape x=" in capsys.readouterr().err
+    assert main(["import", path, "-o", str(out), "--shape", "x=2x3x8x8"]) == 0
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        want = model(x).numpy()
+    got = irc.compile(irc.parse(out.read_text())).main(x.numpy())
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    damaged = tmp_path / "bad.onnx"
+    damaged.write_bytes(b"\x00garbage")
+    assert main(["import", str(damaged)]) == 1
+    assert "bad.onnx: not a readable ONNX model" in capsys.readouterr().err

@@ -1242,8 +1242,7 @@ class GatherOp(NaryOp):
     numpy's ``take(table, idx, axis)``: the result's dimensions are the table's before
     ``axis``, the indices', then the table's after ``axis``; each index picks one slice of
     the table along ``axis`` (an embedding lookup is axis 0).  Indices are integers in
-    [0, size); one out of range is an error in the interpreter, and compiled code clamps it
-    into range rather than read outside the table.
+    [0, size); one out of range is an error, in the interpreter and in compiled code alike.
     """
 
     name = "tensor.gather"

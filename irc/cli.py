@@ -429,10 +429,13 @@ def cmd_compile(args) -> int:
 
 
 def _print_cpu_pipeline() -> int:
+    """The stages a tensor function goes through on this host, as ``irc.compile``'s defaults run
+    them (the same lists: tensor_function.tensor_stages, executable.CPU_STAGES)."""
     from irc.runtime.executable import CPU_STAGES
-    from irc.runtime.tensor_function import TENSOR_STAGES
+    from irc.runtime.tensor_function import TENSOR_STAGES, TensorOptions, tensor_stages
 
-    rows = [*TENSOR_STAGES, *CPU_STAGES]
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    rows = [TENSOR_STAGES[0], *tensor_stages(TensorOptions(threads=threads)), *CPU_STAGES]
     width = max(len(n) for n, _ in rows)
     print("\n".join(f"{i:2d}. {n.ljust(width)}  {p}" for i, (n, p) in enumerate(rows, 1)))
     return EXIT_OK

@@ -38,10 +38,17 @@ def test_gather_round_trips():
     assert irc.parse(irc.parse(text).print()).print() == irc.parse(text).print()
 
 
-def test_gather_out_of_range_is_a_fault_in_the_interpreter():
-    module = irc.parse(program((4, 2), (1,), 0))
-    with pytest.raises(Exception, match="out of range"):
-        irc.interpret(module, "f", np.zeros((4, 2), np.float32), np.array([4]))
+@pytest.mark.parametrize("bad", [4, -1, 2**40])
+def test_gather_out_of_range_is_the_same_fault_interpreted_and_compiled(bad):
+    """Compiled code faults where the interpreter does, with its message, rather than read
+    outside the table (or clamp, which would give an answer the interpreter does not)."""
+    module = irc.parse(program((4, 2), (3,), 0))
+    table, idx = np.zeros((4, 2), np.float32), np.array([0, bad, 1])
+    with pytest.raises(Exception, match=r"out of range \[0, 4\) for axis 0") as interpreted:
+        irc.interpret(module, "f", table, idx)
+    with pytest.raises(Exception, match=r"out of range \[0, 4\) for axis 0") as compiled:
+        irc.compile(module).f(table, idx)
+    assert str(compiled.value.location) == str(interpreted.value.location)  # the gather's own line
 
 
 def test_gather_verifier_names_the_wrong_shape():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from irc.attributes import StringAttr
 from irc.builder import Builder
 from irc.types import FloatType, IndexType, i64
 
@@ -223,8 +224,9 @@ def index_to(lb: Builder, value, elem):
 
 @lowering("tensor.gather")
 def lower_gather(ctx, op, inputs, output) -> None:
-    """outer x indices x inner: each index, clamped into [0, size), picks a contiguous run of
-    ``inner`` elements of the table, copied to its place in the output."""
+    """outer x indices x inner: each index picks a contiguous run of ``inner`` elements of the
+    table, copied to its place in the output; an index outside [0, size) faults first, with the
+    interpreter's message (``cf.assert``), as ``tensor.extract`` does."""
     lb = ctx.lb
     shape = inputs[0].type.shape
     axis = op.attributes["axis"].value
@@ -235,7 +237,9 @@ def lower_gather(ctx, op, inputs, output) -> None:
     table, idx, dst = lb.flat(inputs[0]), lb.flat(inputs[1]), lb.flat(output)
     with lb.nest([outer, count], parallel=True) as (o, k):
         row = lb.cast("arith.index_cast", lb.load(idx, [k]), lb.index(0).type)
-        row = lb.op("arith.minsi", lb.op("arith.maxsi", row, lb.index(0)), lb.index(n - 1))
+        dims = "[" + ", ".join(str(d) for d in shape) + "]"
+        lb.op("cf.assert", lb.compare("ult", row, lb.index(n)), result=[],  # a negative one too
+              msg=StringAttr(f"an index is out of range [0, {n}) for axis {axis} of shape {dims}"))
         src = (o * n + row) * inner
         dst_base = (o * count + k) * inner
         with lb.for_(0, inner) as j:

@@ -18,18 +18,9 @@ from irc.types import FunctionType
 _FUNC_ATTRS = ("sym_name", "function_type", "sym_visibility")
 
 
-class FuncOp(Operation):
-    """A function: attributes ``sym_name`` (string), ``function_type`` (a function type)
-    and, optionally, ``sym_visibility`` (``"private"``); one region, empty for a declaration.
-
-    The entry block's arguments are the parameters and must match the signature.
-    Isolated from above: the body cannot use values defined outside it.
-    """
-
-    name = "func.func"
-    traits = frozenset({IsolatedFromAbove})
-    summary = "A function: a symbol with a signature and a body region (none for a declaration)."
-    example = "func.func @double(%v: i64) -> i64 { %r = arith.addi %v, %v : i64 func.return %r : i64 }"
+class FunctionLike:
+    """What every function op (func.func, gpu.func) answers: its name, signature, body and
+    parameters, from the ``sym_name`` and ``function_type`` attributes and its one region."""
 
     @property
     def sym_name(self) -> str:
@@ -44,12 +35,26 @@ class FuncOp(Operation):
         return self.regions[0]
 
     @property
-    def is_declaration(self) -> bool:
-        return self.regions[0].is_empty
-
-    @property
     def args(self):
         return self.regions[0].entry.args
+
+
+class FuncOp(FunctionLike, Operation):
+    """A function: attributes ``sym_name`` (string), ``function_type`` (a function type)
+    and, optionally, ``sym_visibility`` (``"private"``); one region, empty for a declaration.
+
+    The entry block's arguments are the parameters and must match the signature.
+    Isolated from above: the body cannot use values defined outside it.
+    """
+
+    name = "func.func"
+    traits = frozenset({IsolatedFromAbove})
+    summary = "A function: a symbol with a signature and a body region (none for a declaration)."
+    example = "func.func @double(%v: i64) -> i64 { %r = arith.addi %v, %v : i64 func.return %r : i64 }"
+
+    @property
+    def is_declaration(self) -> bool:
+        return self.regions[0].is_empty
 
     def verify_op(self) -> None:
         if not isinstance(self.attributes.get("sym_name"), StringAttr):

@@ -38,6 +38,8 @@ and within a block every thread, each on its own Python thread when the kernel s
 
 from __future__ import annotations
 
+from irc.dialects.func import FunctionLike
+
 from irc.attributes import StringAttr, SymbolRefAttr, TypeAttr, UnitAttr
 from irc.block import Block, Region
 from irc.diagnostics import IRError
@@ -267,7 +269,7 @@ class GPUModuleOp(Operation):
         return cls(attributes={"sym_name": StringAttr(name)}, regions=[Region([block])])
 
 
-class GPUFuncOp(Operation):
+class GPUFuncOp(FunctionLike, Operation):
     """``gpu.func {sym_name, function_type, kernel} ({ ^bb0(params): ... gpu.return })``.
 
     A kernel (the ``kernel`` unit attribute) returns nothing and takes device memrefs and
@@ -279,21 +281,6 @@ class GPUFuncOp(Operation):
     example = ('gpu.module {sym_name = "kernels"} ({ gpu.func {sym_name = "k", function_type = '
                '(memref<4xf32, gpu>) -> (), kernel} ({ ^bb0(%a: memref<4xf32, gpu>): gpu.return }) })')
 
-    @property
-    def sym_name(self) -> str:
-        return self.attributes["sym_name"].value
-
-    @property
-    def function_type(self) -> FunctionType:
-        return self.attributes["function_type"].type
-
-    @property
-    def body(self) -> Region:
-        return self.regions[0]
-
-    @property
-    def args(self):
-        return self.regions[0].entry.args
 
     def verify_op(self) -> None:
         if not isinstance(self.attributes.get("sym_name"), StringAttr):

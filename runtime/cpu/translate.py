@@ -375,9 +375,15 @@ class FunctionTranslator:
         if any(op.name in ("func.call", "memref.alloca") for block in order for op in block.ops):
             self.check_stack(b, sum(_aligned16(_static_bytes(op.results[0].type)) for op in self.large_allocas))
         self.frame_block = b.block  # after the check: large static allocas live here, not in the frame
+        self.translate_blocks(b, order, "CPU")
+
+    def translate_blocks(self, b: ir.IRBuilder, order: list, backend: str) -> None:
+        """The function's reachable blocks (``order``, the entry first) after the prologue at
+        ``b``, then the phis' incoming values (every backend that renders through this class)."""
+        fn = self.fn
         for block in order:
             self.blocks[block] = fn.append_basic_block(block.label or "bb")
-        b.branch(self.blocks[region.entry])
+        b.branch(self.blocks[order[0]])
         for block in order:
             b.position_at_end(self.blocks[block])
             self.current = block
@@ -387,7 +393,7 @@ class FunctionTranslator:
                 except IRError:
                     raise
                 except (TypeError, KeyError, NotImplementedError) as e:
-                    raise IRError(f"the CPU backend cannot translate '{op.name}': {e}", op.loc) from None
+                    raise IRError(f"the {backend} backend cannot translate '{op.name}': {e}", op.loc) from None
         for phi_ir, op in self.phis:
             for value, pred in zip(op.operands, op.successors):
                 if pred not in self.blocks:

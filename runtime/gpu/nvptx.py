@@ -83,27 +83,7 @@ class KernelTranslator(cpu.FunctionTranslator):
         self.outs = []
         self.large_allocas = set()
         self.frame_block = b.block
-        order = reverse_postorder(func.body.entry)
-        for block in order:
-            self.blocks[block] = fn.append_basic_block(block.label or "bb")
-        b.branch(self.blocks[func.body.entry])
-        for block in order:
-            b.position_at_end(self.blocks[block])
-            self.current = block
-            for op in block.ops:
-                try:
-                    self.translate_op(b, op)
-                except IRError:
-                    raise
-                except (TypeError, KeyError, NotImplementedError) as e:
-                    raise IRError(f"the NVPTX backend cannot translate '{op.name}': {e}", op.loc) from None
-        for phi_ir, op in self.phis:
-            for value, pred in zip(op.operands, op.successors):
-                if pred not in self.blocks:
-                    continue
-                edges = sum(1 for s in pred.terminator.successors if s is op.parent)
-                for _ in range(edges):
-                    phi_ir.add_incoming(self.value(value), self.exit_blocks[pred])
+        self.translate_blocks(b, reverse_postorder(func.body.entry), "NVPTX")
 
     def translate_op(self, b, op) -> None:
         if op.name in NEEDS_LIBDEVICE:  # LLVM's NVPTX backend cannot select these (a fatal error)

@@ -46,6 +46,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from opt_throughput import irc_op_kinds, parse_op_stats  # noqa: E402 - one way to count ops, as there
+
 FILES = ["mlir/test/Dialect/Arith/canonicalize.mlir", "mlir/test/Dialect/Math/canonicalize.mlir",
          "mlir/test/Dialect/SCF/canonicalize.mlir"]
 
@@ -154,30 +157,6 @@ def normalise(text: str) -> str:
 # ---- counting -------------------------------------------------------------------------------
 
 
-def irc_count(module) -> Counter:
-    """Op kinds in function bodies, nested regions included; no cf.phi, func.func or module."""
-    kinds: Counter = Counter()
-    stack = [op for func in module.ops for region in func.regions for block in region.blocks
-             for op in block.ops]
-    while stack:
-        op = stack.pop()
-        if op.name != "cf.phi":
-            kinds[op.name] += 1
-        stack.extend(inner for region in op.regions for block in region.blocks for inner in block.ops)
-    return kinds
-
-
-def parse_op_stats(stderr: str) -> Counter:
-    """mlir-opt's ``print-op-stats`` table, without builtin.module and func.func."""
-    kinds: Counter = Counter()
-    for line in stderr.splitlines():
-        name, sep, n = line.rpartition(",")
-        name = name.strip()
-        if sep and n.strip().isdigit() and name not in ("builtin.module", "func.func"):
-            kinds[name] += int(n)
-    return kinds
-
-
 def run_mlir(exe: str, text: str) -> Counter | str:
     with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
         f.write(text)
@@ -203,7 +182,7 @@ def run_irc(text: str) -> Counter | str:
     except Exception as e:  # noqa: BLE001 - any failure is reported as the reason for a skip
         first = str(e).strip().splitlines()
         return f"{type(e).__name__}: {first[0] if first else ''}"
-    return irc_count(module)
+    return irc_op_kinds(module)
 
 
 # ---- the comparison -------------------------------------------------------------------------

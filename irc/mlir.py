@@ -10,8 +10,8 @@ irc's text differs from MLIR's in few places, and this printer bridges them:
   ``fastmath = "none"``, which is MLIR's default) are left out;
 * entry blocks print without a label (MLIR forbids a label on a function's
   entry block, whose arguments the header names);
-* memory spaces print as MLIR's address-space numbers (``gpu`` is NVPTX's
-  global space, 1);
+* memory spaces print as MLIR's address-space numbers (``gpu``, ``workgroup``, ``private`` are NVPTX's
+  global, shared and local spaces 1, 3, 5, which irc reads back as those names);
 * ops of irc's own graph dialect have no MLIR equivalent (and six of them share
   a name with a different op of MLIR's tensor dialect): printing one is an
   ``IRError`` asking to lower it first.
@@ -39,8 +39,8 @@ CLASHING_OPS = frozenset({"tensor.splat", "tensor.pad", "tensor.concat", "tensor
 # split-parallel): meaningless to MLIR, so not written.
 IRC_ONLY_ATTRIBUTES = frozenset({"nocapture", "work", "tensor_signature", "arena_bytes", "parallel_range",
                                  "segment_of", "segments"})
-_MEMORY_SPACES = {"gpu": "1"}
-_SPACE_IN_TYPE = re.compile(r"(memref<[^<>]*?), (gpu)>")
+_MEMORY_SPACES = {"gpu": "1", "workgroup": "3", "private": "5"}  # read back by irc.types.parse_type
+_SPACE_IN_TYPE = re.compile(r"(memref<[^<>]*?), (gpu|workgroup|private)>")
 
 
 def _phis(block: Block) -> list[Operation]:

@@ -285,7 +285,12 @@ def parse_type(text: str) -> Type:
         if space:
             raise ValueError(f"tensor types have no memory space: '{text}'")
         return TensorType(shape, element)
-    return MemRefType(shape, element, space)
+    return MemRefType(shape, element, _NUMBERED_SPACES.get(space, space))
+
+
+_NUMBERED_SPACES = {"1": "gpu", "3": "workgroup", "5": "private"}
+"""MLIR's numbered memory spaces (NVVM's address spaces: global, shared, local), as irc names
+them: what ``irc opt --emit mlir`` writes them as (irc/mlir.py) reads back the same."""
 
 
 _NUMPY_DTYPES = {

@@ -211,7 +211,9 @@ def to_copy(inputs: list, outputs: list, safe: frozenset) -> list[int]:
 
 
 def _same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
-    return a.ctypes.data == b.ctypes.data and a.shape == b.shape and a.dtype == b.dtype
+    from .cpu.callconv import data_address
+
+    return data_address(a) == data_address(b) and a.shape == b.shape and a.dtype == b.dtype
 
 
 def _only_alias(a: np.ndarray, j: int, inputs: list) -> bool:

@@ -81,9 +81,20 @@ def _memref_checker(name: str, t: MemRefType):
             raise ValueError(f"parameter '{name}' must be C-contiguous (use np.ascontiguousarray)")
         if not a.flags.writeable:
             raise ValueError(f"parameter '{name}' must be writeable: the function may store into it")
-        return a.__array_interface__["data"][0]
+        return data_address(a)
 
     return check
+
+
+def data_address(a: np.ndarray) -> int:
+    """The address of ``a``'s first element: through ``ctypes.c_char.from_buffer`` where it
+    takes the array (writeable, C-contiguous, not empty), else ``ndarray.ctypes``; never
+    ``__array_interface__``, which leaks about 10 bytes a call in numpy 2.4 (a donated training
+    step grew by 2 KiB a step through it)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    except (TypeError, ValueError, BufferError):
+        return a.ctypes.data
 
 
 def _scalar_checker(name: str, t):

@@ -582,13 +582,13 @@ def describe_graph(func) -> None:
     ops = Counter(op.name for op in func.body.entry.ops)
     print("top-level ops after fusion: " + ", ".join(f"{n} {c}" for n, c in ops.most_common()))
     for op in func.body.entry.ops:
-        if op.name == "tensor.fused":
-            body = Counter(o.name for o in op.walk() if o is not op and o.name != "tensor.yield")
+        if op.name == "graph.fused":
+            body = Counter(o.name for o in op.walk() if o is not op and o.name != "graph.yield")
             shape = "x".join(map(str, op.results[0].type.shape)) or "scalar"
             reduce = op.attributes.get("reduce")
             print(f"  fused -> {shape}{' reduce ' + str(reduce) if reduce is not None else ''}: "
                   + ", ".join(f"{n.split('.')[1]} {c}" for n, c in sorted(body.items())))
-        elif op.name.startswith("tensor.") and op.name != "tensor.fused":
+        elif op.name.startswith("graph.") and op.name != "graph.fused":
             shapes = ", ".join("x".join(map(str, v.type.shape)) for v in op.operands if hasattr(v.type, "shape"))
             producers = [v.defining_op.name if v.defining_op is not None else "param" for v in op.operands]
             print(f"  {op.name} {shapes} (operands from {', '.join(producers)})")

@@ -69,7 +69,7 @@ def time_irc(n: int, repeat: int) -> tuple[float, int]:
         start = time.perf_counter()
         manager.run(module)
         times.append(time.perf_counter() - start)
-        fused = sum(1 for op in module.walk() if op.name == "tensor.fused")
+        fused = sum(1 for op in module.walk() if op.name == "graph.fused")
     return statistics.median(times), fused
 
 

@@ -69,12 +69,12 @@ func.func @f(%x: {v}) -> {v} {{
 }}""", [(n,)]),
         "softmax": (f"""
 func.func @f(%x: {r}) -> {r} {{
-  %y = tensor.softmax %x {{axis = 1}} : {r}
+  %y = graph.softmax %x {{axis = 1}} : {r}
   func.return %y : {r}
 }}""", [(rows, rows)]),
         "matmul": (f"""
 func.func @f(%a: {mm}, %b: {mm}) -> {mm} {{
-  %c = tensor.matmul %a, %b : ({mm}, {mm}) -> {mm}
+  %c = graph.matmul %a, %b : ({mm}, {mm}) -> {mm}
   func.return %c : {mm}
 }}""", [(m, m)] * 2),
     }

@@ -9,7 +9,7 @@ workload   what                                                        irc targe
 =========  ==========================================================  ======================
 sigmoid    ``1 / (1 + exp(-(a*b + c)))``, 2^24 f32 elements (1-D)      <= 11 ms
 gelu       ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, 2^24   <= 10 ms
-softmax    row softmax of 4096 x 1024 f32 (``tensor.softmax``)        <= 2.5 ms
+softmax    row softmax of 4096 x 1024 f32 (``graph.softmax``)        <= 2.5 ms
 matmul     1024^3 f32: GFLOP/s against numpy's (OpenBLAS) sgemm        native >= 50%, BLAS >= 95%
 mlp        16 layers ``h = relu(h @ W_i + b_i)``, batch 256, width    planned intermediates
            1024: memory of the forward call                            <= 2 activations
@@ -163,7 +163,7 @@ func.func @sigmoid(%a: tensor<?xf32>, %b: tensor<?xf32>, %c: tensor<?xf32>) -> t
   %c0 = arith.constant 0 : index
   %n = tensor.dim %a, %c0 : tensor<?xf32>
   %one_s = arith.constant 1.0 : f32
-  %one = tensor.splat %one_s, %n : f32 to tensor<?xf32>
+  %one = graph.splat %one_s, %n : f32 to tensor<?xf32>
   %ab = arith.mulf %a, %b : tensor<?xf32>
   %x = arith.addf %ab, %c : tensor<?xf32>
   %nx = arith.negf %x : tensor<?xf32>
@@ -182,10 +182,10 @@ func.func @gelu(%x: tensor<?xf32>) -> tensor<?xf32> {{
   %one_s = arith.constant 1.0 : f32
   %k_s = arith.constant {GELU_K} : f32
   %c_s = arith.constant {GELU_C} : f32
-  %half = tensor.splat %half_s, %n : f32 to tensor<?xf32>
-  %one = tensor.splat %one_s, %n : f32 to tensor<?xf32>
-  %k = tensor.splat %k_s, %n : f32 to tensor<?xf32>
-  %c = tensor.splat %c_s, %n : f32 to tensor<?xf32>
+  %half = graph.splat %half_s, %n : f32 to tensor<?xf32>
+  %one = graph.splat %one_s, %n : f32 to tensor<?xf32>
+  %k = graph.splat %k_s, %n : f32 to tensor<?xf32>
+  %c = graph.splat %c_s, %n : f32 to tensor<?xf32>
   %x2 = arith.mulf %x, %x : tensor<?xf32>
   %x3 = arith.mulf %x2, %x : tensor<?xf32>
   %cx3 = arith.mulf %c, %x3 : tensor<?xf32>
@@ -201,14 +201,14 @@ func.func @gelu(%x: tensor<?xf32>) -> tensor<?xf32> {{
 
 SOFTMAX_IR = """
 func.func @softmax(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
-  %r = tensor.softmax %x {axis = 1} : tensor<?x?xf32>
+  %r = graph.softmax %x {axis = 1} : tensor<?x?xf32>
   func.return %r : tensor<?x?xf32>
 }
 """
 
 MATMUL_IR = """
 func.func @matmul(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
-  %c = tensor.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  %c = graph.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
   func.return %c : tensor<?x?xf32>
 }
 """
@@ -222,11 +222,11 @@ def mlp_ir(layers: int) -> str:
              "%zero = arith.constant 0.0 : f32", f"%n = tensor.dim %x, %c0 : {t2}"]
     h = "%x"
     for i in range(layers):
-        lines += [f"%m{i} = tensor.matmul {h}, %w{i} : ({t2}, {t2}) -> {t2}",
+        lines += [f"%m{i} = graph.matmul {h}, %w{i} : ({t2}, {t2}) -> {t2}",
                   f"%k{i} = tensor.dim %w{i}, %c1 : {t2}",
-                  f"%bb{i} = tensor.broadcast %b{i}, %n, %k{i} : {t1} to {t2}",
+                  f"%bb{i} = graph.broadcast %b{i}, %n, %k{i} : {t1} to {t2}",
                   f"%s{i} = arith.addf %m{i}, %bb{i} : {t2}",
-                  f"%z{i} = tensor.splat %zero, %n, %k{i} : f32 to {t2}",
+                  f"%z{i} = graph.splat %zero, %n, %k{i} : f32 to {t2}",
                   f"%h{i} = arith.maximumf %s{i}, %z{i} : {t2}"]
         h = f"%h{i}"
     body = "\n  ".join(lines)

@@ -3,7 +3,7 @@
 
 * matmul     C = A @ B, 1024 x 1024 x 1024, f32: GFLOP/s of irc (the blocked GEMM of
              passes/lowering/matmul.py) and of numpy (OpenBLAS sgemm), and their ratio;
-* softmax    row softmax of a 4096 x 1024 f32 matrix (``tensor.softmax {axis = 1}``)
+* softmax    row softmax of a 4096 x 1024 f32 matrix (``graph.softmax {axis = 1}``)
              against numpy's ``e = exp(x - max); e / sum(e)``.
 
 Both go through ``irc.compile`` on the tensor-level program, so they run the
@@ -46,14 +46,14 @@ import irc  # noqa: E402
 
 MATMUL = """
 func.func @matmul(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
-  %c = tensor.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  %c = graph.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
   func.return %c : tensor<?x?xf32>
 }
 """
 
 SOFTMAX = """
 func.func @softmax(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
-  %s = tensor.softmax %x {axis = 1} : tensor<?x?xf32>
+  %s = graph.softmax %x {axis = 1} : tensor<?x?xf32>
   func.return %s : tensor<?x?xf32>
 }
 """

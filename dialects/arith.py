@@ -528,9 +528,9 @@ def tie_split(b, first_wins, x0, x1):
 
 
 def _is_constant(v) -> bool:
-    """A constant, or a ``tensor.splat`` of one."""
+    """A constant, or a ``graph.splat`` of one."""
     op = v.value.defining_op
-    if op is not None and op.name == "tensor.splat":
+    if op is not None and op.name == "graph.splat":
         return constant_value(op.operands[0]) is not None
     return constant_value(v.value) is not None
 

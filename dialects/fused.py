@@ -1,15 +1,15 @@
-"""``tensor.fused``: a group of elementwise ops, broadcasts and one reduction as one op.
+"""``graph.fused``: a group of elementwise ops, broadcasts and one reduction as one op.
 
 Fusion (``passes/fuse.py``) turns a maximal group of elementwise ops into one
-``tensor.fused`` whose body computes one element from one element of each
+``graph.fused`` whose body computes one element from one element of each
 operand, so the group becomes one loop nest and no intermediate tensor is ever
 stored::
 
-    %y = tensor.fused %a, %b, %c {maps = [[0, 1], [1], []]} ({
+    %y = graph.fused %a, %b, %c {maps = [[0, 1], [1], []]} ({
     ^bb0(%x: f32, %w: f32, %s: f32):
       %t = arith.mulf %x, %w : f32
       %u = arith.addf %t, %s : f32
-      tensor.yield %u : f32
+      graph.yield %u : f32
     }) : (tensor<4x8xf32>, tensor<8xf32>, f32) -> tensor<4x8xf32>
 
 The op iterates over a *domain* of rank ``D``: the result's shape, or, with a
@@ -63,11 +63,11 @@ def maps_attr(maps) -> ArrayAttr:
 class FusedOp(Operation):
     """One loop nest's worth of elementwise work, optionally ending in a reduction."""
 
-    name = "tensor.fused"
+    name = "graph.fused"
     traits = frozenset({Pure})
     summary = "A fused group of elementwise ops (with broadcasts and one optional reduction) with a scalar body."
-    example = ("%r = tensor.fused %t, %x {maps = [[0], []]} ({ ^bb0(%p: f32, %q: f32): "
-               "%s = arith.addf %p, %q : f32 tensor.yield %s : f32 }) : (tensor<4xf32>, f32) -> tensor<4xf32>")
+    example = ("%r = graph.fused %t, %x {maps = [[0], []]} ({ ^bb0(%p: f32, %q: f32): "
+               "%s = arith.addf %p, %q : f32 graph.yield %s : f32 }) : (tensor<4xf32>, f32) -> tensor<4xf32>")
 
     # -- structure -----------------------------------------------------------------------------
 
@@ -206,7 +206,7 @@ class FusedOp(Operation):
         term = body.terminator
         if not isinstance(term, YieldOp) or len(term.operands) != 1 \
                 or term.operands[0].type is not result.element_type:
-            raise self.error(f"body must end in 'tensor.yield' of one {result.element_type}")
+            raise self.error(f"body must end in 'graph.yield' of one {result.element_type}")
 
     # -- semantics: run the body once over whole arrays --------------------------------------------
 
@@ -304,22 +304,22 @@ class FusedOp(Operation):
 
 
 class YieldOp(Operation):
-    """``tensor.yield %v : T``: the element a ``tensor.fused`` body computes."""
+    """``graph.yield %v : T``: the element a ``graph.fused`` body computes."""
 
-    name = "tensor.yield"
+    name = "graph.yield"
     traits = frozenset({Terminator, ReturnLike})
-    summary = "End a tensor.fused body with the element it computes."
-    example = "tensor.yield %x : f32"
+    summary = "End a graph.fused body with the element it computes."
+    example = "graph.yield %x : f32"
 
     def verify_op(self) -> None:
         if not isinstance(self.parent_op, FusedOp):
-            raise self.error("must end the body of 'tensor.fused'")
+            raise self.error("must end the body of 'graph.fused'")
 
     @classmethod
     def parse_uniform(cls, ctx, syn):
         t = syn.single_type()
         if len(syn.args) != 1 or type(syn.args[0]) is tuple:
-            raise IRError("'tensor.yield' expects '%value : TYPE'", syn.loc)
+            raise IRError("'graph.yield' expects '%value : TYPE'", syn.loc)
         return cls([ctx.value(syn.args[0], t)], [], syn.attrs)
 
     def print_custom(self, p) -> None:

@@ -1,16 +1,19 @@
-"""The ``tensor`` dialect: the deep-learning graph ops that are not elementwise.
+"""The ``graph`` dialect - the deep-learning graph ops that are not elementwise - and the two
+ops of MLIR's ``tensor`` dialect irc has, ``tensor.extract`` and ``tensor.dim`` (in MLIR's
+syntax).  The graph ops have a dialect of their own so that none shares a name with a
+different op of MLIR's (MLIR's ``tensor.splat``, ``tensor.pad``... are other ops).
 
 Elementwise arithmetic, math, comparisons, select and casts on tensors are the
 ``arith``/``math`` ops themselves (``arith.addf %a, %b : tensor<?x4xf32>``).
 Everything else is here, in four assembly forms:
 
-- one tensor in, shape changed: ``tensor.transpose %a {perm = [1, 0]} :
+- one tensor in, shape changed: ``graph.transpose %a {perm = [1, 0]} :
   tensor<3x4xf32> to tensor<4x3xf32>`` (also broadcast, reshape, the reductions,
-  slice, pad, and ``tensor.splat %x : f32 to tensor<4xf32>``);
-- several tensors in: ``tensor.matmul %a, %b : (tensor<3x4xf32>,
+  slice, pad, and ``graph.splat %x : f32 to tensor<4xf32>``);
+- several tensors in: ``graph.matmul %a, %b : (tensor<3x4xf32>,
   tensor<4x5xf32>) -> tensor<3x5xf32>`` (also batch_matmul, concat, conv2d);
-- same type in and out: ``tensor.softmax %a {axis = 1} : tensor<3x4xf32>``;
-- built from sizes: ``tensor.iota {axis = 0} : tensor<4xi64>``; and
+- same type in and out: ``graph.softmax %a {axis = 1} : tensor<3x4xf32>``;
+- built from sizes: ``graph.iota {axis = 0} : tensor<4xi64>``; and
   ``tensor.dim %a, %i : tensor<?xf32>`` reads a size.
 
 Both types are always written, so a reader never has to infer a shape; the op
@@ -19,7 +22,7 @@ rejects a signature that disagrees.  A ``?`` dimension matches anything at
 verify time and is checked when the op runs.  Where the result shape does not
 follow from the operands (broadcast, reshape, splat, iota), each ``?`` of the
 result takes one ``index`` operand after the tensor, in order, as
-``memref.alloc`` does: ``tensor.splat %x, %n : f32 to tensor<4x?xf32>``.
+``memref.alloc`` does: ``graph.splat %x, %n : f32 to tensor<4x?xf32>``.
 
 Axes and sizes are non-negative integers (no negative axes as in numpy), so the
 IR has one spelling for each op.  The interpreter follows numpy; float
@@ -376,16 +379,16 @@ def _source_and_result(types, declared):
 
 
 class BroadcastOp(ShapeOp):
-    """``tensor.broadcast %a [, %sizes] : tensor<4xf32> to tensor<3x4xf32>`` with numpy's rules.
+    """``graph.broadcast %a [, %sizes] : tensor<4xf32> to tensor<3x4xf32>`` with numpy's rules.
 
     Dimensions align at the right; each operand dimension is 1 or equals the result's.
     The result type is written, not inferred, because broadcasting is how a graph
     says what shape it wants; each ``?`` of the result takes an index operand.
     """
 
-    name = "tensor.broadcast"
+    name = "graph.broadcast"
     summary = "Broadcast a tensor to a larger shape (numpy's rules); the result type is given."
-    example = "%r = tensor.broadcast %t : tensor<4xf32> to tensor<3x4xf32>"
+    example = "%r = graph.broadcast %t : tensor<4xf32> to tensor<3x4xf32>"
 
     @classmethod
     def infer_type(cls, types, attrs, declared):
@@ -429,16 +432,16 @@ class BroadcastOp(ShapeOp):
 
 
 class ReshapeOp(ShapeOp):
-    """``tensor.reshape %a [, %sizes] : tensor<2x6xf32> to tensor<3x4xf32>``, row-major.
+    """``graph.reshape %a [, %sizes] : tensor<2x6xf32> to tensor<3x4xf32>``, row-major.
 
     The element count must not change; it is checked here when both shapes are
     static and when the op runs otherwise.  Each ``?`` of the result takes an index
     operand (no numpy ``-1``), so the result shape is always known before the data.
     """
 
-    name = "tensor.reshape"
+    name = "graph.reshape"
     summary = "Reinterpret a tensor's elements, in row-major order, with another shape of the same size."
-    example = "%r = tensor.reshape %mat : tensor<3x4xf32> to tensor<2x6xf32>"
+    example = "%r = graph.reshape %mat : tensor<3x4xf32> to tensor<2x6xf32>"
 
     @classmethod
     def infer_type(cls, types, attrs, declared):
@@ -484,7 +487,7 @@ class ReshapeOp(ShapeOp):
 class ReshapeOfReshape(RewritePattern):
     """reshape(reshape(x)) -> reshape(x) when the inner shape is static (its count check was static)."""
 
-    op_name = "tensor.reshape"
+    op_name = "graph.reshape"
 
     def match_and_rewrite(self, op, rewriter) -> bool:
         inner = op.operands[0].defining_op
@@ -557,9 +560,9 @@ def _accumulator(a: np.ndarray):
 class ReduceSumOp(ReduceOp):
     """Sum over ``axes``; zero over an empty axis."""
 
-    name = "tensor.reduce_sum"
+    name = "graph.reduce_sum"
     summary = "Sum over the given axes."
-    example = "%r = tensor.reduce_sum %mat {axes = [1]} : tensor<3x4xf32> to tensor<3xf32>"
+    example = "%r = graph.reduce_sum %mat {axes = [1]} : tensor<3x4xf32> to tensor<3xf32>"
     reduce = staticmethod(lambda a, axes, keep, elem: np.sum(a, axis=axes, dtype=_accumulator(a), keepdims=keep))
 
     def vjp(self, b, x, y, g):
@@ -572,9 +575,9 @@ class ReduceSumOp(ReduceOp):
 class ReduceProdOp(ReduceOp):
     """Product over ``axes``; one over an empty axis."""
 
-    name = "tensor.reduce_prod"
+    name = "graph.reduce_prod"
     summary = "Product over the given axes."
-    example = "%r = tensor.reduce_prod %t {axes = [0], keepdims} : tensor<4xf32> to tensor<1xf32>"
+    example = "%r = graph.reduce_prod %t {axes = [0], keepdims} : tensor<4xf32> to tensor<1xf32>"
     reduce = staticmethod(lambda a, axes, keep, elem: np.prod(a, axis=axes, dtype=_accumulator(a), keepdims=keep))
 
     # d prod / d x_i is the product of the other elements, built without dividing by x_i
@@ -613,9 +616,9 @@ class ReduceMaxOp(ExtremeOp):
     """Maximum over ``axes`` (integers signed, NaN propagates); -inf or the lowest integer
     over an empty axis, the identity of max, where numpy raises."""
 
-    name = "tensor.reduce_max"
+    name = "graph.reduce_max"
     summary = "Maximum over the given axes."
-    example = "%r = tensor.reduce_max %mat {axes = [1], keepdims} : tensor<3x4xf32> to tensor<3x1xf32>"
+    example = "%r = graph.reduce_max %mat {axes = [1], keepdims} : tensor<3x4xf32> to tensor<3x1xf32>"
     reduce = staticmethod(lambda a, axes, keep, elem: np.max(a, axis=axes, keepdims=keep, initial=_lowest(a)))
 
 
@@ -623,9 +626,9 @@ class ReduceMinOp(ExtremeOp):
     """Minimum over ``axes`` (integers signed, NaN propagates); +inf or the highest integer
     over an empty axis."""
 
-    name = "tensor.reduce_min"
+    name = "graph.reduce_min"
     summary = "Minimum over the given axes."
-    example = "%r = tensor.reduce_min %t {axes = [0]} : tensor<4xf32> to tensor<f32>"
+    example = "%r = graph.reduce_min %t {axes = [0]} : tensor<4xf32> to tensor<f32>"
     reduce = staticmethod(lambda a, axes, keep, elem: np.min(a, axis=axes, keepdims=keep, initial=_highest(a)))
 
 
@@ -637,9 +640,9 @@ def _mean(a, axes, keep, elem):
 class ReduceMeanOp(ReduceOp):
     """Mean over ``axes`` of a float tensor (NaN over an empty axis, 0/0)."""
 
-    name = "tensor.reduce_mean"
+    name = "graph.reduce_mean"
     summary = "Arithmetic mean over the given axes (floats only)."
-    example = "%r = tensor.reduce_mean %mat {axes = [0, 1]} : tensor<3x4xf32> to tensor<f32>"
+    example = "%r = graph.reduce_mean %mat {axes = [0, 1]} : tensor<3x4xf32> to tensor<f32>"
     element_kind = "float"
     reduce = staticmethod(_mean)
 
@@ -698,16 +701,16 @@ class ProductRules:
 
 
 class MatmulOp(ProductRules, NaryOp):
-    """``tensor.matmul %a, %b : (tensor<MxKxT>, tensor<KxNxT>) -> tensor<MxNxT>``.
+    """``graph.matmul %a, %b : (tensor<MxKxT>, tensor<KxNxT>) -> tensor<MxNxT>``.
 
     Both operands are matrices of one numeric element type; no vector or
     broadcasting forms, so that lowering has one loop nest to emit.  f32 stays f32
     (numpy's accumulation); integers wrap.
     """
 
-    name = "tensor.matmul"
+    name = "graph.matmul"
     summary = "Matrix product of two rank-2 tensors."
-    example = "%r = tensor.matmul %mat, %mat2 : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>"
+    example = "%r = graph.matmul %mat, %mat2 : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>"
 
 
     @classmethod
@@ -726,15 +729,15 @@ class MatmulOp(ProductRules, NaryOp):
 
 
 class BatchMatmulOp(ProductRules, NaryOp):
-    """``tensor.batch_matmul %a, %b : (tensor<BxMxKxT>, tensor<BxKxNxT>) -> tensor<BxMxNxT>``.
+    """``graph.batch_matmul %a, %b : (tensor<BxMxKxT>, tensor<BxKxNxT>) -> tensor<BxMxNxT>``.
 
     One matmul per index of the leading batch dimensions, which must be equal
     (no broadcasting between them); any number of batch dimensions, at least one.
     """
 
-    name = "tensor.batch_matmul"
+    name = "graph.batch_matmul"
     summary = "Matrix products over equal leading batch dimensions."
-    example = ("%r = tensor.batch_matmul %batch, %batch2 : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) "
+    example = ("%r = graph.batch_matmul %batch, %batch2 : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) "
                "-> tensor<2x3x5xf32>")
 
     @classmethod
@@ -761,7 +764,7 @@ def _conv_out(size: int | None, kernel: int | None, stride: int, pad: int, what:
 
 
 class Conv2DOp(NaryOp):
-    """``tensor.conv2d %x, %w {stride = [1, 1], padding = [0, 0]} : (NCHW, OIHW) -> NOHW``.
+    """``graph.conv2d %x, %w {stride = [1, 1], padding = [0, 0]} : (NCHW, OIHW) -> NOHW``.
 
     Cross-correlation, as in deep-learning frameworks: input NxCxHxW, weight
     OxCxKHxKW, zero ``padding`` on both sides of H and W, ``stride`` >= 1;
@@ -769,9 +772,9 @@ class Conv2DOp(NaryOp):
     those shown.  No groups or dilation yet.
     """
 
-    name = "tensor.conv2d"
+    name = "graph.conv2d"
     summary = "2-D convolution (cross-correlation) of an NCHW input with an OIHW weight."
-    example = ("%r = tensor.conv2d %img, %kernel {stride = [1, 1], padding = [1, 1]} : "
+    example = ("%r = graph.conv2d %img, %kernel {stride = [1, 1], padding = [1, 1]} : "
                "(tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>")
 
     @classmethod
@@ -832,15 +835,15 @@ class Conv2DOp(NaryOp):
 
 
 class TransposeOp(ShapeOp):
-    """``tensor.transpose %a {perm = [1, 0]} : tensor<3x4xf32> to tensor<4x3xf32>``.
+    """``graph.transpose %a {perm = [1, 0]} : tensor<3x4xf32> to tensor<4x3xf32>``.
 
     Result dimension i is operand dimension ``perm[i]`` (numpy's ``transpose``).
     Two transposes compose into one; the identity permutation folds away.
     """
 
-    name = "tensor.transpose"
+    name = "graph.transpose"
     summary = "Permute the dimensions of a tensor."
-    example = "%r = tensor.transpose %mat {perm = [1, 0]} : tensor<3x4xf32> to tensor<4x3xf32>"
+    example = "%r = graph.transpose %mat {perm = [1, 0]} : tensor<3x4xf32> to tensor<4x3xf32>"
 
     @classmethod
     def infer_type(cls, types, attrs, declared):
@@ -885,7 +888,7 @@ class TransposeOp(ShapeOp):
 class ComposeTransposes(RewritePattern):
     """transpose(transpose(x, p), q) -> transpose(x, [p[q[i]] for i])."""
 
-    op_name = "tensor.transpose"
+    op_name = "graph.transpose"
 
     def match_and_rewrite(self, op, rewriter) -> bool:
         inner = op.operands[0].defining_op
@@ -899,16 +902,16 @@ class ComposeTransposes(RewritePattern):
 
 
 class SliceOp(ShapeOp):
-    """``tensor.slice %a {offsets = [0, 1], sizes = [2, 2], strides = [1, 2]} : T to tensor<2x2xT>``.
+    """``graph.slice %a {offsets = [0, 1], sizes = [2, 2], strides = [1, 2]} : T to tensor<2x2xT>``.
 
     Result dimension i holds operand elements ``offsets[i] + k * strides[i]`` for k
     below ``sizes[i]``; all three are static (``strides`` defaults to ones) and
     must stay inside the operand, checked here or, for a ``?`` dimension, at run time.
     """
 
-    name = "tensor.slice"
+    name = "graph.slice"
     summary = "A strided rectangular piece of a tensor, with static offsets, sizes and strides."
-    example = ("%r = tensor.slice %mat {offsets = [0, 1], sizes = [2, 2], strides = [1, 2]} : "
+    example = ("%r = graph.slice %mat {offsets = [0, 1], sizes = [2, 2], strides = [1, 2]} : "
                "tensor<3x4xf32> to tensor<2x2xf32>")
 
     @classmethod
@@ -982,14 +985,14 @@ def _slice_fits(dim: int, offset: int, size: int, stride: int) -> bool:
 
 
 class ConcatOp(NaryOp):
-    """``tensor.concat %a, %b {axis = 0} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<5x4xf32>``.
+    """``graph.concat %a, %b {axis = 0} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<5x4xf32>``.
 
     One or more tensors of one rank and element type, equal except along ``axis``.
     """
 
-    name = "tensor.concat"
+    name = "graph.concat"
     summary = "Join tensors along an axis."
-    example = "%r = tensor.concat %mat, %mat {axis = 0} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<6x4xf32>"
+    example = "%r = graph.concat %mat, %mat {axis = 0} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<6x4xf32>"
 
     @classmethod
     def infer_type(cls, types, attrs, declared):
@@ -1048,16 +1051,16 @@ class ConcatOp(NaryOp):
 
 
 class PadOp(ShapeOp):
-    """``tensor.pad %a {low = [1, 0], high = [0, 2], value = 0.0 : f32} : tensor<3x4xf32> to tensor<4x6xf32>``.
+    """``graph.pad %a {low = [1, 0], high = [0, 2], value = 0.0 : f32} : tensor<3x4xf32> to tensor<4x6xf32>``.
 
     Adds ``low[i]`` elements before and ``high[i]`` after dimension i, all equal to
     ``value`` (an attribute of the element type).  Padding is never negative: use
-    ``tensor.slice`` to cut.
+    ``graph.slice`` to cut.
     """
 
-    name = "tensor.pad"
+    name = "graph.pad"
     summary = "Surround a tensor with a constant value."
-    example = ("%r = tensor.pad %mat {low = [1, 0], high = [0, 2], value = 0.0 : f32} : "
+    example = ("%r = graph.pad %mat {low = [1, 0], high = [0, 2], value = 0.0 : f32} : "
                "tensor<3x4xf32> to tensor<4x6xf32>")
 
     @classmethod
@@ -1106,15 +1109,15 @@ class PadOp(ShapeOp):
 
 
 class SplatOp(ShapeOp):
-    """``tensor.splat %x [, %sizes] : f32 to tensor<4x?xf32>``: every element is ``%x``.
+    """``graph.splat %x [, %sizes] : f32 to tensor<4x?xf32>``: every element is ``%x``.
 
     The scalar's type is written too, so that the form is the same as broadcast's
     and the operand's type is visible; each ``?`` takes an index operand.
     """
 
-    name = "tensor.splat"
+    name = "graph.splat"
     summary = "A tensor whose elements all equal one scalar."
-    example = "%r = tensor.splat %x, %n : f32 to tensor<4x?xf32>"
+    example = "%r = graph.splat %x, %n : f32 to tensor<4x?xf32>"
 
     @classmethod
     def infer_type(cls, types, attrs, declared):
@@ -1148,15 +1151,15 @@ class SplatOp(ShapeOp):
 
 
 class IotaOp(TensorOp):
-    """``tensor.iota [%sizes] {axis = 0} : tensor<4x3xi64>``: each element is its index along ``axis``.
+    """``graph.iota [%sizes] {axis = 0} : tensor<4x3xi64>``: each element is its index along ``axis``.
 
     Written like ``memref.alloc`` without the parentheses: only index operands, one
     per ``?`` of the result.  Integer results wrap at their width.
     """
 
-    name = "tensor.iota"
+    name = "graph.iota"
     summary = "A tensor counting 0, 1, 2... along one axis."
-    example = "%r = tensor.iota %n {axis = 0} : tensor<?xi64>"
+    example = "%r = graph.iota %n {axis = 0} : tensor<?xi64>"
 
     @classmethod
     def infer_type(cls, types, attrs, declared):
@@ -1237,7 +1240,7 @@ class DimOp(Operation):
 
 
 class GatherOp(NaryOp):
-    """``tensor.gather %table, %idx {axis = 0} : (tensor<100x8xf32>, tensor<2x5xi64>) -> tensor<2x5x8xf32>``.
+    """``graph.gather %table, %idx {axis = 0} : (tensor<100x8xf32>, tensor<2x5xi64>) -> tensor<2x5x8xf32>``.
 
     numpy's ``take(table, idx, axis)``: the result's dimensions are the table's before
     ``axis``, the indices', then the table's after ``axis``; each index picks one slice of
@@ -1245,9 +1248,9 @@ class GatherOp(NaryOp):
     [0, size); one out of range is an error, in the interpreter and in compiled code alike.
     """
 
-    name = "tensor.gather"
+    name = "graph.gather"
     summary = "Slices of a tensor picked along one axis by a tensor of integer indices (numpy's take)."
-    example = ("%r = tensor.gather %mat, %ids {axis = 0} : (tensor<3x4xf32>, tensor<5xi64>) "
+    example = ("%r = graph.gather %mat, %ids {axis = 0} : (tensor<3x4xf32>, tensor<5xi64>) "
                "-> tensor<5x4xf32>")
 
     @classmethod
@@ -1276,7 +1279,7 @@ class ExtractOp(Operation):
     """``%x = tensor.extract %t[%i, %j] : tensor<4x?xf32>``: one element, as MLIR's tensor.extract.
 
     One index per dimension (none for a rank-0 tensor: ``%t[]``); an index out of
-    range is an error when the op runs.  The gradient of ``tensor.splat`` (a sum,
+    range is an error when the op runs.  The gradient of ``graph.splat`` (a sum,
     which is a rank-0 tensor) becomes its scalar operand's type through it.
     """
 
@@ -1381,11 +1384,11 @@ class SoftmaxFamily(SameTypeOp):
 
 
 class SoftmaxOp(SoftmaxFamily):
-    """``tensor.softmax %a {axis = 1} : tensor<3x4xf32>``: exp(x) / sum(exp(x)) along ``axis``."""
+    """``graph.softmax %a {axis = 1} : tensor<3x4xf32>``: exp(x) / sum(exp(x)) along ``axis``."""
 
-    name = "tensor.softmax"
+    name = "graph.softmax"
     summary = "Softmax along an axis (numerically stable)."
-    example = "%r = tensor.softmax %mat {axis = 1} : tensor<3x4xf32>"
+    example = "%r = graph.softmax %mat {axis = 1} : tensor<3x4xf32>"
     normalise = staticmethod(lambda x, shifted, total: np.exp(shifted) / total)
 
     # J = diag(y) - y y^T along the axis, symmetric: both modes are y * (v - sum(v * y)).
@@ -1396,12 +1399,12 @@ class SoftmaxOp(SoftmaxFamily):
 
 
 class LogSoftmaxOp(SoftmaxFamily):
-    """``tensor.log_softmax %a {axis = 1} : tensor<3x4xf32>``: x - log(sum(exp(x))) along
+    """``graph.log_softmax %a {axis = 1} : tensor<3x4xf32>``: x - log(sum(exp(x))) along
     ``axis``, without forming the softmax (whose log underflows to -inf)."""
 
-    name = "tensor.log_softmax"
+    name = "graph.log_softmax"
     summary = "The logarithm of the softmax along an axis (numerically stable)."
-    example = "%r = tensor.log_softmax %mat {axis = 1} : tensor<3x4xf32>"
+    example = "%r = graph.log_softmax %mat {axis = 1} : tensor<3x4xf32>"
     normalise = staticmethod(lambda x, shifted, total: shifted - np.log(total))
 
     # J = I - softmax(x) 1^T along the axis: no log and no division, only the softmax.

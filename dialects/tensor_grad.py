@@ -12,11 +12,11 @@ again.  Two invariants the rules keep:
   products (``others``), picking elements uses ``arith.select`` (never a multiply
   by a 0/1 mask, which turns an inf elsewhere into NaN).
 
-``tensor.slice`` and ``tensor.pad`` take static offsets and sizes, so cutting a
+``graph.slice`` and ``graph.pad`` take static offsets and sizes, so cutting a
 piece out of a tensor with a ``?`` dimension (the cotangent of a ``concat`` or a
 ``pad`` of a dynamic tensor) falls back to ``take``: a select-and-sum against a
-one-hot matrix built from ``tensor.iota``.  It is exact (one element plus zeros)
-but costs the cut axis' length per element; a ``tensor.slice`` with dynamic
+one-hot matrix built from ``graph.iota``.  It is exact (one element plus zeros)
+but costs the cut axis' length per element; a ``graph.slice`` with dynamic
 offsets and sizes would remove it.
 """
 
@@ -54,7 +54,7 @@ def product(b, sizes):
 
 
 def reshape(b, v, shape, sizes):
-    """``tensor.reshape`` (not ``Builder.reshape``, which passes ``sizes`` where ``build`` wants
+    """``graph.reshape`` (not ``Builder.reshape``, which passes ``sizes`` where ``build`` wants
     the type when there are any)."""
     from irc.dialects.tensor import ReshapeOp
 
@@ -122,7 +122,7 @@ def axis_sum(b, v, axis: int):
 def take(b, v, axis: int, offset, length):
     """Elements ``offset .. offset+length`` of ``v`` along ``axis`` (ints or index values).
 
-    A ``tensor.slice`` when every size is static, else a select-and-sum against a
+    A ``graph.slice`` when every size is static, else a select-and-sum against a
     one-hot [N, length] mask (exact: each sum adds zeros to one element)."""
     shape = [size(b, v, i) for i in range(v.type.rank)]
     if all(isinstance(n, int) for n in shape) and isinstance(offset, int) and isinstance(length, int):
@@ -130,7 +130,7 @@ def take(b, v, axis: int, offset, length):
         sizes = [length if i == axis else n for i, n in enumerate(shape)]
         if offsets == [0] * len(shape) and sizes == shape:
             return v
-        return b.tensor_op("tensor.slice", v, offsets=offsets, sizes=sizes)
+        return b.tensor_op("graph.slice", v, offsets=offsets, sizes=sizes)
     return _select_sum(b, v, axis, shape, length, lambda rows, cols: rows.eq(cols + as_index(b, offset)))
 
 
@@ -142,8 +142,8 @@ def _select_sum(b, v, axis: int, shape: list, length, hit_of):
     grid = [n, length]
     sizes = [as_index(b, d) for d in grid if not isinstance(d, int)]
     grid_t = TensorType([static(d) for d in grid], index)
-    rows = b.tensor_op("tensor.iota", *sizes, type=grid_t, axis=0)
-    cols = b.tensor_op("tensor.iota", *sizes, type=grid_t, axis=1)
+    rows = b.tensor_op("graph.iota", *sizes, type=grid_t, axis=0)
+    cols = b.tensor_op("graph.iota", *sizes, type=grid_t, axis=1)
     wide = shape[:axis + 1] + [length] + shape[axis + 1:]
     mask_shape = [1] * axis + grid + [1] * (len(shape) - axis - 1)
     hit = expand(b, with_sizes(b, hit_of(rows, cols), mask_shape), wide)
@@ -164,7 +164,7 @@ def window(b, v, axis: int, low: int, high: int):
     pads = [0] * v.type.rank
     lows, highs = list(pads), list(pads)
     lows[axis], highs[axis] = low, high
-    return b.tensor_op("tensor.pad", v, low=lows, high=highs, value=FloatAttr(0.0, v.elem))
+    return b.tensor_op("graph.pad", v, low=lows, high=highs, value=FloatAttr(0.0, v.elem))
 
 
 def place(b, g, like, axis: int, offset: int, length):
@@ -176,7 +176,7 @@ def place(b, g, like, axis: int, offset: int, length):
     rest = as_index(b, total) - as_index(b, offset + length if isinstance(length, int) else length)
     shape = [size(b, g, i) for i in range(g.type.rank)]
     shape[axis] = rest
-    return b.tensor_op("tensor.concat", g, zeros(b, g, shape), axis=axis)
+    return b.tensor_op("graph.concat", g, zeros(b, g, shape), axis=axis)
 
 
 def dilate(b, v, axis: int, stride: int):
@@ -188,7 +188,7 @@ def dilate(b, v, axis: int, stride: int):
     lows = [0] * (v.type.rank + 1)
     highs = list(lows)
     highs[axis + 1] = stride - 1
-    spread = b.tensor_op("tensor.pad", split, low=lows, high=highs, value=FloatAttr(0.0, v.elem))
+    spread = b.tensor_op("graph.pad", split, low=lows, high=highs, value=FloatAttr(0.0, v.elem))
     n = shape[axis]
     shape[axis] = n * stride if isinstance(n, int) else as_index(b, n) * as_index(b, stride)
     return with_sizes(b, spread, shape)
@@ -210,7 +210,7 @@ def others(b, x, axes):
 
     The reduced axes are moved last and flattened to ``[M, K]``.  With static sizes, the
     exclusive prefix and suffix products come from a log-depth scan (Hillis-Steele:
-    ``p *= p shifted by 1, 2, 4...`` with ``tensor.pad`` of ones and ``tensor.slice``),
+    ``p *= p shifted by 1, 2, 4...`` with ``graph.pad`` of ones and ``graph.slice``),
     O(M K log K); the answer is prefix * suffix.  With a ``?`` size (slice needs static
     sizes) it is ``reduce_prod`` over ``[M, K, K]`` with the diagonal replaced by ones,
     O(M K^2)."""
@@ -228,8 +228,8 @@ def others(b, x, axes):
         cube = [m, k, k]
         sizes = [as_index(b, d) for d in cube if not isinstance(d, int)]
         cube_t = TensorType([static(d) for d in cube], index)
-        diagonal = b.tensor_op("tensor.iota", *sizes, type=cube_t, axis=1).eq(
-            b.tensor_op("tensor.iota", *sizes, type=cube_t, axis=2))
+        diagonal = b.tensor_op("graph.iota", *sizes, type=cube_t, axis=1).eq(
+            b.tensor_op("graph.iota", *sizes, type=cube_t, axis=2))
         spread = expand(b, with_sizes(b, flat, [m, 1, k]), cube)
         out = b.reduce("prod", b.select(diagonal, b.full_like(spread, 1.0), spread), [2])
     out = fit(b, with_sizes(b, out, shape), moved)
@@ -244,8 +244,8 @@ def _scan_others(b, flat, m: int, k: int):
 
     def shift(p, s: int, forward: bool):
         # p moved s places along axis 1 (towards the end when forward), ones coming in
-        padded = b.tensor_op("tensor.pad", p, low=[0, s if forward else 0], high=[0, 0 if forward else s], value=one)
-        return b.tensor_op("tensor.slice", padded, offsets=[0, 0 if forward else s], sizes=[m, k])
+        padded = b.tensor_op("graph.pad", p, low=[0, s if forward else 0], high=[0, 0 if forward else s], value=one)
+        return b.tensor_op("graph.slice", padded, offsets=[0, 0 if forward else s], sizes=[m, k])
 
     prefix, suffix, s = flat, flat, 1
     while s < k:
@@ -285,7 +285,7 @@ def conv2d_vjp(b, op, x, w, g):
     Negative window amounts cut (``window``).  Spatial sizes must be static."""
     (sh, sw), (ph, pw) = op.window(op.attributes)
     if None in (*x.type.shape[2:], *w.type.shape[2:]):
-        raise op.error("gradient of 'tensor.conv2d' needs static spatial sizes (H, W, KH, KW); "
+        raise op.error("gradient of 'graph.conv2d' needs static spatial sizes (H, W, KH, KW); "
                        "specialise shapes before differentiating")
     h, wd = x.type.shape[2:]
     kh, kw = w.type.shape[2:]
@@ -294,9 +294,9 @@ def conv2d_vjp(b, op, x, w, g):
     gx = window(b, gd, 2, kh - 1 - ph, h + ph - ho * sh)
     gx = window(b, gx, 3, kw - 1 - pw, wd + pw - wo * sw)
     flipped = b.transpose(reverse(b, reverse(b, w, 2), 3), [1, 0, 2, 3])
-    dx = fit(b, b.tensor_op("tensor.conv2d", gx, flipped, stride=[1, 1], padding=[0, 0]), x)
+    dx = fit(b, b.tensor_op("graph.conv2d", gx, flipped, stride=[1, 1], padding=[0, 0]), x)
     xp = window(b, window(b, x, 2, ph, ph + sh - 1), 3, pw, pw + sw - 1)
-    corr = b.tensor_op("tensor.conv2d", b.transpose(xp, [1, 0, 2, 3]), b.transpose(gd, [1, 0, 2, 3]),
+    corr = b.tensor_op("graph.conv2d", b.transpose(xp, [1, 0, 2, 3]), b.transpose(gd, [1, 0, 2, 3]),
                        stride=[1, 1], padding=[0, 0])  # [C, O, KH + r, KW + r']
     corr = window(b, window(b, corr, 2, 0, kh - size(b, corr, 2)), 3, 0, kw - size(b, corr, 3))
     dw = fit(b, b.transpose(corr, [1, 0, 2, 3]), w)

@@ -317,7 +317,7 @@ class Builder:
 
     def coerce(self, *values) -> list[V]:
         """Operands made one type as numpy would: Python numbers take the others' element type,
-        scalars become tensors (``tensor.splat``), shapes broadcast (``tensor.broadcast``)."""
+        scalars become tensors (``graph.splat``), shapes broadcast (``graph.broadcast``)."""
         typed = [v for v in values if isinstance(v, (V, Value))]
         if not typed:
             raise ValueError("at least one operand must be an IR value")
@@ -428,7 +428,7 @@ class Builder:
         """``tensor.reduce_<kind>`` over ``axes`` (default: all)."""
         v = self.wrap(value)
         axes = list(range(v.type.rank)) if axes is None else sorted(a % v.type.rank for a in axes)
-        cls = _registry_op(f"tensor.reduce_{kind}")
+        cls = _registry_op(f"graph.reduce_{kind}")
         return self.built(cls.build(v.value, axes, keepdims))
 
     def reshape(self, value, shape: Sequence[int | None], sizes: Sequence = ()) -> V:
@@ -441,19 +441,19 @@ class Builder:
     def transpose(self, value, perm: Sequence[int] | None = None) -> V:
         v = self.wrap(value)
         perm = list(reversed(range(v.type.rank))) if perm is None else list(perm)
-        return self.tensor_op("tensor.transpose", v, perm=perm)
+        return self.tensor_op("graph.transpose", v, perm=perm)
 
     def matmul(self, a, b) -> V:
-        """``tensor.matmul`` for two matrices, ``tensor.batch_matmul`` for two rank-3 tensors."""
+        """``graph.matmul`` for two matrices, ``graph.batch_matmul`` for two rank-3 tensors."""
         a, b = self.wrap(a), self.wrap(b)
-        name = "tensor.batch_matmul" if a.type.rank == 3 else "tensor.matmul"
+        name = "graph.batch_matmul" if a.type.rank == 3 else "graph.matmul"
         return self.tensor_op(name, a, b)
 
     def softmax(self, value, axis: int) -> V:
-        return self.tensor_op("tensor.softmax", value, axis=axis)
+        return self.tensor_op("graph.softmax", value, axis=axis)
 
     def log_softmax(self, value, axis: int) -> V:
-        return self.tensor_op("tensor.log_softmax", value, axis=axis)
+        return self.tensor_op("graph.log_softmax", value, axis=axis)
 
     # -- buffers (memref) ---------------------------------------------------------------------
 

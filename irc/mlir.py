@@ -12,9 +12,9 @@ irc's text differs from MLIR's in few places, and this printer bridges them:
   entry block, whose arguments the header names);
 * memory spaces print as MLIR's address-space numbers (``gpu``, ``workgroup``, ``private`` are NVPTX's
   global, shared and local spaces 1, 3, 5, which irc reads back as those names);
-* ops of irc's own graph dialect have no MLIR equivalent (and six of them share
-  a name with a different op of MLIR's tensor dialect): printing one is an
-  ``IRError`` asking to lower it first.
+* ops of irc's own graph dialect (``graph.*``) have no MLIR equivalent: printing one
+  is an ``IRError`` asking to lower it first (``tensor.extract`` and ``tensor.dim`` are
+  MLIR's and print as they are).
 
 Everything else (op spellings, attributes, ``overflow<...>`` and
 ``fastmath<...>`` flags, branch weights) is already MLIR's.  ``parse`` reads
@@ -30,11 +30,9 @@ from .block import Block, Region
 from .operation import Operation
 from .printer import Printer
 
-# Dialects whose ops irc spells exactly as upstream MLIR does.
-MLIR_DIALECTS = frozenset({"builtin", "func", "arith", "math", "cf", "scf", "memref"})
-# irc's graph ops whose names upstream MLIR uses for a different op (of MLIR's tensor dialect).
-CLASHING_OPS = frozenset({"tensor.splat", "tensor.pad", "tensor.concat", "tensor.reshape", "tensor.dim",
-                          "tensor.yield"})
+# Dialects whose ops irc spells exactly as upstream MLIR does (of MLIR's tensor dialect irc has
+# tensor.extract and tensor.dim, in MLIR's syntax; its own graph ops are the graph dialect's).
+MLIR_DIALECTS = frozenset({"builtin", "func", "arith", "math", "cf", "scf", "memref", "tensor"})
 # Attributes irc's passes leave for its own later stages (the runtime, plan-memory,
 # split-parallel): meaningless to MLIR, so not written.
 IRC_ONLY_ATTRIBUTES = frozenset({"nocapture", "work", "tensor_signature", "arena_bytes", "parallel_range",
@@ -109,9 +107,6 @@ class MlirPrinter(Printer):
 def _check_printable(op: Operation) -> None:
     name = op.name
     dialect = name.split(".", 1)[0]
-    if name in CLASHING_OPS:
-        raise op.error("has no MLIR equivalent (MLIR's op of this name is a different op); lower it first, "
-                       "e.g. with -p tensor-to-loops")
     if dialect not in MLIR_DIALECTS and op.is_registered():
         raise op.error("has no MLIR equivalent; lower it first, e.g. with -p tensor-to-loops")
     if name == "memref.view":

@@ -62,7 +62,7 @@ def eye(n: int, m: int | None = None, k: int = 0, dtype=float):
 
 
 def arange(start, stop=None, step=1, dtype=None):
-    """``np.arange`` for Python-number bounds: a constant under a trace (``tensor.iota`` is what
+    """``np.arange`` for Python-number bounds: a constant under a trace (``graph.iota`` is what
     irc uses for a counting tensor of a traced size; not offered here yet)."""
     return _constant(_np.arange(start, stop, step, dtype=dtype) if stop is not None
                      else _np.arange(start, dtype=dtype))

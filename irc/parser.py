@@ -1051,8 +1051,8 @@ def _unknown_op_message(name: str) -> str:
         return (f"'{name}' belongs to MLIR's {OUT_OF_SCOPE_DIALECTS[dialect]} dialect, which irc does not "
                 f"support ({_SCOPE})")
     if dialect == "tensor":
-        return (f"unknown op '{name}': irc's tensor dialect is its own graph dialect, not MLIR's tensor "
-                f"dialect ({_SCOPE})" + registry.suggestion(name))
+        return (f"unknown op '{name}': of MLIR's tensor dialect irc has tensor.extract and tensor.dim; its own "
+                f"graph ops are the graph dialect's ({_SCOPE})" + registry.suggestion(name))
     return f"unknown op '{name}'" + registry.suggestion(name)
 
 

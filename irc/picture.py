@@ -4,7 +4,7 @@
   long blocks abbreviated), one edge per branch, ``cf.cond_br`` edges labelled true and
   false; the entry block is bold, blocks that return have a double border.
 * ``dataflow_graph(func)``: one node per op or parameter, one edge per use, labelled with
-  the shape of the value it carries; a ``tensor.fused`` op is a cluster holding its scalar
+  the shape of the value it carries; a ``graph.fused`` op is a cluster holding its scalar
   body, entered at its block arguments and left at its yield.
 * ``module_graph(module)``: every function as a cluster, each drawn as the one of the two
   that suits it (``kind='auto'``: dataflow for a one-block function over tensors, CFG
@@ -206,7 +206,7 @@ def _add_dataflow(g, func, prefix: str) -> None:
 
     def draw_ops(graph, ops) -> None:
         for op in ops:
-            if op.name == "tensor.fused":
+            if op.name == "graph.fused":
                 draw_fused(graph, op)
                 continue
             node = fresh()
@@ -230,7 +230,7 @@ def _add_dataflow(g, func, prefix: str) -> None:
 
     def draw_fused(graph, op) -> None:
         cluster = fresh()
-        what = f"tensor.fused {names.value(op.results[0])}"
+        what = f"graph.fused {names.value(op.results[0])}"
         if op.attributes.get("reduce") is not None:
             what += f" (reduce {op.attributes['reduce']}"
             axes = op.attributes.get("axes")
@@ -246,7 +246,7 @@ def _add_dataflow(g, func, prefix: str) -> None:
                 source[arg] = node
                 scalars.add(arg)
             scalars.update(r for o in body.ops for r in o.results)
-            inner = [o for o in body.ops if o.name != "tensor.yield"]
+            inner = [o for o in body.ops if o.name != "graph.yield"]
             draw_ops(c, inner)
             out = fresh()
             c.node(out, label="yield", shape="invhouse")

@@ -1,10 +1,10 @@
-"""fuse-elementwise: group elementwise ops, broadcasts and reductions into ``tensor.fused`` ops.
+"""fuse-elementwise: group elementwise ops, broadcasts and reductions into ``graph.fused`` ops.
 
 A group is a maximal set of elementwise ops (``arith``/``math`` on tensors,
 comparisons, selects, casts), broadcasts, splats and splat constants whose
 results are used only inside the group, plus the op that consumes them all: its
 *root*, which is an elementwise op, a broadcast, or a reduction
-(``tensor.reduce_*``).  The group becomes one ``tensor.fused`` op whose body is
+(``tensor.reduce_*``).  The group becomes one ``graph.fused`` op whose body is
 the scalar form of its ops, so after lowering it is one loop nest that reads
 each input once and writes one output; nothing in between is stored.
 
@@ -44,7 +44,7 @@ def _splat_constant(op) -> bool:
 
 def _splat(op) -> bool:
     """A tensor of one repeated scalar: copied into every group that reads it, never stored."""
-    if op.name == "tensor.splat":
+    if op.name == "graph.splat":
         return len(op.operands) == 1 and op.results[0].type.has_static_shape
     return _splat_constant(op)
 
@@ -55,7 +55,7 @@ def _fusible(op) -> bool:
         return False
     if Elementwise in op.traits:
         return True
-    if op.name == "tensor.broadcast":
+    if op.name == "graph.broadcast":
         src, dst = op.operands[0].type, op.results[0].type
         return len(op.operands) == 1 and src.has_static_shape and dst.has_static_shape
     return False
@@ -63,7 +63,7 @@ def _fusible(op) -> bool:
 
 def _operand_map(user, operand_index: int, user_map: tuple[int, ...]) -> tuple[int, ...] | None:
     """How ``user``, computed at loop index ``user_map``, reads its operand: its map."""
-    if user.name == "tensor.broadcast":
+    if user.name == "graph.broadcast":
         if operand_index != 0:
             return None
         src, dst = user.operands[0].type, user.results[0].type
@@ -88,7 +88,7 @@ class Group:
 
 
 class FuseElementwise(Pass):
-    """Fuse elementwise ops, broadcasts and reductions into tensor.fused ops (linear time)."""
+    """Fuse elementwise ops, broadcasts and reductions into graph.fused ops (linear time)."""
 
     name = "fuse-elementwise"
 
@@ -151,7 +151,7 @@ class FuseElementwise(Pass):
     # -- building the fused op -----------------------------------------------------------------
 
     def _build(self, group: Group, order) -> bool:
-        """Replace the group by one tensor.fused op; False if it has to stay as it is."""
+        """Replace the group by one graph.fused op; False if it has to stay as it is."""
         from irc.dialects.fused import FusedOp, YieldOp
 
         members = set(group.ops)
@@ -168,7 +168,7 @@ class FuseElementwise(Pass):
             producer = _defining(v)
             if producer is not None and _splat(producer):
                 splats.add(producer)
-                if producer.name == "tensor.splat":
+                if producer.name == "graph.splat":
                     return body_value(producer.operands[0], ())
                 if v not in value_map:
                     value_map[v] = _scalar_constant(body, producer)
@@ -186,7 +186,7 @@ class FuseElementwise(Pass):
             if op.name in REDUCTION_KINDS:
                 value_map[result] = body_value(op.operands[0], m)
                 continue
-            if op.name == "tensor.broadcast":
+            if op.name == "graph.broadcast":
                 value_map[result] = body_value(op.operands[0], _operand_map(op, 0, m))
                 continue
             new_operands = [body_value(v, _operand_map(op, i, m)) for i, v in enumerate(op.operands)]

@@ -1,7 +1,7 @@
 """merge-matmul: matmuls that share an operand become one wider matmul, ``[Y|Y'] = x[W|W']``.
 
 ``x @ W1`` and ``x @ W2`` in one block (same ``x``; the W's with equal K) become
-``tensor.matmul x, concat(W1, W2, axis = 1)`` and a ``tensor.slice`` of its columns
+``graph.matmul x, concat(W1, W2, axis = 1)`` and a ``graph.slice`` of its columns
 for each old result; matmuls sharing their right operand, ``x1 @ W`` and ``x2 @ W``,
 become one matmul of ``concat(x1, x2, axis = 0)`` sliced by rows.  One large matrix
 product uses the hardware better than several thin ones, and ``x`` is read once.
@@ -99,7 +99,7 @@ class MergeMatmul(Pass):
         blocks = [block for op in module.walk() for region in op.regions for block in region.blocks]
         for block in blocks:
             for shared in (0, 1):  # a shared left operand (x @ [W1|W2]), then a shared right one
-                matmuls = [op for op in block.ops if op.name == "tensor.matmul"]
+                matmuls = [op for op in block.ops if op.name == "graph.matmul"]
                 if len(matmuls) < 2:
                     break
                 self.merge(_Block(block), matmuls, shared, stats)

@@ -26,7 +26,7 @@ from irc.patterns import constant_value
 from irc.types import FunctionType, TensorType, Type, parse_type
 
 # op name -> index of its first size operand (one per ? of the result)
-SIZED_OPS = {"tensor.broadcast": 1, "tensor.reshape": 1, "tensor.splat": 1, "tensor.iota": 0}
+SIZED_OPS = {"graph.broadcast": 1, "graph.reshape": 1, "graph.splat": 1, "graph.iota": 0}
 
 
 def specialize(func, arg_types: list[Type]) -> None:

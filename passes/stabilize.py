@@ -3,7 +3,7 @@
 Each rule replaces a formula that loses its accuracy (cancellation) or overflows for
 some inputs by one that does not, and agrees with it to a few ulp wherever the
 original was finite and accurate.  On scalars and on tensors alike (the constants
-may be scalars, splat ``dense`` constants or ``tensor.splat`` of a constant):
+may be scalars, splat ``dense`` constants or ``graph.splat`` of a constant):
 
 | formula | becomes | what it fixes |
 |---|---|---|
@@ -15,8 +15,8 @@ may be scalars, splat ``dense`` constants or ``tensor.splat`` of a constant):
 | ``exp(z) / (1 + exp(z))`` | ``sigmoid(z)``, stable | the same |
 | ``exp(z) * (Y / (1 + exp(z)))``, ``exp(z) * Y * (1 / (1 + exp(z)))`` | ``Y * sigmoid(z)`` | what ``grad`` writes for softplus and sigmoid: inf * 0 |
 | ``log(softmax(x))`` | ``log_softmax(x)`` | the softmax underflows to 0, its log to -inf |
-| ``exp(x) / broadcast(reduce_sum(exp(x)))`` | ``tensor.softmax`` | exp(x) overflows (inf / inf = NaN) |
-| ``x - broadcast(log(reduce_sum(exp(x))))`` | ``tensor.log_softmax`` | the same overflow |
+| ``exp(x) / broadcast(reduce_sum(exp(x)))`` | ``graph.softmax`` | exp(x) overflows (inf / inf = NaN) |
+| ``x - broadcast(log(reduce_sum(exp(x))))`` | ``graph.log_softmax`` | the same overflow |
 | ``softmax(x - broadcast(reduce_max(x)))`` | ``softmax(x)`` | (the op subtracts the max itself, in f64) |
 
 ``softplus(y)`` is written ``select(c, y, 0) + log1p(exp(select(c, -y, y)))`` with ``c = y >= 0``
@@ -343,7 +343,7 @@ class LogOfSoftmax(StabilizePattern):
     def match_and_rewrite(self, op, rewriter) -> bool:
         from irc.dialects.tensor import LogSoftmaxOp
 
-        softmax = _defined_by(op.operands[0], "tensor.softmax")
+        softmax = _defined_by(op.operands[0], "graph.softmax")
         if softmax is None:
             return False
         axis = softmax.attributes["axis"].value
@@ -368,7 +368,7 @@ def _broadcast_reduction(value, like, reduction: str, through: str | None = None
     unary op that must sit between the reduction and the broadcast (before or after the
     reshape), as the log does in an explicit log-softmax; ``shaped`` are more values of
     ``like``'s run-time shape."""
-    bcast = _defined_by(value, "tensor.broadcast")
+    bcast = _defined_by(value, "graph.broadcast")
     if bcast is None or bcast.results[0].type is not like.type:
         return None
     inner = bcast.operands[0]
@@ -376,7 +376,7 @@ def _broadcast_reduction(value, like, reduction: str, through: str | None = None
     passed = through is None
     for _ in range(2):
         step = inner.defining_op
-        if step is not None and step.name == "tensor.reshape" and reshape is None:
+        if step is not None and step.name == "graph.reshape" and reshape is None:
             reshape = step
         elif step is not None and step.name == through and not passed:
             passed = True
@@ -408,7 +408,7 @@ def _exp_of(value):
 
 
 class ExplicitSoftmax(StabilizePattern):
-    """``exp(x) / broadcast(reduce_sum(exp(x)))`` -> ``tensor.softmax x``."""
+    """``exp(x) / broadcast(reduce_sum(exp(x)))`` -> ``graph.softmax x``."""
 
     op_name = "arith.divf"
     counter = "softmax"
@@ -418,7 +418,7 @@ class ExplicitSoftmax(StabilizePattern):
 
         num, den = op.operands
         x = _exp_of(num)
-        found = _broadcast_reduction(den, num, "tensor.reduce_sum", shaped=(x,)) if x is not None else None
+        found = _broadcast_reduction(den, num, "graph.reduce_sum", shaped=(x,)) if x is not None else None
         if found is None:
             return False
         w, k = found
@@ -428,7 +428,7 @@ class ExplicitSoftmax(StabilizePattern):
 
 
 class ExplicitLogSoftmax(StabilizePattern):
-    """``x - broadcast(log(reduce_sum(exp(x))))`` -> ``tensor.log_softmax x``."""
+    """``x - broadcast(log(reduce_sum(exp(x))))`` -> ``graph.log_softmax x``."""
 
     op_name = "arith.subf"
     counter = "log-softmax"
@@ -437,7 +437,7 @@ class ExplicitLogSoftmax(StabilizePattern):
         from irc.dialects.tensor import LogSoftmaxOp
 
         x, den = op.operands
-        found = _broadcast_reduction(den, x, "tensor.reduce_sum", through="math.log")
+        found = _broadcast_reduction(den, x, "graph.reduce_sum", through="math.log")
         if found is None or _exp_of(found[0]) is not x:
             return False
         return self.done(rewriter, op, insert(rewriter, op, LogSoftmaxOp.build(x, found[1])))
@@ -458,7 +458,7 @@ class SoftmaxOfShifted(StabilizePattern):
         if sub is None:
             return False
         x, shift = sub.operands
-        found = _broadcast_reduction(shift, x, "tensor.reduce_max")
+        found = _broadcast_reduction(shift, x, "graph.reduce_max")
         if found is None or found[0] is not x or found[1] != op.attributes["axis"].value:
             return False
         new = type(op).build(x, found[1])
@@ -469,8 +469,8 @@ def patterns(stats=None) -> list[RewritePattern]:
     return [LogOfOnePlus(stats), Log1pOfExp(stats), LogOfSigmoid(stats), LogOfSoftmax(stats), Sigmoid(stats),
             ExpOverOnePlusExp("arith.mulf", stats), ExpOverOnePlusExp("arith.divf", stats),
             ExpMinusOne("arith.subf", stats), ExpMinusOne("arith.addf", stats), ExplicitSoftmax(stats),
-            ExplicitLogSoftmax(stats), SoftmaxOfShifted("tensor.softmax", stats),
-            SoftmaxOfShifted("tensor.log_softmax", stats)]
+            ExplicitLogSoftmax(stats), SoftmaxOfShifted("graph.softmax", stats),
+            SoftmaxOfShifted("graph.log_softmax", stats)]
 
 
 @dataclass

@@ -7,7 +7,7 @@ broadcast or splat feeding it), so a program without tensors pays nothing for th
 broadcast to the operand's own type...) are the ops' folds, not patterns.
 
 * **Splats pass through data movement**: a transpose, a broadcast, a slice or a
-  reshape of a splat (``tensor.splat``, or a splat ``dense`` constant too large or
+  reshape of a splat (``graph.splat``, or a splat ``dense`` constant too large or
   too dynamic to fold) is a splat of the result type.
 * **A broadcast of a broadcast** is one broadcast.
 * **A reduction that only combines copies of one value** (of a splat, along the
@@ -46,7 +46,7 @@ from irc.types import FloatType, TensorType, index
 
 def splat_source(value):
     """The scalar every element of tensor ``value`` equals, when that is known: the operand
-    of a ``tensor.splat`` (a Value) or the element of a splat ``dense`` constant (an
+    of a ``graph.splat`` (a Value) or the element of a splat ``dense`` constant (an
     Attribute); None otherwise."""
     from irc.dialects.tensor import SplatOp
 
@@ -61,7 +61,7 @@ def splat_source(value):
 
 def splat_number(value) -> float | int | None:
     """The number every element of ``value`` (a scalar or a tensor) is known to equal:
-    a scalar constant, a splat ``dense`` constant, or a ``tensor.splat`` of a constant."""
+    a scalar constant, a splat ``dense`` constant, or a ``graph.splat`` of a constant."""
     attr = constant_value(value)
     if isinstance(attr, (FloatAttr, IntegerAttr)):
         return attr.value
@@ -109,7 +109,7 @@ def dynamic_sizes(rewriter, anchor, value, dims) -> list:
 
 def constant_like(rewriter, anchor, like, number):
     """A value of ``like``'s type whose every element is ``number``: a scalar constant, a
-    splat ``dense`` constant, or (for a dynamic shape) a ``tensor.splat`` sized like ``like``."""
+    splat ``dense`` constant, or (for a dynamic shape) a ``graph.splat`` sized like ``like``."""
     from irc.dialects.arith import ConstantOp
     from irc.dialects.tensor import SplatOp
 
@@ -213,14 +213,14 @@ class SplatThroughShapeOp(RewritePattern):
             return False
         src_t, dst_t = source.type, op.results[0].type
         name = op.name
-        if name == "tensor.transpose":
+        if name == "graph.transpose":
             perm = [e.value for e in op.attributes["perm"].elements]
             sizes = dynamic_sizes(rewriter, op, source, [perm[i] for i, d in enumerate(dst_t.shape) if d is None])
-        elif name == "tensor.broadcast":
+        elif name == "graph.broadcast":
             if not broadcast_is_checked(op):
                 return False
             sizes = list(op.operands[1:])
-        elif name == "tensor.reshape" or name == "tensor.slice":
+        elif name == "graph.reshape" or name == "graph.slice":
             if not (src_t.has_static_shape and dst_t.has_static_shape):
                 return False
             sizes = []
@@ -235,7 +235,7 @@ class BroadcastOfBroadcast(RewritePattern):
     """``broadcast(broadcast(x, T1), T2)`` -> ``broadcast(x, T2)`` when neither can fail at run
     time (numpy's rules compose: each dimension of x is 1 or kept throughout)."""
 
-    op_name = "tensor.broadcast"
+    op_name = "graph.broadcast"
 
     def match_and_rewrite(self, op, rewriter) -> bool:
         from irc.dialects.tensor import BroadcastOp
@@ -285,11 +285,11 @@ def reduced_scalar(rewriter, anchor, name: str, x, n: int):
     from irc.dialects.arith import AddFOp, MulFOp, MulIOp
 
     elem = x.type.element_type
-    if name in ("tensor.reduce_max", "tensor.reduce_min", "tensor.reduce_prod"):
+    if name in ("graph.reduce_max", "graph.reduce_min", "graph.reduce_prod"):
         return x  # a product only of one copy (n == 1), which the f64 product keeps exactly
     if not isinstance(elem, FloatType):
         return insert(rewriter, anchor, MulIOp.build(x, constant_like(rewriter, anchor, x, n))) if n != 1 else x
-    if name == "tensor.reduce_sum" and n != 1:
+    if name == "graph.reduce_sum" and n != 1:
         x = insert(rewriter, anchor, MulFOp.build(x, constant_like(rewriter, anchor, x, float(n))))
     return insert(rewriter, anchor, AddFOp.build(x, constant_like(rewriter, anchor, x, 0.0)))
 
@@ -298,13 +298,13 @@ def can_reduce(name: str, elem, n: int) -> bool:
     """Whether reduction ``name`` of ``n`` copies of a value has an exact closed form."""
     if n < 1:
         return False  # the reduction of an empty axis is its identity, not the value
-    if name in ("tensor.reduce_max", "tensor.reduce_min"):
+    if name in ("graph.reduce_max", "graph.reduce_min"):
         return True
-    if name == "tensor.reduce_prod":
+    if name == "graph.reduce_prod":
         return n == 1  # a power otherwise
     if not isinstance(elem, FloatType):
-        return name == "tensor.reduce_sum"
-    return exact_float_count("sum" if name == "tensor.reduce_sum" else "mean", elem, n)
+        return name == "graph.reduce_sum"
+    return exact_float_count("sum" if name == "graph.reduce_sum" else "mean", elem, n)
 
 
 class ReduceOfExpansion(RewritePattern):
@@ -469,7 +469,7 @@ class ConcatDropEmpty(RewritePattern):
     axis (a concat of one operand then folds to it).  All operands must have static
     shapes, so that the concat had no run-time check to lose."""
 
-    op_name = "tensor.concat"
+    op_name = "graph.concat"
 
     def match_and_rewrite(self, op, rewriter) -> bool:
         if not all(v.type.has_static_shape for v in op.operands):
@@ -491,7 +491,7 @@ class SliceOfConcat(RewritePattern):
     (which folds away when it is the whole operand).  The operands must have static
     shapes, so that the concat had no run-time check to lose."""
 
-    op_name = "tensor.slice"
+    op_name = "graph.slice"
 
     def match_and_rewrite(self, op, rewriter) -> bool:
         from irc.dialects.tensor import ConcatOp, SliceOp

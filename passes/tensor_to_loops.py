@@ -7,7 +7,7 @@ parameters written in place (``irc.passes.lowering.bufferize`` explains the
 contract and the in-place rule); tensors in ``scf.if``/``scf.for``/``scf.while``
 live in buffers the regions read and write (``lowering/control_flow.py``), and the
 scf ops carry scalars only.  Elementwise ops must have been grouped into
-``tensor.fused`` ops by ``fuse-elementwise`` first; shapes must be static (``irc.compile``
+``graph.fused`` ops by ``fuse-elementwise`` first; shapes must be static (``irc.compile``
 specialises them for the arrays it is called with).
 """
 

@@ -7,7 +7,7 @@ runs the tensor pipeline on a copy of the module::
 
     1. specialise shapes       specialize-shapes          every ? becomes the argument's size
     2. graph rewrites          canonicalize,stabilize,cse
-    3. fuse                    fuse-elementwise           one tensor.fused op per loop nest
+    3. fuse                    fuse-elementwise           one graph.fused op per loop nest
     4. bufferize, lower        tensor-to-loops            scf loops over memrefs
     5. plan memory             plan-memory{arena=argument}
     6. approximate math        math-approx                (when the pass is registered)

@@ -127,7 +127,7 @@ def test_jvp_of_a_function_with_an_unreachable_return():
 # ("needs 0 index operands ... of tensor<5xf64>, got 1"; `irc opt` calls it an internal error).
 MEAN = """
 func.func @loss(%x: tensor<?xf64>) -> tensor<f64> {
-  %s = tensor.reduce_mean %x {axes = [0]} : tensor<?xf64> to tensor<f64>
+  %s = graph.reduce_mean %x {axes = [0]} : tensor<?xf64> to tensor<f64>
   func.return %s : tensor<f64>
 }
 """

@@ -36,14 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 MLP = """
 func.func @main(%b0: tensor<8xf32>, %w0: tensor<4x8xf32>, %b1: tensor<3xf32>, %w1: tensor<8x3xf32>,
                 %x: tensor<2x4xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
-  %h = tensor.matmul %x, %w0 : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
-  %bb0 = tensor.broadcast %b0 : tensor<8xf32> to tensor<2x8xf32>
+  %h = graph.matmul %x, %w0 : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  %bb0 = graph.broadcast %b0 : tensor<8xf32> to tensor<2x8xf32>
   %a = arith.addf %h, %bb0 : tensor<2x8xf32>
   %t = math.tanh %a : tensor<2x8xf32>
-  %l = tensor.matmul %t, %w1 : (tensor<2x8xf32>, tensor<8x3xf32>) -> tensor<2x3xf32>
-  %bb1 = tensor.broadcast %b1 : tensor<3xf32> to tensor<2x3xf32>
+  %l = graph.matmul %t, %w1 : (tensor<2x8xf32>, tensor<8x3xf32>) -> tensor<2x3xf32>
+  %bb1 = graph.broadcast %b1 : tensor<3xf32> to tensor<2x3xf32>
   %logits = arith.addf %l, %bb1 : tensor<2x3xf32>
-  %p = tensor.softmax %logits {axis = 1} : tensor<2x3xf32>
+  %p = graph.softmax %logits {axis = 1} : tensor<2x3xf32>
   func.return %logits, %p : tensor<2x3xf32>, tensor<2x3xf32>
 }
 """

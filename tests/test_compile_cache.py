@@ -290,10 +290,10 @@ def test_grammar_cache_is_json_and_authenticated(tmp_path):
 
 TENSOR_PROGRAM = textwrap.dedent("""\
     func.func @mlp(%x: tensor<?x8xf32>, %w: tensor<8x16xf32>, %b: tensor<16xf32>) -> tensor<?x16xf32> {
-      %z = tensor.matmul %x, %w : (tensor<?x8xf32>, tensor<8x16xf32>) -> tensor<?x16xf32>
+      %z = graph.matmul %x, %w : (tensor<?x8xf32>, tensor<8x16xf32>) -> tensor<?x16xf32>
       %c0 = arith.constant 0 : index
       %n = tensor.dim %z, %c0 : tensor<?x16xf32>
-      %bb = tensor.broadcast %b, %n : tensor<16xf32> to tensor<?x16xf32>
+      %bb = graph.broadcast %b, %n : tensor<16xf32> to tensor<?x16xf32>
       %s = arith.addf %z, %bb : tensor<?x16xf32>
       %e = math.tanh %s : tensor<?x16xf32>
       func.return %e : tensor<?x16xf32>

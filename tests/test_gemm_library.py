@@ -138,8 +138,8 @@ def test_tensor_functions_call_the_library_for_large_products(shape):
     m, n, k = shape
     src = f"""
 func.func @mm(%a: tensor<{k}x{m}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
-  %at = tensor.transpose %a {{perm = [1, 0]}} : tensor<{k}x{m}xf32> to tensor<{m}x{k}xf32>
-  %c = tensor.matmul %at, %b : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %at = graph.transpose %a {{perm = [1, 0]}} : tensor<{k}x{m}xf32> to tensor<{m}x{k}xf32>
+  %c = graph.matmul %at, %b : (tensor<{m}x{k}xf32>, tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32>
   func.return %c : tensor<{m}x{n}xf32>
 }}"""
     exe = irc.compile(irc.parse(src), blas=False)
@@ -156,11 +156,11 @@ func.func @mm(%a: tensor<{k}x{m}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n
 def test_integer_and_batched_products_stay_inline():
     src = """
 func.func @mm(%a: tensor<20x30xi32>, %b: tensor<30x40xi32>) -> tensor<20x40xi32> {
-  %c = tensor.matmul %a, %b : (tensor<20x30xi32>, tensor<30x40xi32>) -> tensor<20x40xi32>
+  %c = graph.matmul %a, %b : (tensor<20x30xi32>, tensor<30x40xi32>) -> tensor<20x40xi32>
   func.return %c : tensor<20x40xi32>
 }
 func.func @bmm(%a: tensor<2x20x30xf32>, %b: tensor<2x30x40xf32>) -> tensor<2x20x40xf32> {
-  %c = tensor.batch_matmul %a, %b : (tensor<2x20x30xf32>, tensor<2x30x40xf32>) -> tensor<2x20x40xf32>
+  %c = graph.batch_matmul %a, %b : (tensor<2x20x30xf32>, tensor<2x30x40xf32>) -> tensor<2x20x40xf32>
   func.return %c : tensor<2x20x40xf32>
 }"""
     exe = irc.compile(irc.parse(src), blas=False)
@@ -236,10 +236,10 @@ def test_an_update_after_a_matmul_is_computed_in_the_gemms_stores(case):
     t = "tensor<24x40xf64>"
     src = f"""
 func.func @f(%d: {t}, %a: tensor<32x24xf64>, %b: tensor<32x40xf64>) -> {t} {{
-  %at = tensor.transpose %a {{perm = [1, 0]}} : tensor<32x24xf64> to tensor<24x32xf64>
-  %m = tensor.matmul %at, %b : (tensor<24x32xf64>, tensor<32x40xf64>) -> {t}
+  %at = graph.transpose %a {{perm = [1, 0]}} : tensor<32x24xf64> to tensor<24x32xf64>
+  %m = graph.matmul %at, %b : (tensor<24x32xf64>, tensor<32x40xf64>) -> {t}
   %c = arith.constant 0.125 : f64
-  %k = tensor.splat %c : f64 to {t}
+  %k = graph.splat %c : f64 to {t}
   {body.replace("T", t)}
   func.return %r : {t}
 }}"""
@@ -261,12 +261,12 @@ def test_no_epilogue_when_the_product_has_another_use_or_d_comes_later():
     t = "tensor<16x16xf32>"
     src = f"""
 func.func @two_uses(%d: {t}, %a: {t}, %b: {t}) -> ({t}, {t}) {{
-  %m = tensor.matmul %a, %b : ({t}, {t}) -> {t}
+  %m = graph.matmul %a, %b : ({t}, {t}) -> {t}
   %r = arith.subf %d, %m : {t}
   func.return %r, %m : {t}, {t}
 }}
 func.func @d_after(%a: {t}, %b: {t}) -> {t} {{
-  %m = tensor.matmul %a, %b : ({t}, {t}) -> {t}
+  %m = graph.matmul %a, %b : ({t}, {t}) -> {t}
   %d = math.exp %a : {t}
   %r = arith.addf %d, %m : {t}
   func.return %r : {t}
@@ -287,15 +287,15 @@ def test_an_epilogue_update_runs_in_place_only_when_no_later_read_needs_d():
     t, a_t = "tensor<32x24xf64>", "tensor<32x16xf64>"
     src = f"""
 func.func @update(%w: {t}, %a: {a_t}, %g: tensor<16x24xf64>) -> {t} {{
-  %m = tensor.matmul %a, %g : ({a_t}, tensor<16x24xf64>) -> {t}
+  %m = graph.matmul %a, %g : ({a_t}, tensor<16x24xf64>) -> {t}
   %r = arith.subf %w, %m : {t}
   func.return %r : {t}
 }}
 func.func @read_after(%w: {t}, %a: {a_t}, %g: tensor<16x24xf64>) -> ({t}, tensor<24x24xf64>) {{
-  %m = tensor.matmul %a, %g : ({a_t}, tensor<16x24xf64>) -> {t}
+  %m = graph.matmul %a, %g : ({a_t}, tensor<16x24xf64>) -> {t}
   %r = arith.subf %w, %m : {t}
-  %wt = tensor.transpose %w {{perm = [1, 0]}} : {t} to tensor<24x32xf64>
-  %later = tensor.matmul %wt, %w : (tensor<24x32xf64>, {t}) -> tensor<24x24xf64>
+  %wt = graph.transpose %w {{perm = [1, 0]}} : {t} to tensor<24x32xf64>
+  %later = graph.matmul %wt, %w : (tensor<24x32xf64>, {t}) -> tensor<24x24xf64>
   func.return %r, %later : {t}, tensor<24x24xf64>
 }}"""
     module = irc.parse(src)
@@ -344,7 +344,7 @@ def test_a_large_product_is_split_across_threads_and_agrees():
     that split-parallel runs on threads; each call sums in the same order, so the bits agree."""
     src = """
 func.func @mm(%a: tensor<96x300xf32>, %b: tensor<300x200xf32>) -> tensor<96x200xf32> {
-  %c = tensor.matmul %a, %b : (tensor<96x300xf32>, tensor<300x200xf32>) -> tensor<96x200xf32>
+  %c = graph.matmul %a, %b : (tensor<96x300xf32>, tensor<300x200xf32>) -> tensor<96x200xf32>
   func.return %c : tensor<96x200xf32>
 }"""
     module = irc.parse(src)

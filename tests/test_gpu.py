@@ -109,18 +109,18 @@ TENSOR_PROGRAMS = {
 func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4xf32> {
   %m = arith.mulf %a, %b : tensor<4x8xf32>
   %t = math.tanh %m : tensor<4x8xf32>
-  %s = tensor.reduce_sum %t {axes = [1]} : tensor<4x8xf32> to tensor<4xf32>
+  %s = graph.reduce_sum %t {axes = [1]} : tensor<4x8xf32> to tensor<4xf32>
   func.return %s : tensor<4xf32>
 }""",
     "mlp_softmax": """
 func.func @f(%x: tensor<16x32xf32>, %w1: tensor<32x64xf32>, %b1: tensor<64xf32>, %w2: tensor<64x10xf32>)
     -> tensor<16x10xf32> {
-  %h = tensor.matmul %x, %w1 : (tensor<16x32xf32>, tensor<32x64xf32>) -> tensor<16x64xf32>
-  %bias = tensor.broadcast %b1 : tensor<64xf32> to tensor<16x64xf32>
+  %h = graph.matmul %x, %w1 : (tensor<16x32xf32>, tensor<32x64xf32>) -> tensor<16x64xf32>
+  %bias = graph.broadcast %b1 : tensor<64xf32> to tensor<16x64xf32>
   %pre = arith.addf %h, %bias : tensor<16x64xf32>
   %g = math.erf %pre : tensor<16x64xf32>
-  %logits = tensor.matmul %g, %w2 : (tensor<16x64xf32>, tensor<64x10xf32>) -> tensor<16x10xf32>
-  %p = tensor.softmax %logits {axis = 1} : tensor<16x10xf32>
+  %logits = graph.matmul %g, %w2 : (tensor<16x64xf32>, tensor<64x10xf32>) -> tensor<16x10xf32>
+  %p = graph.softmax %logits {axis = 1} : tensor<16x10xf32>
   func.return %p : tensor<16x10xf32>
 }""",
     "sigmoid_fma_1d": """
@@ -136,28 +136,28 @@ func.func @f(%a: tensor<1000xf32>, %b: tensor<1000xf32>, %c: tensor<1000xf32>) -
 }""",
     "matmul_transposed_ragged": """
 func.func @f(%a: tensor<20x33xf32>, %b: tensor<17x33xf32>) -> tensor<20x17xf32> {
-  %bt = tensor.transpose %b {perm = [1, 0]} : tensor<17x33xf32> to tensor<33x17xf32>
-  %c = tensor.matmul %a, %bt : (tensor<20x33xf32>, tensor<33x17xf32>) -> tensor<20x17xf32>
+  %bt = graph.transpose %b {perm = [1, 0]} : tensor<17x33xf32> to tensor<33x17xf32>
+  %c = graph.matmul %a, %bt : (tensor<20x33xf32>, tensor<33x17xf32>) -> tensor<20x17xf32>
   func.return %c : tensor<20x17xf32>
 }""",
     "row_stats": """
 func.func @f(%x: tensor<6x100xf32>) -> (tensor<6xf32>, tensor<6xf32>, tensor<6x100xf32>) {
-  %mean = tensor.reduce_mean %x {axes = [1]} : tensor<6x100xf32> to tensor<6xf32>
-  %top = tensor.reduce_max %x {axes = [1]} : tensor<6x100xf32> to tensor<6xf32>
-  %p = tensor.log_softmax %x {axis = 1} : tensor<6x100xf32>
+  %mean = graph.reduce_mean %x {axes = [1]} : tensor<6x100xf32> to tensor<6xf32>
+  %top = graph.reduce_max %x {axes = [1]} : tensor<6x100xf32> to tensor<6xf32>
+  %p = graph.log_softmax %x {axis = 1} : tensor<6x100xf32>
   func.return %mean, %top, %p : tensor<6xf32>, tensor<6xf32>, tensor<6x100xf32>
 }""",
     "reductions_over_any_axes": """
 func.func @f(%x: tensor<6x5x7xf32>) -> (tensor<5xf32>, tensor<6x1x7xf32>, tensor<7xf32>) {
-  %a = tensor.reduce_sum %x {axes = [0, 2]} : tensor<6x5x7xf32> to tensor<5xf32>
-  %b = tensor.reduce_max %x {axes = [1], keepdims} : tensor<6x5x7xf32> to tensor<6x1x7xf32>
-  %c = tensor.reduce_mean %x {axes = [0, 1]} : tensor<6x5x7xf32> to tensor<7xf32>
+  %a = graph.reduce_sum %x {axes = [0, 2]} : tensor<6x5x7xf32> to tensor<5xf32>
+  %b = graph.reduce_max %x {axes = [1], keepdims} : tensor<6x5x7xf32> to tensor<6x1x7xf32>
+  %c = graph.reduce_mean %x {axes = [0, 1]} : tensor<6x5x7xf32> to tensor<7xf32>
   func.return %a, %b, %c : tensor<5xf32>, tensor<6x1x7xf32>, tensor<7xf32>
 }""",
     "broadcasts_3d": """
 func.func @f(%x: tensor<6x5x7xf32>, %b: tensor<7xf32>, %c: tensor<6x1x7xf32>) -> tensor<6x5x7xf32> {
-  %bb = tensor.broadcast %b : tensor<7xf32> to tensor<6x5x7xf32>
-  %cb = tensor.broadcast %c : tensor<6x1x7xf32> to tensor<6x5x7xf32>
+  %bb = graph.broadcast %b : tensor<7xf32> to tensor<6x5x7xf32>
+  %cb = graph.broadcast %c : tensor<6x1x7xf32> to tensor<6x5x7xf32>
   %s = arith.addf %x, %bb : tensor<6x5x7xf32>
   %t = arith.mulf %s, %cb : tensor<6x5x7xf32>
   func.return %t : tensor<6x5x7xf32>

@@ -68,11 +68,11 @@ def attr0(value=0.0):
 
 
 def slice_(x, **kw):
-    return x.builder.tensor_op("tensor.slice", x, **kw)
+    return x.builder.tensor_op("graph.slice", x, **kw)
 
 
 def conv(b, x, w, stride, padding):
-    return b.tensor_op("tensor.conv2d", x, w, stride=stride, padding=padding)
+    return b.tensor_op("graph.conv2d", x, w, stride=stride, padding=padding)
 
 
 def torch_conv(stride, padding):
@@ -139,7 +139,7 @@ CASES = [
     Case("batch_matmul", [T(2, 3, 4), T(2, 4, 5)], [(2, 3, 4), (2, 4, 5)], lambda b, x, y: x @ y,
          lambda x, y: x @ y),
     Case("batch_matmul-rank4", [T(2, 1, 3, 4), T(2, 1, 4, 2)], [(2, 1, 3, 4), (2, 1, 4, 2)],
-         lambda b, x, y: b.tensor_op("tensor.batch_matmul", x, y), lambda x, y: x @ y),
+         lambda b, x, y: b.tensor_op("graph.batch_matmul", x, y), lambda x, y: x @ y),
     Case("transpose", [T(2, 3, 4)], [(2, 3, 4)], lambda b, x: b.transpose(x, [2, 0, 1]),
          lambda x: x.permute(2, 0, 1)),
     Case("slice", [T(5, 7)], [(5, 7)], lambda b, x: slice_(x, offsets=[1, 0], sizes=[2, 3], strides=[2, 3]),
@@ -151,16 +151,16 @@ CASES = [
     Case("slice-size0", [T(3, 4)], [(3, 4)], lambda b, x: slice_(x, offsets=[1, 4], sizes=[2, 0], strides=[1, 1]),
          torch_slice([1, 4], [2, 0], [1, 1])),
     Case("concat", [T(2, 3), T(4, 3), T(1, 3)], [(2, 3), (4, 3), (1, 3)],
-         lambda b, x, y, z: b.tensor_op("tensor.concat", x, y, z, axis=0), lambda x, y, z: torch.cat([x, y, z], 0)),
+         lambda b, x, y, z: b.tensor_op("graph.concat", x, y, z, axis=0), lambda x, y, z: torch.cat([x, y, z], 0)),
     Case("concat-dyn", [T(None, 3), T(None, 3)], [(2, 3), (3, 3)],
-         lambda b, x, y: b.tensor_op("tensor.concat", x, y, axis=0), lambda x, y: torch.cat([x, y], 0)),
+         lambda b, x, y: b.tensor_op("graph.concat", x, y, axis=0), lambda x, y: torch.cat([x, y], 0)),
     Case("concat-dyn-other-axis", [T(None, 2), T(None, 3)], [(4, 2), (4, 3)],
-         lambda b, x, y: b.tensor_op("tensor.concat", x, y, axis=1), lambda x, y: torch.cat([x, y], 1)),
+         lambda b, x, y: b.tensor_op("graph.concat", x, y, axis=1), lambda x, y: torch.cat([x, y], 1)),
     Case("pad", [T(2, 3)], [(2, 3)],
-         lambda b, x: b.tensor_op("tensor.pad", x, low=[1, 0], high=[0, 2], value=attr0(1.5)),
+         lambda b, x: b.tensor_op("graph.pad", x, low=[1, 0], high=[0, 2], value=attr0(1.5)),
          torch_pad([1, 0], [0, 2], 1.5)),
     Case("pad-dyn", [T(None, 3)], [(2, 3)],
-         lambda b, x: b.tensor_op("tensor.pad", x, low=[2, 1], high=[1, 0], value=attr0()),
+         lambda b, x: b.tensor_op("graph.pad", x, low=[2, 1], high=[1, 0], value=attr0()),
          torch_pad([2, 1], [1, 0], 0.0)),
     Case("splat", [f64], [None], lambda b, x: b.splat(x, T(2, 3)), lambda x: x.expand(2, 3)),
     Case("splat-dyn", [f64, T(None)], [None, (4,)], lambda b, x, y: x * y, lambda x, y: x * y),

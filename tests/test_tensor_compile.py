@@ -37,21 +37,21 @@ def random_graph(seed: int, n_ops: int = 12, elem: str = "f32") -> str:
         elif kind < 0.65:
             lines.append(f"{v} = {rng.choice(BINARY)} {rng.choice(values)}, {rng.choice(values)} : {t}")
         elif kind < 0.75:
-            lines.append(f"{v}b = tensor.broadcast %row : tensor<{cols}x{elem}> to {t}")
+            lines.append(f"{v}b = graph.broadcast %row : tensor<{cols}x{elem}> to {t}")
             lines.append(f"{v} = arith.addf {rng.choice(values)}, {v}b : {t}")
         elif kind < 0.85:
             red = rng.choice(["reduce_sum", "reduce_max", "reduce_mean", "reduce_min"])
-            lines.append(f"{v}r = tensor.{red} {rng.choice(values)} {{axes = [1], keepdims}} : "
+            lines.append(f"{v}r = graph.{red} {rng.choice(values)} {{axes = [1], keepdims}} : "
                          f"{t} to tensor<{rows}x1x{elem}>")
-            lines.append(f"{v}b = tensor.broadcast {v}r : tensor<{rows}x1x{elem}> to {t}")
+            lines.append(f"{v}b = graph.broadcast {v}r : tensor<{rows}x1x{elem}> to {t}")
             lines.append(f"{v} = arith.subf {rng.choice(values)}, {v}b : {t}")
         elif kind < 0.92:
             lines.append(f"{v}c = arith.constant dense<{rng.choice(['0.5', '2.0', '-1.0'])}> : {t}")
             lines.append(f"{v} = arith.mulf {rng.choice(values)}, {v}c : {t}")
         else:
-            lines.append(f"{v}r = tensor.reduce_sum {rng.choice(values)} {{axes = [0]}} : {t} to "
+            lines.append(f"{v}r = graph.reduce_sum {rng.choice(values)} {{axes = [0]}} : {t} to "
                          f"tensor<{cols}x{elem}>")
-            lines.append(f"{v}b = tensor.broadcast {v}r : tensor<{cols}x{elem}> to {t}")
+            lines.append(f"{v}b = graph.broadcast {v}r : tensor<{cols}x{elem}> to {t}")
             lines.append(f"{v} = arith.mulf {rng.choice(values)}, {v}b : {t}")
         values.append(v)
     outs = [values[-1], rng.choice(values[2:])]
@@ -114,7 +114,7 @@ def test_an_elementwise_chain_with_broadcasts_becomes_one_loop_nest():
     m = irc.parse("""
 func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %c: tensor<8xf32>) -> tensor<4x8xf32> {
   %m = arith.mulf %a, %b : tensor<4x8xf32>
-  %cb = tensor.broadcast %c : tensor<8xf32> to tensor<4x8xf32>
+  %cb = graph.broadcast %c : tensor<8xf32> to tensor<4x8xf32>
   %s = arith.addf %m, %cb : tensor<4x8xf32>
   %one = arith.constant dense<1.0> : tensor<4x8xf32>
   %n = arith.negf %s : tensor<4x8xf32>
@@ -124,7 +124,7 @@ func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %c: tensor<8xf32>) -> ten
   func.return %r : tensor<4x8xf32>
 }""")
     irc.passes.run(m, "fuse-elementwise")
-    assert _count(m, "tensor.fused") == 1
+    assert _count(m, "graph.fused") == 1
     irc.passes.run(m, "tensor-to-loops,canonicalize")
     outer = [op for op in m.walk() if op.name == "scf.for" and op.parent_op.name == "func.func"]
     assert len(outer) == 1
@@ -134,17 +134,17 @@ func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %c: tensor<8xf32>) -> ten
 def test_a_value_used_by_two_groups_is_computed_once_and_stored():
     m = irc.parse("""
 func.func @f(%x: tensor<16x100xf32>) -> tensor<16x100xf32> {
-  %m = tensor.reduce_max %x {axes = [1], keepdims} : tensor<16x100xf32> to tensor<16x1xf32>
-  %mb = tensor.broadcast %m : tensor<16x1xf32> to tensor<16x100xf32>
+  %m = graph.reduce_max %x {axes = [1], keepdims} : tensor<16x100xf32> to tensor<16x1xf32>
+  %mb = graph.broadcast %m : tensor<16x1xf32> to tensor<16x100xf32>
   %d = arith.subf %x, %mb : tensor<16x100xf32>
   %e = math.exp %d : tensor<16x100xf32>
-  %s = tensor.reduce_sum %e {axes = [1], keepdims} : tensor<16x100xf32> to tensor<16x1xf32>
-  %sb = tensor.broadcast %s : tensor<16x1xf32> to tensor<16x100xf32>
+  %s = graph.reduce_sum %e {axes = [1], keepdims} : tensor<16x100xf32> to tensor<16x1xf32>
+  %sb = graph.broadcast %s : tensor<16x1xf32> to tensor<16x100xf32>
   %r = arith.divf %e, %sb : tensor<16x100xf32>
   func.return %r : tensor<16x100xf32>
 }""")
     irc.passes.run(m, "fuse-elementwise")
-    fused = [op for op in m.walk() if op.name == "tensor.fused"]
+    fused = [op for op in m.walk() if op.name == "graph.fused"]
     assert [op.reduction for op in fused] == ["max", None, "sum", None]
     assert sum(1 for op in m.walk() if op.name == "math.exp") == 1
 
@@ -158,7 +158,7 @@ def test_fusion_is_linear_in_a_long_chain():
             f"\n  func.return %v{n - 1} : tensor<8xf32>\n}}\n")
     m = irc.parse(text)
     irc.passes.run(m, "fuse-elementwise")
-    assert _count(m, "tensor.fused") == 1
+    assert _count(m, "graph.fused") == 1
     x = np.linspace(-1, 1, 8, dtype=np.float32)
     np.testing.assert_allclose(interpret(m, "f", x), interpret(irc.parse(text), "f", x), rtol=1e-6)
 
@@ -171,8 +171,8 @@ def _normalising_net(layers: int, rows: int = 64, cols: int = 256) -> str:
     lines = []
     prev = "%x"
     for i in range(layers):
-        lines += [f"%m{i} = tensor.reduce_mean {prev} {{axes = [1], keepdims}} : {t} to tensor<{rows}x1xf32>",
-                  f"%b{i} = tensor.broadcast %m{i} : tensor<{rows}x1xf32> to {t}",
+        lines += [f"%m{i} = graph.reduce_mean {prev} {{axes = [1], keepdims}} : {t} to tensor<{rows}x1xf32>",
+                  f"%b{i} = graph.broadcast %m{i} : tensor<{rows}x1xf32> to {t}",
                   f"%d{i} = arith.subf {prev}, %b{i} : {t}",
                   f"%h{i} = math.tanh %d{i} : {t}"]
         prev = f"%h{i}"
@@ -242,10 +242,10 @@ func.func @f(%a: tensor<?x?xf32>, %c: tensor<?xf32>) -> (tensor<?x?xf32>, tensor
   %c1 = arith.constant 1 : index
   %n = tensor.dim %a, %c0 : tensor<?x?xf32>
   %m = tensor.dim %a, %c1 : tensor<?x?xf32>
-  %cb = tensor.broadcast %c, %n, %m : tensor<?xf32> to tensor<?x?xf32>
+  %cb = graph.broadcast %c, %n, %m : tensor<?xf32> to tensor<?x?xf32>
   %s = arith.addf %a, %cb : tensor<?x?xf32>
   %t = math.tanh %s : tensor<?x?xf32>
-  %r = tensor.reduce_sum %t {axes = [0]} : tensor<?x?xf32> to tensor<?xf32>
+  %r = graph.reduce_sum %t {axes = [0]} : tensor<?x?xf32> to tensor<?xf32>
   %k = arith.constant 2.0 : f32
   func.return %t, %r, %k : tensor<?x?xf32>, tensor<?xf32>, f32
 }
@@ -317,7 +317,7 @@ def test_read_only_and_strided_inputs_are_accepted():
 
 MATMUL = """
 func.func @mm(%a: tensor<?x?x{t}>, %b: tensor<?x?x{t}>) -> tensor<?x?x{t}> {{
-  %c = tensor.matmul %a, %b : (tensor<?x?x{t}>, tensor<?x?x{t}>) -> tensor<?x?x{t}>
+  %c = graph.matmul %a, %b : (tensor<?x?x{t}>, tensor<?x?x{t}>) -> tensor<?x?x{t}>
   func.return %c : tensor<?x?x{t}>
 }}
 """
@@ -364,11 +364,11 @@ func.func @axpy(%a: tensor<?xf32>, %b: tensor<?xf32>, %c: tensor<?xf32>) -> tens
   func.return %r : tensor<?xf32>
 }
 func.func @rowmax(%a: tensor<?x?xf32>) -> tensor<?xf32> {
-  %r = tensor.reduce_max %a {axes = [1]} : tensor<?x?xf32> to tensor<?xf32>
+  %r = graph.reduce_max %a {axes = [1]} : tensor<?x?xf32> to tensor<?xf32>
   func.return %r : tensor<?xf32>
 }
 func.func @rowsum(%a: tensor<?x?xf32>) -> tensor<?xf32> {
-  %r = tensor.reduce_sum %a {axes = [1]} : tensor<?x?xf32> to tensor<?xf32>
+  %r = graph.reduce_sum %a {axes = [1]} : tensor<?x?xf32> to tensor<?xf32>
   func.return %r : tensor<?xf32>
 }"""))
     packed = r"\bv?{op}ps\s[^\n]*%[xyz]mm"  # packed single precision on a vector register
@@ -439,8 +439,8 @@ def _mlp(layers: int, batch: int, width: int) -> str:
     params = ", ".join(f"%w{i}: {w}, %b{i}: tensor<{width}xf32>" for i in range(layers))
     lines, h = [], "%x"
     for i in range(layers):
-        lines += [f"%m{i} = tensor.matmul {h}, %w{i} : ({t}, {w}) -> {t}",
-                  f"%bb{i} = tensor.broadcast %b{i} : tensor<{width}xf32> to {t}",
+        lines += [f"%m{i} = graph.matmul {h}, %w{i} : ({t}, {w}) -> {t}",
+                  f"%bb{i} = graph.broadcast %b{i} : tensor<{width}xf32> to {t}",
                   f"%s{i} = arith.addf %m{i}, %bb{i} : {t}",
                   f"%z{i} = arith.constant dense<0.0> : {t}",
                   f"%h{i} = arith.maximumf %s{i}, %z{i} : {t}"]
@@ -491,15 +491,15 @@ def test_a_reduction_over_a_fused_broadcast_knows_how_many_copies_it_sums():
     text = """
 func.func @f(%z: tensor<f64>) -> tensor<1xf64> {
   %s = math.sin %z : tensor<f64>
-  %b = tensor.broadcast %s : tensor<f64> to tensor<8xf64>
-  %r = tensor.reduce_sum %b {axes = [0], keepdims} : tensor<8xf64> to tensor<1xf64>
+  %b = graph.broadcast %s : tensor<f64> to tensor<8xf64>
+  %r = graph.reduce_sum %b {axes = [0], keepdims} : tensor<8xf64> to tensor<1xf64>
   func.return %r : tensor<1xf64>
 }"""
     z = np.array(1.25)
     expected = interpret(irc.parse(text), "f", z)
     m = irc.parse(text)
     irc.passes.run(m, "fuse-elementwise")
-    fused = next(op for op in m.walk() if op.name == "tensor.fused")
+    fused = next(op for op in m.walk() if op.name == "graph.fused")
     assert fused.declared_domain == (8,)
     np.testing.assert_allclose(interpret(m, "f", z), expected)
     np.testing.assert_allclose(irc.compile(irc.parse(text)).f(z), expected)
@@ -512,9 +512,9 @@ def test_no_in_place_write_over_memory_the_op_also_reads_elsewhere():
     text = """
 func.func @f(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %t = math.tanh %x : tensor<4x4xf32>
-  %v = tensor.reshape %t : tensor<4x4xf32> to tensor<16xf32>
-  %w = tensor.reshape %v : tensor<16xf32> to tensor<4x4xf32>
-  %tt = tensor.transpose %w {perm = [1, 0]} : tensor<4x4xf32> to tensor<4x4xf32>
+  %v = graph.reshape %t : tensor<4x4xf32> to tensor<16xf32>
+  %w = graph.reshape %v : tensor<16xf32> to tensor<4x4xf32>
+  %tt = graph.transpose %w {perm = [1, 0]} : tensor<4x4xf32> to tensor<4x4xf32>
   %r = arith.addf %t, %tt : tensor<4x4xf32>
   func.return %r : tensor<4x4xf32>
 }"""
@@ -527,11 +527,11 @@ func.func @f(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
 
 ALIASING = """
 func.func @tr(%x: tensor<?x?xf64>) -> tensor<?x?xf64> {
-  %t = tensor.transpose %x {perm = [1, 0]} : tensor<?x?xf64> to tensor<?x?xf64>
+  %t = graph.transpose %x {perm = [1, 0]} : tensor<?x?xf64> to tensor<?x?xf64>
   func.return %t : tensor<?x?xf64>
 }
 func.func @mm(%a: tensor<?x?xf64>, %b: tensor<?x?xf64>) -> tensor<?x?xf64> {
-  %c = tensor.matmul %a, %b : (tensor<?x?xf64>, tensor<?x?xf64>) -> tensor<?x?xf64>
+  %c = graph.matmul %a, %b : (tensor<?x?xf64>, tensor<?x?xf64>) -> tensor<?x?xf64>
   func.return %c : tensor<?x?xf64>
 }
 func.func @ew(%x: tensor<?xf64>, %y: tensor<?xf64>) -> tensor<?xf64> {
@@ -541,8 +541,8 @@ func.func @ew(%x: tensor<?xf64>, %y: tensor<?xf64>) -> tensor<?xf64> {
   func.return %s : tensor<?xf64>
 }
 func.func @centre(%x: tensor<1000xf64>) -> tensor<1000xf64> {
-  %m = tensor.reduce_mean %x {axes = [0], keepdims} : tensor<1000xf64> to tensor<1xf64>
-  %b = tensor.broadcast %m : tensor<1xf64> to tensor<1000xf64>
+  %m = graph.reduce_mean %x {axes = [0], keepdims} : tensor<1000xf64> to tensor<1xf64>
+  %b = graph.broadcast %m : tensor<1xf64> to tensor<1000xf64>
   %d = arith.subf %x, %b : tensor<1000xf64>
   func.return %d : tensor<1000xf64>
 }
@@ -659,17 +659,17 @@ def test_the_fast_call_path_gives_the_checked_paths_answers():
 
 SIZED_BY_SCALARS = """
 func.func @splat(%x: f32, %n: index) -> tensor<?xf32> {
-  %t = tensor.splat %x, %n : f32 to tensor<?xf32>
+  %t = graph.splat %x, %n : f32 to tensor<?xf32>
   func.return %t : tensor<?xf32>
 }
 func.func @iota(%n: index) -> tensor<?xi64> {
   %two = arith.constant 2 : index
   %m = arith.muli %n, %two : index
-  %t = tensor.iota %m {axis = 0} : tensor<?xi64>
+  %t = graph.iota %m {axis = 0} : tensor<?xi64>
   func.return %t : tensor<?xi64>
 }
 func.func @reshape(%x: tensor<?xf32>, %r: index, %c: index) -> tensor<?x?xf32> {
-  %t = tensor.reshape %x, %r, %c : tensor<?xf32> to tensor<?x?xf32>
+  %t = graph.reshape %x, %r, %c : tensor<?xf32> to tensor<?x?xf32>
   %y = math.exp %t : tensor<?x?xf32>
   func.return %y : tensor<?x?xf32>
 }
@@ -699,11 +699,11 @@ def test_the_fast_call_path_takes_a_zero_byte_arena():
     address with ctypes.c_char.from_buffer, which needs one byte (fuzz program 509)."""
     text = """
 func.func @main(%x: tensor<2x8xf32>, %y: tensor<2x8xf32>, %z: tensor<8xf32>) -> (tensor<1x1xf32>, tensor<8xf32>, tensor<2x8xf32>) {
-  %v0 = tensor.log_softmax %z {axis = 0} : tensor<8xf32>
+  %v0 = graph.log_softmax %z {axis = 0} : tensor<8xf32>
   %v1 = math.tanh %v0 : tensor<8xf32>
-  %v2 = tensor.slice %y {offsets = [0, 0], sizes = [0, 1], strides = [1, 1]} : tensor<2x8xf32> to tensor<0x1xf32>
+  %v2 = graph.slice %y {offsets = [0, 0], sizes = [0, 1], strides = [1, 1]} : tensor<2x8xf32> to tensor<0x1xf32>
   %v3 = arith.subf %y, %x : tensor<2x8xf32>
-  %v5 = tensor.reduce_max %x {axes = [0, 1], keepdims} : tensor<2x8xf32> to tensor<1x1xf32>
+  %v5 = graph.reduce_max %x {axes = [0, 1], keepdims} : tensor<2x8xf32> to tensor<1x1xf32>
   func.return %v5, %v1, %v3 : tensor<1x1xf32>, tensor<8xf32>, tensor<2x8xf32>
 }"""
     module = irc.parse(text)
@@ -725,13 +725,13 @@ def test_outputs_that_are_the_inputs_buffers_get_code_planned_for_it():
     answers are those of separate buffers."""
     text = """
 func.func @step(%w1: tensor<64x64xf32>, %w2: tensor<64x64xf32>, %x: tensor<32x64xf32>) -> (tensor<64x64xf32>, tensor<64x64xf32>) {
-  %h = tensor.matmul %x, %w1 : (tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<32x64xf32>
+  %h = graph.matmul %x, %w1 : (tensor<32x64xf32>, tensor<64x64xf32>) -> tensor<32x64xf32>
   %t = math.tanh %h : tensor<32x64xf32>
-  %xt = tensor.transpose %x {perm = [1, 0]} : tensor<32x64xf32> to tensor<64x32xf32>
-  %g1 = tensor.matmul %xt, %t : (tensor<64x32xf32>, tensor<32x64xf32>) -> tensor<64x64xf32>
+  %xt = graph.transpose %x {perm = [1, 0]} : tensor<32x64xf32> to tensor<64x32xf32>
+  %g1 = graph.matmul %xt, %t : (tensor<64x32xf32>, tensor<32x64xf32>) -> tensor<64x64xf32>
   %n1 = arith.subf %w1, %g1 : tensor<64x64xf32>
-  %ht = tensor.transpose %t {perm = [1, 0]} : tensor<32x64xf32> to tensor<64x32xf32>
-  %g2 = tensor.matmul %ht, %h : (tensor<64x32xf32>, tensor<32x64xf32>) -> tensor<64x64xf32>
+  %ht = graph.transpose %t {perm = [1, 0]} : tensor<32x64xf32> to tensor<64x32xf32>
+  %g2 = graph.matmul %ht, %h : (tensor<64x32xf32>, tensor<32x64xf32>) -> tensor<64x64xf32>
   %n2 = arith.subf %w2, %g2 : tensor<64x64xf32>
   func.return %n1, %n2 : tensor<64x64xf32>, tensor<64x64xf32>
 }"""
@@ -759,16 +759,16 @@ TWIN_LAYERS = """
 func.func @layers(%x: tensor<64x32xf32>, %w0: tensor<32x32xf32>, %b0: tensor<32xf32>,
                   %w1: tensor<32x32xf32>, %b1: tensor<32xf32>, %w2: tensor<32x32xf32>,
                   %b2: tensor<32xf32>) -> tensor<64x32xf32> {
-  %m0 = tensor.matmul %x, %w0 : (tensor<64x32xf32>, tensor<32x32xf32>) -> tensor<64x32xf32>
-  %s0 = tensor.broadcast %b0 : tensor<32xf32> to tensor<64x32xf32>
+  %m0 = graph.matmul %x, %w0 : (tensor<64x32xf32>, tensor<32x32xf32>) -> tensor<64x32xf32>
+  %s0 = graph.broadcast %b0 : tensor<32xf32> to tensor<64x32xf32>
   %a0 = arith.addf %m0, %s0 : tensor<64x32xf32>
   %h0 = math.tanh %a0 : tensor<64x32xf32>
-  %m1 = tensor.matmul %h0, %w1 : (tensor<64x32xf32>, tensor<32x32xf32>) -> tensor<64x32xf32>
-  %s1 = tensor.broadcast %b1 : tensor<32xf32> to tensor<64x32xf32>
+  %m1 = graph.matmul %h0, %w1 : (tensor<64x32xf32>, tensor<32x32xf32>) -> tensor<64x32xf32>
+  %s1 = graph.broadcast %b1 : tensor<32xf32> to tensor<64x32xf32>
   %a1 = arith.addf %m1, %s1 : tensor<64x32xf32>
   %h1 = math.tanh %a1 : tensor<64x32xf32>
-  %m2 = tensor.matmul %h1, %w2 : (tensor<64x32xf32>, tensor<32x32xf32>) -> tensor<64x32xf32>
-  %s2 = tensor.broadcast %b2 : tensor<32xf32> to tensor<64x32xf32>
+  %m2 = graph.matmul %h1, %w2 : (tensor<64x32xf32>, tensor<32x32xf32>) -> tensor<64x32xf32>
+  %s2 = graph.broadcast %b2 : tensor<32xf32> to tensor<64x32xf32>
   %a2 = arith.addf %m2, %s2 : tensor<64x32xf32>
   %h2 = math.tanh %a2 : tensor<64x32xf32>
   func.return %h2 : tensor<64x32xf32>
@@ -816,12 +816,12 @@ def test_outputs_written_by_shared_nests_are_still_written_in_place():
 
 EARLY_READS = """
 func.func @update(%b: tensor<256xf32>, %x: tensor<64x256xf32>) -> (tensor<256xf32>, tensor<64x256xf32>) {
-  %s = tensor.broadcast %b : tensor<256xf32> to tensor<64x256xf32>
+  %s = graph.broadcast %b : tensor<256xf32> to tensor<64x256xf32>
   %h = arith.addf %x, %s : tensor<64x256xf32>
   %t = math.tanh %h : tensor<64x256xf32>
-  %g = tensor.reduce_sum %t {axes = [0]} : tensor<64x256xf32> to tensor<256xf32>
+  %g = graph.reduce_sum %t {axes = [0]} : tensor<64x256xf32> to tensor<256xf32>
   %c = arith.constant 0.1 : f32
-  %lr = tensor.splat %c : f32 to tensor<256xf32>
+  %lr = graph.splat %c : f32 to tensor<256xf32>
   %d = arith.mulf %g, %lr : tensor<256xf32>
   %nb = arith.subf %b, %d : tensor<256xf32>
   func.return %nb, %t : tensor<256xf32>, tensor<64x256xf32>

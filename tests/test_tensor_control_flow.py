@@ -95,7 +95,7 @@ func.func @f(%x: {T}, %w: {T}, %p: f32) -> ({T}, tensor<4xf32>) {{
   }}
   %s = arith.addf %r, %x : {T}
   %t = math.exp %s : {T}
-  %sum = tensor.reduce_sum %r {{axes = [1]}} : {T} to tensor<4xf32>
+  %sum = graph.reduce_sum %r {{axes = [1]}} : {T} to tensor<4xf32>
   func.return %t, %sum : {T}, tensor<4xf32>
 }}
 """
@@ -151,7 +151,7 @@ func.func @f(%x: {T}, %w: {T}, %n: index) -> ({T}, {T}, f32) {{
   %r:3 = scf.for %i = %c0 to %n step %c1 iter_args(%a = %x, %b = %w, %s = %s0) -> ({T}, {T}, f32) {{
     %sum = arith.addf %a, %b : {T}
     %next = arith.mulf %sum, %half : {T}
-    %red = tensor.reduce_sum %a {{axes = [0, 1]}} : {T} to tensor<f32>
+    %red = graph.reduce_sum %a {{axes = [0, 1]}} : {T} to tensor<f32>
     %e = tensor.extract %red[] : tensor<f32>
     %s1 = arith.addf %s, %e : f32
     scf.yield %b, %next, %s1 : {T}, {T}, f32
@@ -313,7 +313,7 @@ func.func @f(%x: {T}, %eps: f32) -> ({T}, index) {{
   %half = arith.constant dense<0.5> : {T}
   %r:2 = scf.while (%h = %x, %k = %c0) : ({T}, index) -> ({T}, index) {{
     %sq = arith.mulf %h, %h : {T}
-    %n2 = tensor.reduce_sum %sq {{axes = [0, 1]}} : {T} to tensor<f32>
+    %n2 = graph.reduce_sum %sq {{axes = [0, 1]}} : {T} to tensor<f32>
     %v = tensor.extract %n2[] : tensor<f32>
     %more = arith.cmpf oge, %v, %eps : f32
     scf.condition(%more) %h, %k : {T}, index
@@ -350,7 +350,7 @@ WHILE_FORWARD = f"""
 func.func @f(%x: {T}, %w: {T}, %limit: f32) -> ({T}, {T}) {{
   %r:2 = scf.while (%a = %x, %b = %w) : ({T}, {T}) -> ({T}, {T}) {{
     %s = arith.addf %a, %b : {T}
-    %m = tensor.reduce_max %s {{axes = [0, 1]}} : {T} to tensor<f32>
+    %m = graph.reduce_max %s {{axes = [0, 1]}} : {T} to tensor<f32>
     %v = tensor.extract %m[] : tensor<f32>
     %more = arith.cmpf olt, %v, %limit : f32
     scf.condition(%more) %s, %a : {T}, {T}
@@ -385,7 +385,7 @@ func.func @rnn(%h0: {t}, %w: {t}, %x: {t}, %n: index) -> {t} {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%h = %h0) -> ({t}) {{
-    %m = tensor.matmul %h, %w : ({t}, {t}) -> {t}
+    %m = graph.matmul %h, %w : ({t}, {t}) -> {t}
     %a = arith.addf %m, %x : {t}
     %y = math.tanh %a : {t}
     scf.yield %y : {t}
@@ -422,11 +422,11 @@ func.func @f(%x: {T}, %w: {T}, %n: index) -> {T} {{
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%h = %x) -> ({T}) {{
-    %t = tensor.transpose %h {{perm = [1, 0]}} : {T} to tensor<8x4xf32>
+    %t = graph.transpose %h {{perm = [1, 0]}} : {T} to tensor<8x4xf32>
     %u = math.sin %t : tensor<8x4xf32>
-    %v = tensor.transpose %u {{perm = [1, 0]}} : tensor<8x4xf32> to {T}
-    %m = tensor.reduce_max %v {{axes = [1], keepdims}} : {T} to tensor<4x1xf32>
-    %b = tensor.broadcast %m : tensor<4x1xf32> to {T}
+    %v = graph.transpose %u {{perm = [1, 0]}} : tensor<8x4xf32> to {T}
+    %m = graph.reduce_max %v {{axes = [1], keepdims}} : {T} to tensor<4x1xf32>
+    %b = graph.broadcast %m : tensor<4x1xf32> to {T}
     %y = arith.subf %v, %b : {T}
     %z = arith.addf %y, %w : {T}
     scf.yield %z : {T}
@@ -455,11 +455,11 @@ func.func @f(%x: {T}, %w: {T}, %n: index) -> ({T}, {T}) {{
   %c1 = arith.constant 1 : index
   %b = math.cos %w : {T}
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%h = %x) -> ({T}) {{
-    %t = tensor.transpose %h {{perm = [1, 0]}} : {T} to tensor<8x4xf32>
+    %t = graph.transpose %h {{perm = [1, 0]}} : {T} to tensor<8x4xf32>
     %u = math.sin %t : tensor<8x4xf32>
-    %v = tensor.transpose %u {{perm = [1, 0]}} : tensor<8x4xf32> to {T}
-    %m = tensor.reduce_max %v {{axes = [1], keepdims}} : {T} to tensor<4x1xf32>
-    %e = tensor.broadcast %m : tensor<4x1xf32> to {T}
+    %v = graph.transpose %u {{perm = [1, 0]}} : tensor<8x4xf32> to {T}
+    %m = graph.reduce_max %v {{axes = [1], keepdims}} : {T} to tensor<4x1xf32>
+    %e = graph.broadcast %m : tensor<4x1xf32> to {T}
     %y = arith.subf %v, %e : {T}
     %z = arith.addf %y, %b : {T}
     scf.yield %z : {T}
@@ -552,7 +552,7 @@ func.func @f(%x: tensor<?xf32>, %p: f32) -> tensor<?xf32> {
     scf.yield %x : tensor<?xf32>
   }
   %r = scf.while (%h = %s) : (tensor<?xf32>) -> tensor<?xf32> {
-    %m = tensor.reduce_max %h {axes = [0]} : tensor<?xf32> to tensor<f32>
+    %m = graph.reduce_max %h {axes = [0]} : tensor<?xf32> to tensor<f32>
     %v = tensor.extract %m[] : tensor<f32>
     %more = arith.cmpf ogt, %v, %p : f32
     scf.condition(%more) %h : tensor<?xf32>
@@ -582,7 +582,7 @@ func.func @f(%x: tensor<?xf32>, %n: index) -> tensor<?xf32> {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %r = scf.for %i = %c0 to %n step %c1 iter_args(%h = %x) -> (tensor<?xf32>) {
-    %y = tensor.concat %h, %h {axis = 0} : (tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>
+    %y = graph.concat %h, %h {axis = 0} : (tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>
     scf.yield %y : tensor<?xf32>
   }
   func.return %r : tensor<?xf32>

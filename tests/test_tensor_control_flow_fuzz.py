@@ -47,25 +47,25 @@ class Gen:
                 self.emit(depth, f"{v} = {op} {a}, {b} : {T}")
             elif kind == "tr":
                 t = self.fresh()
-                self.emit(depth, f"{t} = tensor.transpose {a} {{perm = [1, 0]}} : {T} to tensor<8x4xf32>")
+                self.emit(depth, f"{t} = graph.transpose {a} {{perm = [1, 0]}} : {T} to tensor<8x4xf32>")
                 u = self.fresh()
                 self.emit(depth, f"{u} = math.sin {t} : tensor<8x4xf32>")
-                self.emit(depth, f"{v} = tensor.transpose {u} {{perm = [1, 0]}} : tensor<8x4xf32> to {T}")
+                self.emit(depth, f"{v} = graph.transpose {u} {{perm = [1, 0]}} : tensor<8x4xf32> to {T}")
             elif kind == "reshape":
                 t = self.fresh()
-                self.emit(depth, f"{t} = tensor.reshape {a} : {T} to tensor<8x4xf32>")
+                self.emit(depth, f"{t} = graph.reshape {a} : {T} to tensor<8x4xf32>")
                 u = self.fresh()
                 self.emit(depth, f"{u} = math.tanh {t} : tensor<8x4xf32>")
-                self.emit(depth, f"{v} = tensor.reshape {u} : tensor<8x4xf32> to {T}")
+                self.emit(depth, f"{v} = graph.reshape {u} : tensor<8x4xf32> to {T}")
             elif kind == "red":
                 m = self.fresh()
-                self.emit(depth, f"{m} = tensor.reduce_max {a} {{axes = [1], keepdims}} : {T} to tensor<4x1xf32>")
+                self.emit(depth, f"{m} = graph.reduce_max {a} {{axes = [1], keepdims}} : {T} to tensor<4x1xf32>")
                 e = self.fresh()
-                self.emit(depth, f"{e} = tensor.broadcast {m} : tensor<4x1xf32> to {T}")
+                self.emit(depth, f"{e} = graph.broadcast {m} : tensor<4x1xf32> to {T}")
                 self.emit(depth, f"{v} = arith.subf {b}, {e} : {T}")
             elif kind == "mm":
                 m = self.fresh()
-                self.emit(depth, f"{m} = tensor.matmul {a}, %w8 : ({T}, tensor<8x8xf32>) -> {T}")
+                self.emit(depth, f"{m} = graph.matmul {a}, %w8 : ({T}, tensor<8x8xf32>) -> {T}")
                 self.emit(depth, f"{v} = math.tanh {m} : {T}")
             elif kind == "for":
                 k = self.r.randint(1, 3)

@@ -22,5 +22,5 @@ def test_generator_is_reproducible_and_varied():
     texts = {random_tensor_program(s).text for s in range(20)}
     assert len(texts) == 20
     ops = {line.split("=")[1].split()[0] for t in texts for line in t.splitlines() if " = " in line}
-    assert {"tensor.matmul", "tensor.broadcast", "tensor.transpose", "tensor.softmax"} <= ops
-    assert any(op.startswith("tensor.reduce_") for op in ops)
+    assert {"graph.matmul", "graph.broadcast", "graph.transpose", "graph.softmax"} <= ops
+    assert any(op.startswith("graph.reduce_") for op in ops)

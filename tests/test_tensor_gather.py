@@ -1,4 +1,4 @@
-"""``tensor.gather`` (numpy's take): the interpreter against numpy, compiled code against the
+"""``graph.gather`` (numpy's take): the interpreter against numpy, compiled code against the
 interpreter, the text form round trip, and the verifier's messages."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import irc
 
 PROGRAM = """
 func.func @f(%t: tensor<{table}xf32>, %i: tensor<{idx}xi64>) -> tensor<{out}xf32> {{
-  %r = tensor.gather %t, %i {{axis = {axis}}} : (tensor<{table}xf32>, tensor<{idx}xi64>) -> tensor<{out}xf32>
+  %r = graph.gather %t, %i {{axis = {axis}}} : (tensor<{table}xf32>, tensor<{idx}xi64>) -> tensor<{out}xf32>
   func.return %r : tensor<{out}xf32>
 }}
 """

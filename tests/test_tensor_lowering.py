@@ -91,7 +91,7 @@ def test_transpose():
                               ((3, 5, 7, 2), (3, 1, 2, 0), "f32"), ((3, 0, 2), (2, 1, 0), "f32"),
                               ((5, 6), (0, 1), "i8"), ((33, 17, 3), (1, 0, 2), "f32")]:
         out = tensor([shape[p] for p in perm], elem)
-        cases.append(Case(f"tensor.transpose %p0 {{perm = {list(perm)}}} : {tensor(shape, elem)} to {out}",
+        cases.append(Case(f"graph.transpose %p0 {{perm = {list(perm)}}} : {tensor(shape, elem)} to {out}",
                           [shape], elem, out))
     assert_exact(cases)
 
@@ -104,7 +104,7 @@ def test_slice():
             ((6, 4), (2, 1), (0, 3), (1, 1), "f32"), ((9, 1, 8), (0, 0, 7), (3, 1, 1), (4, 1, 1), "f32")]:
         out = tensor(sizes, elem)
         attrs = f"offsets = {list(offsets)}, sizes = {list(sizes)}, strides = {list(strides)}"
-        cases.append(Case(f"tensor.slice %p0 {{{attrs}}} : {tensor(shape, elem)} to {out}", [shape], elem, out))
+        cases.append(Case(f"graph.slice %p0 {{{attrs}}} : {tensor(shape, elem)} to {out}", [shape], elem, out))
     assert_exact(cases)
 
 
@@ -118,7 +118,7 @@ def test_concat():
         out = tensor(total, elem)
         operands = ", ".join(f"%p{i}" for i in range(len(shapes)))
         types = ", ".join(tensor(s, elem) for s in shapes)
-        cases.append(Case(f"tensor.concat {operands} {{axis = {axis}}} : ({types}) -> {out}", shapes, elem, out))
+        cases.append(Case(f"graph.concat {operands} {{axis = {axis}}} : ({types}) -> {out}", shapes, elem, out))
     assert_exact(cases)
 
 
@@ -129,7 +129,7 @@ def test_pad():
                                           ((0, 3), (1, 1), (1, 0), "f32", "-2.25")]:
         out = tensor([d + lo + hi for d, lo, hi in zip(shape, low, high)], elem)
         attrs = f"low = {list(low)}, high = {list(high)}, value = {value} : {elem}"
-        cases.append(Case(f"tensor.pad %p0 {{{attrs}}} : {tensor(shape, elem)} to {out}", [shape], elem, out))
+        cases.append(Case(f"graph.pad %p0 {{{attrs}}} : {tensor(shape, elem)} to {out}", [shape], elem, out))
     assert_exact(cases)
 
 
@@ -138,25 +138,25 @@ def test_iota():
     for shape, axis, elem in [((4, 3), 0, "i64"), ((4, 3), 1, "f32"), ((2, 300), 1, "i8"), ((5,), 0, "f64"),
                               ((2, 3, 4), 1, "i32"), ((3, 0), 0, "i32")]:
         out = tensor(shape, elem)
-        cases.append(Case(f"tensor.iota {{axis = {axis}}} : {out}", [], elem, out))
+        cases.append(Case(f"graph.iota {{axis = {axis}}} : {out}", [], elem, out))
     assert_exact(cases)
 
 
 def test_broadcast_splat_and_reductions_left_unfused():
-    """Without fuse-elementwise these are lowered as the one-op tensor.fused they equal."""
+    """Without fuse-elementwise these are lowered as the one-op graph.fused they equal."""
     cases = []
     for src, dst, elem in [((3, 1), (2, 3, 4), "f32"), ((4,), (3, 4), "i32"), ((1,), (5,), "f64")]:
-        cases.append(Case(f"tensor.broadcast %p0 : {tensor(src, elem)} to {tensor(dst, elem)}", [src], elem,
+        cases.append(Case(f"graph.broadcast %p0 : {tensor(src, elem)} to {tensor(dst, elem)}", [src], elem,
                           tensor(dst, elem), "tensor-to-loops"))
     for shape, axes, keep, elem, op in [((3, 40), [1], True, "i32", "sum"), ((5, 4), [0], False, "i64", "max"),
                                         ((2, 3, 4), [0, 2], False, "i32", "min"), ((6, 3), [1], False, "i64", "prod")]:
         out = [1 if i in axes else d for i, d in enumerate(shape) if keep or i not in axes]
         attrs = f"axes = {axes}" + (", keepdims" if keep else "")
-        cases.append(Case(f"tensor.reduce_{op} %p0 {{{attrs}}} : {tensor(shape, elem)} to {tensor(out, elem)}",
+        cases.append(Case(f"graph.reduce_{op} %p0 {{{attrs}}} : {tensor(shape, elem)} to {tensor(out, elem)}",
                           [shape], elem, tensor(out, elem), "tensor-to-loops"))
     assert_exact(cases)
     # Float sums: f64 accumulation in another order than numpy's pairwise sum.
-    float_cases = [Case(f"tensor.reduce_{op} %p0 {{axes = [1]}} : tensor<4x37x{elem}> to tensor<4x{elem}>",
+    float_cases = [Case(f"graph.reduce_{op} %p0 {{axes = [1]}} : tensor<4x37x{elem}> to tensor<4x{elem}>",
                         [(4, 37)], elem, f"tensor<4x{elem}>", "tensor-to-loops")
                    for op, elem in [("sum", "f32"), ("mean", "f64"), ("max", "f32")]]
     for c, (ref, interpreted, compiled) in zip(float_cases, run_cases(float_cases)):
@@ -166,7 +166,7 @@ def test_broadcast_splat_and_reductions_left_unfused():
 
 def test_splat_left_unfused():
     text = """func.func @f(%x: f32) -> tensor<3x5xf32> {
-  %r = tensor.splat %x : f32 to tensor<3x5xf32>
+  %r = graph.splat %x : f32 to tensor<3x5xf32>
   func.return %r : tensor<3x5xf32>
 }"""
     m = irc.parse(text)
@@ -206,7 +206,7 @@ class MatmulCase(Case):
 def _matmul(m, k, n, elem, batch=()):
     a, b, c = (*batch, m, k), (*batch, k, n), (*batch, m, n)
     name = "batch_matmul" if batch else "matmul"
-    return MatmulCase(f"tensor.{name} %p0, %p1 : ({tensor(a, elem)}, {tensor(b, elem)}) -> {tensor(c, elem)}",
+    return MatmulCase(f"graph.{name} %p0, %p1 : ({tensor(a, elem)}, {tensor(b, elem)}) -> {tensor(c, elem)}",
                       [a, b], elem, tensor(c, elem))
 
 
@@ -224,7 +224,7 @@ def test_batch_matmul():
 
 
 class TransposedMatmulCase(MatmulCase):
-    """``op(A) @ op(B)``, op a ``tensor.transpose`` for the flagged operands: tensor-to-loops
+    """``op(A) @ op(B)``, op a ``graph.transpose`` for the flagged operands: tensor-to-loops
     reads the transpose's source with swapped indices instead of copying it."""
 
     def __init__(self, m, k, n, ta, tb, elem, pipeline="fuse-elementwise,tensor-to-loops"):
@@ -234,11 +234,11 @@ class TransposedMatmulCase(MatmulCase):
         operands, lines = [], []
         for i, (flag, shape) in enumerate(zip(self.flags, shapes)):
             if flag:
-                lines.append(f"%t{i} = tensor.transpose %p{i} {{perm = [1, 0]}} : {tensor(shape, elem)} to "
+                lines.append(f"%t{i} = graph.transpose %p{i} {{perm = [1, 0]}} : {tensor(shape, elem)} to "
                              f"{tensor(shape[::-1], elem)}")
             operands.append(f"%t{i}" if flag else f"%p{i}")
         logical = [s[::-1] if f else s for f, s in zip(self.flags, shapes)]
-        lines.append(f"%r = tensor.matmul {', '.join(operands)} : ({tensor(logical[0], elem)}, "
+        lines.append(f"%r = graph.matmul {', '.join(operands)} : ({tensor(logical[0], elem)}, "
                      f"{tensor(logical[1], elem)}) -> {self.result}")
         self.body = "; ".join(lines)
         self.lines = lines
@@ -282,8 +282,8 @@ def test_transposed_matmul_operands_are_not_copied():
     assert text.count("memref.alloc") == 1, text
     shared = irc.parse("""
 func.func @g(%a: tensor<5x4xf32>, %b: tensor<5x3xf32>) -> (tensor<4x3xf32>, tensor<4x5xf32>) {
-  %at = tensor.transpose %a {perm = [1, 0]} : tensor<5x4xf32> to tensor<4x5xf32>
-  %c = tensor.matmul %at, %b : (tensor<4x5xf32>, tensor<5x3xf32>) -> tensor<4x3xf32>
+  %at = graph.transpose %a {perm = [1, 0]} : tensor<5x4xf32> to tensor<4x5xf32>
+  %c = graph.matmul %at, %b : (tensor<4x5xf32>, tensor<5x3xf32>) -> tensor<4x3xf32>
   func.return %c, %at : tensor<4x3xf32>, tensor<4x5xf32>
 }""")
     a, b = rng.standard_normal((5, 4)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
@@ -302,10 +302,10 @@ def test_blas_matmul_with_transposed_operands(flags):
         pytest.skip("scipy's BLAS is not installed")
     ta, tb = flags
     dyn = "tensor<?x?xf32>"
-    lines = [f"%t0 = tensor.transpose %a {{perm = [1, 0]}} : {dyn} to {dyn}" if ta else "",
-             f"%t1 = tensor.transpose %b {{perm = [1, 0]}} : {dyn} to {dyn}" if tb else ""]
+    lines = [f"%t0 = graph.transpose %a {{perm = [1, 0]}} : {dyn} to {dyn}" if ta else "",
+             f"%t1 = graph.transpose %b {{perm = [1, 0]}} : {dyn} to {dyn}" if tb else ""]
     text = (f"func.func @mm(%a: {dyn}, %b: {dyn}) -> {dyn} {{\n" + "\n".join(f"  {x}" for x in lines if x)
-            + f"\n  %c = tensor.matmul {'%t0' if ta else '%a'}, {'%t1' if tb else '%b'} : ({dyn}, {dyn}) -> {dyn}"
+            + f"\n  %c = graph.matmul {'%t0' if ta else '%a'}, {'%t1' if tb else '%b'} : ({dyn}, {dyn}) -> {dyn}"
             f"\n  func.return %c : {dyn}\n}}")
     exe = irc.compile(irc.parse(text), blas=True)
     for m, k, n in [(70, 90, 50), (33, 129, 65), (257, 1, 130)]:  # each over BLAS_MIN_WORK
@@ -342,7 +342,7 @@ class ConvCase(Case):
         o, _, kh, kw = w
         ho, wo = (h + 2 * padding[0] - kh) // stride[0] + 1, (wd + 2 * padding[1] - kw) // stride[1] + 1
         out = tensor((n, o, ho, wo), elem)
-        super().__init__(f"tensor.conv2d %p0, %p1 {{stride = {list(stride)}, padding = {list(padding)}}} : "
+        super().__init__(f"graph.conv2d %p0, %p1 {{stride = {list(stride)}, padding = {list(padding)}}} : "
                          f"({tensor(x, elem)}, {tensor(w, elem)}) -> {out}", [x, w], elem, out)
         self.stride, self.padding = stride, padding
 
@@ -378,7 +378,7 @@ def test_softmax(op):
     cases = []
     for shape, axis, elem in [((5, 37), 1, "f32"), ((3, 100), 1, "f64"), ((1, 1), 1, "f32"), ((4, 6, 3), 1, "f32"),
                               ((7, 5), 0, "f64"), ((2, 3, 65), 2, "f32"), ((0, 4), 1, "f32"), ((3, 70), 1, "f32")]:
-        cases.append(Case(f"tensor.{op} %p0 {{axis = {axis}}} : {tensor(shape, elem)}", [shape], elem,
+        cases.append(Case(f"graph.{op} %p0 {{axis = {axis}}} : {tensor(shape, elem)}", [shape], elem,
                           tensor(shape, elem)))
     cases[-1].args[0][1, 5] = np.float32(1e30)  # exp(x) would overflow without the max
     cases[-1].args[0][2, :] = -np.float32(1e30)
@@ -394,7 +394,7 @@ def test_softmax(op):
 def test_softmax_propagates_nan_and_handles_infinities():
     x = np.array([[0.0, np.nan, 1.0], [-np.inf, 0.0, 1.0], [np.inf, 0.0, 1.0]], np.float32)
     text = """func.func @f(%a: tensor<3x3xf32>) -> tensor<3x3xf32> {
-  %r = tensor.softmax %a {axis = 1} : tensor<3x3xf32>
+  %r = graph.softmax %a {axis = 1} : tensor<3x3xf32>
   func.return %r : tensor<3x3xf32>
 }"""
     expected = interpret(irc.parse(text), "f", x)
@@ -414,13 +414,13 @@ def test_tensor_functions_reuse_their_arena_across_calls():
     matrix in an arena reused, uncleared, across calls)."""
     exe = irc.compile(irc.parse("""
 func.func @mm(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
-  %c = tensor.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
-  %t = tensor.transpose %c {perm = [1, 0]} : tensor<?x?xf32> to tensor<?x?xf32>
-  %s = tensor.softmax %t {axis = 1} : tensor<?x?xf32>
+  %c = graph.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  %t = graph.transpose %c {perm = [1, 0]} : tensor<?x?xf32> to tensor<?x?xf32>
+  %s = graph.softmax %t {axis = 1} : tensor<?x?xf32>
   func.return %s : tensor<?x?xf32>
 }
 func.func @conv(%x: tensor<?x?x?x?xf64>, %w: tensor<?x?x?x?xf64>) -> tensor<?x?x?x?xf64> {
-  %y = tensor.conv2d %x, %w {stride = [1, 1], padding = [1, 1]} : (tensor<?x?x?x?xf64>, tensor<?x?x?x?xf64>) -> tensor<?x?x?x?xf64>
+  %y = graph.conv2d %x, %w {stride = [1, 1], padding = [1, 1]} : (tensor<?x?x?x?xf64>, tensor<?x?x?x?xf64>) -> tensor<?x?x?x?xf64>
   func.return %y : tensor<?x?x?x?xf64>
 }"""), blas=False)
     for seed in range(2):
@@ -441,15 +441,15 @@ def test_matmul_kernel_and_softmax_use_vector_instructions():
 
     exe = irc.compile(irc.parse("""
 func.func @mm(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
-  %c = tensor.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+  %c = graph.matmul %a, %b : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
   func.return %c : tensor<?x?xf32>
 }
 func.func @sm(%a: tensor<?x?xf32>) -> tensor<?x?xf32> {
-  %s = tensor.softmax %a {axis = 1} : tensor<?x?xf32>
+  %s = graph.softmax %a {axis = 1} : tensor<?x?xf32>
   func.return %s : tensor<?x?xf32>
 }
 func.func @bmm(%a: tensor<?x?x?xf32>, %b: tensor<?x?x?xf32>) -> tensor<?x?x?xf32> {
-  %c = tensor.batch_matmul %a, %b : (tensor<?x?x?xf32>, tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+  %c = graph.batch_matmul %a, %b : (tensor<?x?x?xf32>, tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
   func.return %c : tensor<?x?x?xf32>
 }"""), blas=False)
     packed = r"\bv?{op}p{t}\s[^\n]*%[xyz]mm"  # packed single/double precision on a vector register

@@ -84,7 +84,7 @@ def test_long_blocks_and_lines_are_abbreviated(capsys, tmp_path):
 def test_dataflow_with_fused_clusters(capsys, tmp_path):
     module = irc.parse_file(str(CLASSIFIER))
     irc.passes.run(module, "fuse-elementwise")
-    fused = [op for op in module.walk() if op.name == "tensor.fused"]
+    fused = [op for op in module.walk() if op.name == "graph.fused"]
     assert len(fused) >= 2
     src = tmp_path / "fused.ir"
     src.write_text(module.print())
@@ -93,7 +93,7 @@ def test_dataflow_with_fused_clusters(capsys, tmp_path):
     assert status == 0, err
     dot = out.read_text()
     assert dot.count("subgraph cluster_") == len(fused)
-    assert dot.count('label="tensor.fused') == len(fused)
+    assert dot.count('label="graph.fused') == len(fused)
     # Shapes on the edges: every parameter's shape labels an edge leaving it.
     func = module.function("classify")
     for arg in func.regions[0].entry.args:
@@ -102,7 +102,7 @@ def test_dataflow_with_fused_clusters(capsys, tmp_path):
     # The scalar bodies of the fused ops are inside their clusters.
     for cluster in re.findall(r"subgraph cluster_\w+ \{(.*?)\n\t\}", dot, re.S):
         assert "arith.addf" in cluster and "yield" in cluster
-    assert "tensor.matmul" in dot and "return" in dot
+    assert "graph.matmul" in dot and "return" in dot
 
 
 def test_default_kind_and_whole_module(capsys, tmp_path):
@@ -110,7 +110,7 @@ def test_default_kind_and_whole_module(capsys, tmp_path):
     for path in (SUM_TO, CLASSIFIER):
         assert view(capsys, path, "-o", out)[0] == 0
     dot = out.read_text()
-    assert "tensor.matmul" in dot and "subgraph cluster_f0" in dot  # classifier: dataflow by default
+    assert "graph.matmul" in dot and "subgraph cluster_f0" in dot  # classifier: dataflow by default
 
 
 @pytest.mark.skipif(not HAS_DOT, reason="graphviz's dot is not installed")

@@ -297,7 +297,7 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting="same_kind") -> Tr
     if len(ranks) != 1 or 0 in ranks:
         raise ValueError(located_message("numpy.concatenate needs arrays of one rank, at least 1"))
     axis = _axes(axis, ranks.pop(), "numpy.concatenate")[0]
-    return _out(tr, tr.builder.tensor_op("tensor.concat", *vs, axis=axis), weak)
+    return _out(tr, tr.builder.tensor_op("graph.concat", *vs, axis=axis), weak)
 
 
 def stack(arrays, axis=0, out=None, dtype=None, casting="same_kind") -> Tracer:
@@ -371,7 +371,7 @@ def _matmul(tr, va, vb):
     b = tr.builder
     va = b.broadcast_to(va, TensorType([*batch, *sa[-2:]], va.elem), like=va)
     vb = b.broadcast_to(vb, TensorType([*batch, *sb[-2:]], vb.elem), like=vb)
-    return b.tensor_op("tensor.batch_matmul", va, vb)
+    return b.tensor_op("graph.batch_matmul", va, vb)
 
 
 def dot(a, b, out=None) -> Tracer:

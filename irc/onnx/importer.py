@@ -262,7 +262,7 @@ def _matmul(cx, node, inputs, attrs):
     a = _to(cx, a, (*batch, *a.shape[-2:])) if len(a.shape) == rank and a.shape[:-2] == batch else \
         cx.b.broadcast_to(a, TensorType([*batch, *a.shape[-2:]], a.elem))
     b = cx.b.broadcast_to(b, TensorType([*batch, *b.shape[-2:]], b.elem)) if b.shape[:-2] != batch else b
-    return [cx.b.tensor_op("tensor.batch_matmul", a, b)]
+    return [cx.b.tensor_op("graph.batch_matmul", a, b)]
 
 
 @operator("Gemm")
@@ -310,7 +310,7 @@ def _conv(cx, node, inputs, attrs):
             xs = _slice(cx, x, 1, g * cin, cin)
             ws = _slice(cx, w, 0, g * cout, cout)
             parts.append(cx.b.built(T.Conv2DOp.build(xs.value, ws.value, stride, pads)))
-        y = cx.b.tensor_op("tensor.concat", *parts, axis=1)
+        y = cx.b.tensor_op("graph.concat", *parts, axis=1)
     if len(inputs) > 2 and inputs[2] is not None:
         y = y + _to(cx, cx.b.reshape(cx.value(inputs[2]), [1, y.shape[1], 1, 1]), y.shape)
     return [y]
@@ -453,7 +453,7 @@ def _concat(cx, node, inputs, attrs):
     if known(*inputs):
         return [np.concatenate(inputs, axis=axis)]
     parts = [cx.value(x) for x in inputs if shape_of(x)[axis] != 0]
-    return [parts[0] if len(parts) == 1 else cx.b.tensor_op("tensor.concat", *parts, axis=axis)]
+    return [parts[0] if len(parts) == 1 else cx.b.tensor_op("graph.concat", *parts, axis=axis)]
 
 
 def _slice(cx, x: V, axis: int, start: int, size: int, step: int = 1) -> V:
@@ -498,10 +498,10 @@ def _gather(cx, node, inputs, attrs):
         return [np.take(x, np.where(idx < 0, idx + n, idx), axis=axis)]
     if known(idx):
         idx = np.where(idx < 0, idx + n, idx).astype(np.int64)
-        return [cx.b.tensor_op("tensor.gather", cx.value(x), cx.value(idx), axis=axis)]
+        return [cx.b.tensor_op("graph.gather", cx.value(x), cx.value(idx), axis=axis)]
     idx = cx.b.convert(idx, i64)
     idx = cx.b.select(idx < 0, idx + n, idx)
-    return [cx.b.tensor_op("tensor.gather", cx.value(x), idx, axis=axis)]
+    return [cx.b.tensor_op("graph.gather", cx.value(x), idx, axis=axis)]
 
 
 @operator("Expand")

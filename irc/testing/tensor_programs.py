@@ -93,7 +93,7 @@ def random_tensor_program(seed: int, size: int = 10) -> TensorProgram:
             small = [(n, sh) for n, sh in b.values if len(sh) <= len(s) and all(
                 a in (1, c) for a, c in zip(sh, s[len(s) - len(sh):]))]
             n, sh = rng.choice(small)
-            bc = b.new(f"tensor.broadcast {n} : {_t(sh, elem)} to {t}", s)
+            bc = b.new(f"graph.broadcast {n} : {_t(sh, elem)} to {t}", s)
             b.new(f"arith.addf {v}, {bc} : {t}", s)
         elif kind < 0.65 and s:
             axes = sorted(rng.sample(range(len(s)), rng.randint(1, len(s))))
@@ -103,12 +103,12 @@ def random_tensor_program(seed: int, size: int = 10) -> TensorProgram:
             if red in ("reduce_max", "reduce_min") and any(s[a] == 0 for a in axes):
                 red = "reduce_sum"  # max of nothing is -inf; keep values finite
             attrs = f"{{axes = [{', '.join(map(str, axes))}]{', keepdims' if keep else ''}}}"
-            b.new(f"tensor.{red} {v} {attrs} : {t} to {_t(out, elem)}", out)
+            b.new(f"graph.{red} {v} {attrs} : {t} to {_t(out, elem)}", out)
         elif kind < 0.72 and len(s) >= 2:
             perm = list(range(len(s)))
             rng.shuffle(perm)
             out = tuple(s[p] for p in perm)
-            b.new(f"tensor.transpose {v} {{perm = [{', '.join(map(str, perm))}]}} : {t} to {_t(out, elem)}", out)
+            b.new(f"graph.transpose {v} {{perm = [{', '.join(map(str, perm))}]}} : {t} to {_t(out, elem)}", out)
         elif kind < 0.8 and len(s) == 2:
             k = s[1]
             n = rng.choice(SIZES[:-1])
@@ -116,32 +116,32 @@ def random_tensor_program(seed: int, size: int = 10) -> TensorProgram:
             params.append((wname, (k, n)))
             b.values.append((wname, (k, n)))
             # tanh keeps the product's magnitude near 1 whatever the depth
-            mm = b.new(f"tensor.matmul {v}, {wname} : ({t}, {_t((k, n), elem)}) -> {_t((s[0], n), elem)}",
+            mm = b.new(f"graph.matmul {v}, {wname} : ({t}, {_t((k, n), elem)}) -> {_t((s[0], n), elem)}",
                        (s[0], n))
             b.new(f"math.tanh {mm} : {_t((s[0], n), elem)}", (s[0], n))
         elif kind < 0.86 and s:
             axis = rng.randrange(len(s))
             op = rng.choice(["softmax", "log_softmax"]) if all(d > 0 for d in s) else "softmax"
-            sm = b.new(f"tensor.{op} {v} {{axis = {axis}}} : {t}", s)
+            sm = b.new(f"graph.{op} {v} {{axis = {axis}}} : {t}", s)
             if op == "log_softmax":
                 b.new(f"math.tanh {sm} : {t}", s)
         elif kind < 0.92 and s:
             offsets = [rng.randint(0, d // 2) for d in s]
             sizes = [rng.randint(0, d - o) for d, o in zip(s, offsets)]
             out = tuple(sizes)
-            b.new(f"tensor.slice {v} {{offsets = [{', '.join(map(str, offsets))}], sizes = "
+            b.new(f"graph.slice {v} {{offsets = [{', '.join(map(str, offsets))}], sizes = "
                   f"[{', '.join(map(str, sizes))}], strides = [{', '.join('1' for _ in s)}]}} : {t} to "
                   f"{_t(out, elem)}", out)
         elif kind < 0.96 and s:
             axis = rng.randrange(len(s))
             w, _ = b.pick(shape=s)
             out = tuple(d * 2 if i == axis else d for i, d in enumerate(s))
-            b.new(f"tensor.concat {v}, {w} {{axis = {axis}}} : ({t}, {t}) -> {_t(out, elem)}", out)
+            b.new(f"graph.concat {v}, {w} {{axis = {axis}}} : ({t}, {t}) -> {_t(out, elem)}", out)
         elif s:
             low_pad = [rng.randint(0, 2) for _ in s]
             high_pad = [rng.randint(0, 2) for _ in s]
             out = tuple(d + lo + hi for d, lo, hi in zip(s, low_pad, high_pad))
-            b.new(f"tensor.pad {v} {{low = [{', '.join(map(str, low_pad))}], high = "
+            b.new(f"graph.pad {v} {{low = [{', '.join(map(str, low_pad))}], high = "
                   f"[{', '.join(map(str, high_pad))}], value = 0.5 : {elem}}} : {t} to {_t(out, elem)}", out)
         else:
             b.new(f"math.sin {v} : {t}", s)

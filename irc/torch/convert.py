@@ -535,7 +535,7 @@ def _cat(cx, node, tensors, dim=0):
     tensors = [convert_to(cx, t, elem) for t in tensors if t.shape[dim % rank] != 0] or tensors[:1]
     if len(tensors) == 1:
         return tensors[0]
-    return cx.b.tensor_op("tensor.concat", *tensors, axis=dim % rank)
+    return cx.b.tensor_op("graph.concat", *tensors, axis=dim % rank)
 
 
 def _slice(cx, x, dim, start, end, step=1) -> V:
@@ -588,7 +588,7 @@ def _split(cx, node, x, size, dim=0):
 @converts(aten.index.Tensor)
 def _index(cx, node, x, indices):
     """``x[..., i, j, ...]`` with integer index tensors on adjacent dimensions (an embedding
-    lookup is one on dimension 0): one ``tensor.gather`` along the indexed dimensions taken
+    lookup is one on dimension 0): one ``graph.gather`` along the indexed dimensions taken
     as one, at the flat position the broadcast indices give (negative ones count from the end)."""
     used = [k for k, i in enumerate(indices) if i is not None]
     if not used or used != list(range(used[0], used[-1] + 1)) or any(indices[k].elem is i1 for k in used):
@@ -605,12 +605,12 @@ def _index(cx, node, x, indices):
         term = broadcast(cx, idx * math.prod(shape[k + 1:last]), bshape)
         flat_index = term if flat_index is None else flat_index + term
     table = reshape(cx, x, [*shape[:first], math.prod(block), *shape[last:]])
-    return cx.b.tensor_op("tensor.gather", table, flat_index, axis=first)
+    return cx.b.tensor_op("graph.gather", table, flat_index, axis=first)
 
 
 @converts(aten.gather.default)
 def _torch_gather(cx, node, x, dim, index, sparse_grad=False):
-    """torch.gather (``out[i][j] = x[i][index[i][j]]`` for dim 1) as one ``tensor.gather`` of the
+    """torch.gather (``out[i][j] = x[i][index[i][j]]`` for dim 1) as one ``graph.gather`` of the
     flattened ``x`` at flat positions: ``index`` times the stride of ``dim``, plus each other
     dimension's position times its stride."""
     rank = len(x.shape)
@@ -624,7 +624,7 @@ def _torch_gather(cx, node, x, dim, index, sparse_grad=False):
             offsets = offsets + np.arange(index.shape[d]).reshape(shape) * strides[d]
     flat_index = convert_to(cx, index, i64) * strides[dim] + const(cx, offsets, i64)
     flat = reshape(cx, x, [math.prod(x.shape)])
-    return cx.b.tensor_op("tensor.gather", flat, flat_index, axis=0)
+    return cx.b.tensor_op("graph.gather", flat, flat_index, axis=0)
 
 
 @converts(aten.index_put.default)
@@ -659,12 +659,12 @@ def _clamp(cx, node, x, min=None, max=None):  # noqa: A002 - torch's names
 
 @converts(aten.embedding.default)
 def _embedding(cx, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    return cx.b.tensor_op("tensor.gather", weight, convert_to(cx, indices, i64), axis=0)
+    return cx.b.tensor_op("graph.gather", weight, convert_to(cx, indices, i64), axis=0)
 
 
 @converts(aten.index_select.default)
 def _index_select(cx, node, x, dim, index):
-    return cx.b.tensor_op("tensor.gather", x, convert_to(cx, index, i64), axis=dim % len(x.shape))
+    return cx.b.tensor_op("graph.gather", x, convert_to(cx, index, i64), axis=dim % len(x.shape))
 
 
 @converts(aten.constant_pad_nd.default)
@@ -772,7 +772,7 @@ def _convolution(cx, node, x, w, bias, stride, padding, dilation, transposed, ou
         parts = [b.built(T.Conv2DOp.build(_slice(cx, x4, 1, g * cin, (g + 1) * cin).value,
                                           _slice(cx, w4, 0, g * cout, (g + 1) * cout).value, stride, padding))
                  for g in range(groups)]
-        y = b.tensor_op("tensor.concat", *parts, axis=1)
+        y = b.tensor_op("graph.concat", *parts, axis=1)
     if bias is not None:
         y = y + broadcast(cx, reshape(cx, bias, [1, bias.shape[0], 1, 1]), y.shape)
     if rank == 3:
@@ -801,7 +801,7 @@ def _convolution_backward(cx, node, g, x, w, bias_sizes, stride, padding, dilati
 
 
 def _bmm(cx, a, b) -> V:
-    return cx.b.tensor_op("tensor.batch_matmul", a, b)
+    return cx.b.tensor_op("graph.batch_matmul", a, b)
 
 
 def _swap(cx, v) -> V:

@@ -1,4 +1,4 @@
-"""``tensor.matmul`` as a call to an optimised BLAS gemm (``tensor-to-loops{blas=true}``).
+"""``graph.matmul`` as a call to an optimised BLAS gemm (``tensor-to-loops{blas=true}``).
 
 The call goes to ``@irc_blas_sgemm`` / ``@irc_blas_dgemm``, declared in the module
 with the C ABI every irc function has (row-major memrefs in, an i32 status
@@ -23,7 +23,7 @@ SYMBOLS = {"f32": "irc_blas_sgemm", "f64": "irc_blas_dgemm"}
 
 def wants_blas(op, inputs) -> bool:
     """Whether the cost model sends this matmul to BLAS: f32/f64, 2-D, big enough, int32 sizes."""
-    if op.name != "tensor.matmul" or len(inputs) != 2:
+    if op.name != "graph.matmul" or len(inputs) != 2:
         return False
     a, b = (v.type for v in inputs)
     if a.rank != 2 or b.rank != 2 or not (a.has_static_shape and b.has_static_shape):

@@ -11,7 +11,7 @@ The contract a caller sees (``irc.compile`` relies on it):
 Inside, every tensor value gets a buffer.  The op that computes a returned value
 writes straight into its output parameter; other values get a ``memref.alloc``
 freed (``memref.dealloc``) right after its last use, which ``plan-memory`` then
-turns into slots of one arena.  An elementwise ``tensor.fused`` op writes in
+turns into slots of one arena.  An elementwise ``graph.fused`` op writes in
 place over an operand buffer that dies at it (same shape and element type, read
 at the same index, not a parameter), so a chain of elementwise groups needs no
 new memory at all.
@@ -46,22 +46,22 @@ from irc.values import OpResult
 from . import LOWERINGS, blas, control_flow, gemm_library
 
 # Ops whose result may share its operand's buffer (no copy): they only re-read it.
-VIEW_OPS = frozenset({"tensor.reshape"})
+VIEW_OPS = frozenset({"graph.reshape"})
 
 
 def reads_transposed(op) -> bool:
-    """Whether ``op`` is a 2-D ``tensor.transpose`` that need not be materialised: every
-    user is a 2-D ``tensor.matmul``, whose lowering reads the transpose's source with
+    """Whether ``op`` is a 2-D ``graph.transpose`` that need not be materialised: every
+    user is a 2-D ``graph.matmul``, whose lowering reads the transpose's source with
     its indices swapped (BLAS transpose flags, or the native GEMM's packing and
     kernel; ``LoweringContext.transposed``).  The gradient rules of matmul emit
     exactly this (x^T @ g for dW, g @ W^T for dx)."""
-    if op.name != "tensor.transpose" or op.results[0].type.rank != 2:
+    if op.name != "graph.transpose" or op.results[0].type.rank != 2:
         return False
     if [e.value for e in op.attributes["perm"].elements] != [1, 0]:
         return False
     result = op.results[0]
     return result.first_use is not None and all(
-        use.owner.name == "tensor.matmul" and use.owner.parent is op.parent
+        use.owner.name == "graph.matmul" and use.owner.parent is op.parent
         and all(v.type.rank == 2 for v in use.owner.operands) for use in result.uses)
 
 
@@ -238,7 +238,7 @@ class Bufferizer:
 
     def _reads_at_output_index(self, op, root) -> bool:
         """Whether ``op`` is elementwise and reads ``root``'s memory only at the element it writes."""
-        if op.name != "tensor.fused" or op.reduction:
+        if op.name != "graph.fused" or op.reduction:
             return False
         t = op.results[0].type
         identity = list(range(t.rank))
@@ -317,7 +317,7 @@ class Bufferizer:
         else:
             output = dest or self._in_place(op, inputs, position) or self._allocate(lb, result, op)
             transposed = tuple(v in self.transposed for v in op.operands)
-            if any(transposed) and op.name != "tensor.matmul":
+            if any(transposed) and op.name != "graph.matmul":
                 raise IRError(f"tensor-to-loops: '{op.name}' cannot read a transposed operand", op.loc)
             lower(LoweringContext(lb, self, transposed), op, inputs, output)
         self._bind(result, output)
@@ -393,7 +393,7 @@ class Bufferizer:
 
     def _in_place(self, op, inputs, position: int):
         """An operand buffer the op may overwrite: elementwise, dead after this op, owned here."""
-        if op.name != "tensor.fused" or op.reduction:
+        if op.name != "graph.fused" or op.reduction:
             return None
         t = op.results[0].type
         identity = list(range(t.rank))

@@ -1,4 +1,4 @@
-"""Loops for ``tensor.conv2d``: im2col into a scratch matrix, then the GEMM of matmul.py.
+"""Loops for ``graph.conv2d``: im2col into a scratch matrix, then the GEMM of matmul.py.
 
 For each image n, the output O x (Ho*Wo) is W (O x C*KH*KW) times the matrix
 whose row ``(c, kh, kw)`` holds the input pixels that kernel tap sees at every
@@ -24,7 +24,7 @@ from .matmul import Gemm
 from .movement import fill
 
 
-@lowering("tensor.conv2d")
+@lowering("graph.conv2d")
 def lower_conv2d(ctx, op, inputs, output) -> None:
     lb = ctx.lb
     x, w = inputs

@@ -1,4 +1,4 @@
-"""Loops for ``tensor.fused`` (elementwise groups and reductions) and tensor constants.
+"""Loops for ``graph.fused`` (elementwise groups and reductions) and tensor constants.
 
 An elementwise group whose tensor operands are all read at the output's own index
 becomes one flat loop over every element (buffers are contiguous), the loop LLVM
@@ -68,7 +68,7 @@ def _element(lb: Builder, op, inputs, domain_ivs) -> object:
     return _body_at(lb, op, inputs, lambda m: [domain_ivs[d] if d >= 0 else 0 for d in m])
 
 
-@lowering("tensor.fused")
+@lowering("graph.fused")
 def lower_fused(ctx, op, inputs, output) -> None:
     if op.reduction:
         _lower_reduction(ctx, op, inputs, output)

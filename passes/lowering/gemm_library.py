@@ -1,6 +1,6 @@
 """irc's own GEMM as a library function: sizes known at run time, both operands packed.
 
-``tensor-to-loops{gemm-library=true}`` lowers a large f32/f64 ``tensor.matmul`` to a call of
+``tensor-to-loops{gemm-library=true}`` lowers a large f32/f64 ``graph.matmul`` to a call of
 ``@irc_gemm_f32_<tile>_<blocks>`` (``SYMBOL``; two ``i1`` arguments say whether an operand's
 buffer holds its transpose, as BLAS's flags do), declared in the module; the CPU runtime compiles
 the function below once per host and process (then the disk cache holds its machine
@@ -51,11 +51,11 @@ from .matmul import MC, block_sizes, tile_sizes
 
 
 def wants_library(op, inputs) -> bool:
-    """A 2-D f32/f64 ``tensor.matmul`` of static shape, whatever its size: the library is
+    """A 2-D f32/f64 ``graph.matmul`` of static shape, whatever its size: the library is
     compiled once (and cached on disk), while inline loops with a full register tile cost
     LLVM about 0.05 s per product to compile (8 products of a small MLP's training step came
     to 10,000 ops of IR); the call and the packing of a small product cost microseconds."""
-    if op.name != "tensor.matmul" or len(inputs) != 2:
+    if op.name != "graph.matmul" or len(inputs) != 2:
         return False
     a, b = (v.type for v in inputs)
     if a.rank != 2 or b.rank != 2 or not (a.has_static_shape and b.has_static_shape):
@@ -427,7 +427,7 @@ def lower_matmul_library(ctx, op, inputs, output, epilogue=None) -> None:
 
 
 def epilogue(op, position: dict):
-    """``(fused, d, alpha)`` where the matmul ``op``'s one use is an elementwise ``tensor.fused``
+    """``(fused, d, alpha)`` where the matmul ``op``'s one use is an elementwise ``graph.fused``
     that computes ``d - c * op``, ``d + c * op``, ``d - op`` or ``d + op`` (c a constant) with
     ``d`` of the result's type, defined before ``op``: the library computes it as
     ``d + alpha * (A @ B)`` in the GEMM's own stores (the SGD update ``w - lr * dw`` of a
@@ -437,7 +437,7 @@ def epilogue(op, position: dict):
 
     result = op.results[0]
     uses = list(result.uses)
-    if len(uses) != 1 or uses[0].owner.name != "tensor.fused":
+    if len(uses) != 1 or uses[0].owner.name != "graph.fused":
         return None
     fused = uses[0].owner
     if fused.reduction or len(fused.results) != 1 or fused.results[0].type is not result.type \
@@ -458,7 +458,7 @@ def epilogue(op, position: dict):
         return None
     body = fused.body
     arg_m, arg_d = body.args[m_at], body.args[1 - m_at]
-    ops = [o for o in body.ops if o.name != "tensor.yield"]
+    ops = [o for o in body.ops if o.name != "graph.yield"]
     (y,) = body.terminator.operands
     scale = 1.0
     top = y.defining_op

@@ -6,7 +6,7 @@ turns into one block per row with a shared-memory tree, or one thread per elemen
 
 * an elementwise group with broadcast operands: one flat ``parallel`` loop over the output,
   indices recovered by division (the CPU's nest gives a thread a whole row);
-* a reduction (``tensor.fused`` with ``reduce``) that keeps some dimensions: a ``parallel``
+* a reduction (``graph.fused`` with ``reduce``) that keeps some dimensions: a ``parallel``
   nest over the kept elements, each one accumulator carried through loops over the reduced
   axes (where the CPU walks a general reduction in memory order through a scratch buffer, a
   serial loop on a GPU);
@@ -42,7 +42,7 @@ def gpu_lowering(*names: str):
     return register
 
 
-@gpu_lowering("tensor.fused")
+@gpu_lowering("graph.fused")
 def lower_fused_rows(ctx, op, inputs, output) -> None:
     """A reduction: a ``parallel`` nest over the kept dimensions, each element one accumulator
     carried through loops over the reduced dimensions (any of them, in order)."""
@@ -109,7 +109,7 @@ def _lower_elementwise(ctx, op, inputs, output) -> None:
         lb.store(elementwise._element(lb, op, inputs, index), output, index)
 
 
-@gpu_lowering("tensor.softmax", "tensor.log_softmax")
+@gpu_lowering("graph.softmax", "graph.log_softmax")
 def lower_softmax_rows(ctx, op, inputs, output) -> None:
     shape = output.type.shape
     axis = op.attributes["axis"].value
@@ -118,7 +118,7 @@ def lower_softmax_rows(ctx, op, inputs, output) -> None:
         return
     lb = ctx.lb
     outer, n = math.prod(shape[:-1]), shape[-1]
-    log = op.name == "tensor.log_softmax"
+    log = op.name == "graph.log_softmax"
     x, out = lb.flat(inputs[0]), lb.flat(output)
     elem = output.type.element_type
     fm = softmax._Math(lb, elem)
@@ -141,7 +141,7 @@ def lower_softmax_rows(ctx, op, inputs, output) -> None:
             lb.store(value, out, [where])
 
 
-@gpu_lowering("tensor.matmul")
+@gpu_lowering("graph.matmul")
 def lower_matmul_rows(ctx, op, inputs, output) -> None:
     a, b = inputs
     if output.type.rank != 2 or a.type.rank != 2 or b.type.rank != 2:

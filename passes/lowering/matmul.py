@@ -1,8 +1,8 @@
-"""Loops for ``tensor.matmul`` and ``tensor.batch_matmul``: a blocked, register-tiled GEMM.
+"""Loops for ``graph.matmul`` and ``graph.batch_matmul``: a blocked, register-tiled GEMM.
 
 C = A @ B with A: MxK, B: KxN, row-major and contiguous, all sizes static; or
 either operand given as the buffer of its transpose (the source of a
-``tensor.transpose`` that the bufferizer did not copy: ``reads_transposed`` in
+``graph.transpose`` that the bufferizer did not copy: ``reads_transposed`` in
 bufferize.py), which the packing of B and the kernel's loads of A read with
 swapped indices (for A^T the MR values of one k step are adjacent).  The
 loop nest is the classic Goto/BLIS one, written out so that LLVM's SLP
@@ -231,7 +231,7 @@ class Gemm:
         return self.lb.op(self.add, acc, self.lb.op(self.mul, a, b))
 
 
-@lowering("tensor.matmul", "tensor.batch_matmul")
+@lowering("graph.matmul", "graph.batch_matmul")
 def lower_matmul(ctx, op, inputs, output) -> None:
     lb = ctx.lb
     a, b = inputs

@@ -82,7 +82,7 @@ def _simplify(sizes, src_strides, dst_strides) -> list[tuple[int, int, int]]:
 # -- transpose ----------------------------------------------------------------------------------------
 
 
-@lowering("tensor.transpose")
+@lowering("graph.transpose")
 def lower_transpose(ctx, op, inputs, output) -> None:
     lb = ctx.lb
     src_shape = inputs[0].type.shape
@@ -129,7 +129,7 @@ def _ints(op, key: str, default=None) -> list[int]:
     return [e.value for e in attr.elements]
 
 
-@lowering("tensor.slice")
+@lowering("graph.slice")
 def lower_slice(ctx, op, inputs, output) -> None:
     lb = ctx.lb
     shape = inputs[0].type.shape
@@ -141,7 +141,7 @@ def lower_slice(ctx, op, inputs, output) -> None:
                  lb.flat(output), 0, row_major_strides(sizes), sizes)
 
 
-@lowering("tensor.concat")
+@lowering("graph.concat")
 def lower_concat(ctx, op, inputs, output) -> None:
     """Each operand is a run of ``outer`` contiguous chunks; they interleave in the output."""
     lb = ctx.lb
@@ -158,7 +158,7 @@ def lower_concat(ctx, op, inputs, output) -> None:
         offset += chunk
 
 
-@lowering("tensor.pad")
+@lowering("graph.pad")
 def lower_pad(ctx, op, inputs, output) -> None:
     """Fill the whole output with the value, then copy the operand into its interior."""
     lb = ctx.lb
@@ -180,7 +180,7 @@ def fill(lb: Builder, flat, value) -> None:
         lb.store(value, flat, [loop.iv])
 
 
-@lowering("tensor.reshape")
+@lowering("graph.reshape")
 def lower_reshape(ctx, op, inputs, output) -> None:
     """A reshape that must land in its own buffer (a returned value): a flat copy."""
     lb = ctx.lb
@@ -192,7 +192,7 @@ def lower_reshape(ctx, op, inputs, output) -> None:
 # -- iota -----------------------------------------------------------------------------------------------
 
 
-@lowering("tensor.iota")
+@lowering("graph.iota")
 def lower_iota(ctx, op, inputs, output) -> None:
     """Outer x count x inner: the count, converted once, is stored over a contiguous run."""
     lb = ctx.lb
@@ -222,7 +222,7 @@ def index_to(lb: Builder, value, elem):
 # -- gather -----------------------------------------------------------------------------------------------
 
 
-@lowering("tensor.gather")
+@lowering("graph.gather")
 def lower_gather(ctx, op, inputs, output) -> None:
     """outer x indices x inner: each index picks a contiguous run of ``inner`` elements of the
     table, copied to its place in the output; an index outside [0, size) faults first, with the

@@ -1,4 +1,4 @@
-"""Loops for ``tensor.softmax`` and ``tensor.log_softmax``: three passes over each row.
+"""Loops for ``graph.softmax`` and ``graph.log_softmax``: three passes over each row.
 
 Along the axis, for each row (``outer`` rows of ``n`` elements, ``inner``
 apart):
@@ -50,7 +50,7 @@ vectors of f32, two independent chains through the (math-approx) exp.  With cach
 data on Zen 5: 8 -> 3.2 ms, 16 -> 2.3, 32 and 64 -> 2.2 (4096x1024 f32)."""
 
 
-@lowering("tensor.softmax", "tensor.log_softmax")
+@lowering("graph.softmax", "graph.log_softmax")
 def lower_softmax(ctx, op, inputs, output) -> None:
     lb = ctx.lb
     shape = output.type.shape
@@ -58,7 +58,7 @@ def lower_softmax(ctx, op, inputs, output) -> None:
     if math.prod(shape) == 0:
         return
     outer, n, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
-    log = op.name == "tensor.log_softmax"
+    log = op.name == "graph.log_softmax"
     x, out = lb.flat(inputs[0]), lb.flat(output)
     if inner == 1:
         with lb.for_(0, outer, parallel=True) as row:  # rows are independent

@@ -6,7 +6,7 @@
 - ``movement.py``: transpose, slice, concat, pad, reshape (a copy) and iota;
 - here: broadcast, splat and the reductions that ``fuse-elementwise`` left
   alone (it fuses them whenever shapes are static), lowered as the
-  ``tensor.fused`` op they are equivalent to.
+  ``graph.fused`` op they are equivalent to.
 """
 
 from __future__ import annotations
@@ -17,21 +17,21 @@ from irc.types import TensorType
 from . import conv, lowering, matmul, movement, softmax  # noqa: F401 - the modules register their lowerings
 from .elementwise import lower_fused
 
-REDUCTIONS = {"tensor.reduce_sum": "sum", "tensor.reduce_prod": "prod", "tensor.reduce_max": "max",
-              "tensor.reduce_min": "min", "tensor.reduce_mean": "mean"}
+REDUCTIONS = {"graph.reduce_sum": "sum", "graph.reduce_prod": "prod", "graph.reduce_max": "max",
+              "graph.reduce_min": "min", "graph.reduce_mean": "mean"}
 
 
-@lowering("tensor.broadcast", "tensor.splat", *REDUCTIONS)
+@lowering("graph.broadcast", "graph.splat", *REDUCTIONS)
 def lower_as_fused(ctx, op, inputs, output) -> None:
-    """Lower ``op`` as a one-op ``tensor.fused`` whose body yields its operand's element."""
+    """Lower ``op`` as a one-op ``graph.fused`` whose body yields its operand's element."""
     from irc.dialects.fused import FusedOp, YieldOp
 
     source = op.operands[0]
     result = op.results[0].type
     attrs = {}
-    if op.name == "tensor.splat":
+    if op.name == "graph.splat":
         maps = [()]
-    elif op.name == "tensor.broadcast":
+    elif op.name == "graph.broadcast":
         offset = result.rank - source.type.rank
         maps = [tuple(-1 if s == 1 and result.shape[offset + i] != 1 else offset + i
                       for i, s in enumerate(source.type.shape))]

@@ -1,6 +1,6 @@
 """Optimised BLAS gemm for the JIT, bound from scipy's ``cython_blas`` (no new native dependency).
 
-``tensor-to-loops{blas=true}`` lowers a large f32/f64 ``tensor.matmul`` to a call of
+``tensor-to-loops{blas=true}`` lowers a large f32/f64 ``graph.matmul`` to a call of
 ``@irc_blas_sgemm`` / ``@irc_blas_dgemm`` (declared, not defined, in the module;
 see passes/lowering/blas.py).  Here those symbols get a body: a small LLVM IR
 shim, linked into the same JIT library, that turns irc's C ABI (row-major

@@ -124,21 +124,12 @@ def print_mlir(module) -> str:
     from .checks import check_module
     from .gcpause import paused_gc
     from .nesting import check_depth, deep_stack
+    from .printer import _print_named_module
 
     check_module("irc.print_mlir", "module", module)
     check_depth(module)
     with paused_gc(), deep_stack():
         p = MlirPrinter()
-        attrs = {k: v for k, v in module.attributes.items() if k != "sym_name"}
-        name = module.attributes.get("sym_name")
-        header = "module" + (f" @{name.value}" if name is not None else "")
-        if attrs:
-            header += " attributes" + p.attr_dict(attrs)
-        p.write(header + " {\n")
-        p.indent = "  "
-        for op in module.body.ops:
-            p.print_op(op)
-        p.indent = ""
-        p.write("}\n")
+        _print_named_module(p, module)  # always the explicit 'module { ... }' MLIR prints
         text = p.text()
     return _SPACE_IN_TYPE.sub(lambda m: f"{m.group(1)}, {_MEMORY_SPACES[m.group(2)]}>", text)

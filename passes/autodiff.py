@@ -64,6 +64,22 @@ from irc.types import FunctionType, TensorType, Type
 from irc.values import Value
 
 
+def apply_jvp_rule(b, op, ts: list, tangents: dict) -> None:
+    """Run ``op``'s forward-mode rule at ``b`` on the operands' tangents ``ts`` and record the
+    tangent of each float result in ``tangents`` (shared by the CFG and structured modes)."""
+    rule = getattr(op, "jvp", None)
+    if rule is None:
+        raise no_rule(op, "tangent")
+    with b.located(op.loc):
+        outs = rule(b, [V(b, v) for v in op.operands], [V(b, r) for r in op.results], ts)
+    for r, t in zip(op.results, outs):
+        if t is not None and is_float(r.type):
+            t = b.wrap(t)
+            if t.type is not r.type:
+                raise op.error(f"tangent rule produced {t.type} for a result of type {r.type}")
+            tangents[r] = t
+
+
 def no_rule(op: Operation, mode: str = "gradient") -> IRError:
     return op.error(f"has no {mode} rule: '{op.name}' cannot be differentiated (it has float operands "
                     f"and results)")
@@ -556,17 +572,7 @@ class Forward:
                 tangents[outs[i].value] = t
             op.erase()
             return
-        rule = getattr(op, "jvp", None)
-        if rule is None:
-            raise no_rule(op, "tangent")
-        with b.located(op.loc):
-            outs = rule(b, [V(b, v) for v in op.operands], [V(b, r) for r in op.results], ts)
-        for r, t in zip(op.results, outs):
-            if t is not None and is_float(r.type):
-                t = b.wrap(t)
-                if t.type is not r.type:
-                    raise op.error(f"tangent rule produced {t.type} for a result of type {r.type}")
-                tangents[r] = t
+        apply_jvp_rule(b, op, ts, tangents)
 
 
 def _lowered_copy(fn: FuncOp) -> FuncOp:

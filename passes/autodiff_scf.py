@@ -48,7 +48,7 @@ from irc.patterns import constant_value
 from irc.types import IndexType, index
 from irc.values import Value
 
-from .autodiff import Adjoints, _free_values, function, no_rule
+from .autodiff import Adjoints, _free_values, apply_jvp_rule, function
 
 # ---- reverse mode ---------------------------------------------------------------------------------
 
@@ -364,18 +364,7 @@ class StructuredForward:
         ts = [self.tangent(v) for v in operands]
         if isinstance(op, CallOp):
             return self.call(op, operands, ts, vmap)
-        new = b.insert(op.clone(vmap))
-        rule = getattr(new, "jvp", None)
-        if rule is None:
-            raise no_rule(op, "tangent")
-        with b.located(op.loc):
-            outs = rule(b, [V(b, v) for v in new.operands], [V(b, r) for r in new.results], ts)
-        for r, t in zip(new.results, outs):
-            if t is not None and is_float(r.type):
-                t = b.wrap(t)
-                if t.type is not r.type:
-                    raise op.error(f"tangent rule produced {t.type} for a result of type {r.type}")
-                self.tangents[r] = t
+        apply_jvp_rule(b, b.insert(op.clone(vmap)), ts, self.tangents)
 
     def call(self, op: CallOp, operands: list, ts: list, vmap: dict) -> None:
         b = self.b

@@ -180,16 +180,22 @@ def _lower_if(bz, op, destination: dict) -> None:
     for region in op.regions:
         if region.is_empty:
             continue
-        block = region.entry
-        values = list(block.terminator.operands)
-        bz.lower_block(block, _yield_destinations(values, buffers, block))
-        values = list(block.terminator.operands)  # scalars may have been replaced (tensor.extract)
-        _write_back(bz, block, [(v, b) for v, b in zip(values, buffers) if b is not None])
-        block.terminator.set_operands(_scalars(values, op.results))
+        _lower_yielding_block(bz, region.entry, buffers, op.results)
     for r, buf in zip(op.results, buffers):
         if buf is not None:
             bz._bind(r, buf)
     _free_after(bz, op, buffers)
+
+
+def _lower_yielding_block(bz, block, buffers: list, results) -> None:
+    """Lower a branch or loop body whose terminator yields into ``buffers`` (None for a scalar):
+    the yielded values are computed into them where they can be, copied otherwise, and the
+    terminator keeps only the scalars."""
+    values = list(block.terminator.operands)
+    bz.lower_block(block, _yield_destinations(values, buffers, block))
+    values = list(block.terminator.operands)  # scalars may have been replaced (tensor.extract)
+    _write_back(bz, block, [(v, b) for v, b in zip(values, buffers) if b is not None])
+    block.terminator.set_operands(_scalars(values, results))
 
 
 def _lower_for(bz, op, destination: dict) -> None:
@@ -204,11 +210,7 @@ def _lower_for(bz, op, destination: dict) -> None:
         _carry(bz, _root(bz, buf), op)
         bz._bind(arg, buf)
         carried.append(buf)
-    values = list(body.terminator.operands)
-    bz.lower_block(body, _yield_destinations(values, carried, body))
-    values = list(body.terminator.operands)
-    _write_back(bz, body, [(v, b) for v, b in zip(values, carried) if b is not None])
-    body.terminator.set_operands(_scalars(values, op.results))
+    _lower_yielding_block(bz, body, carried, op.results)
     for r, buf in zip(op.results, carried):
         if buf is not None:
             bz._bind(r, buf)

@@ -217,11 +217,9 @@ class GPUModuleOp(Operation):
         return self.regions[0].entry
 
     def lookup(self, name: str):
-        for op in self.body.ops:
-            sym = op.attributes.get("sym_name")
-            if isinstance(sym, StringAttr) and sym.value == name:
-                return op
-        return None
+        from irc.module import symbol_in
+
+        return symbol_in(self.body, name)
 
     @property
     def kernels(self) -> list:

@@ -49,11 +49,7 @@ class ModuleOp(Operation):
         from .checks import check_type
 
         check_type("irc.Module.lookup", "name", name, str)
-        for op in self.body.ops:
-            sym = op.attributes.get("sym_name")
-            if isinstance(sym, StringAttr) and sym.value == name:
-                return op
-        return None
+        return symbol_in(self.body, name)
 
     @property
     def functions(self) -> list[Operation]:
@@ -149,3 +145,13 @@ def module_html(text: str) -> str:
 
         return "<pre>" + html.escape(text) + "</pre>"
     return highlight_html(text)
+
+
+def symbol_in(block, name: str):
+    """The op of ``block`` whose ``sym_name`` is ``name`` (a module's or a gpu.module's symbol
+    table), or None."""
+    for op in block.ops:
+        sym = op.attributes.get("sym_name")
+        if isinstance(sym, StringAttr) and sym.value == name:
+            return op
+    return None

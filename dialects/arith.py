@@ -418,6 +418,7 @@ class AddFOp(FloatBinaryOp):
     traits = COMMUTATIVE
     summary = "Float addition (IEEE, round to nearest even)."
     example = "%r = arith.addf %x, %y : f32"
+    takes_vectors = True
     compute = staticmethod(lambda a, b, t: round_to(a + b, t))
 
     def fold_partial(self, c):
@@ -439,6 +440,7 @@ class SubFOp(FloatBinaryOp):
     traits = ELEMENTWISE
     summary = "Float subtraction."
     example = "%r = arith.subf %x, %y : f32"
+    takes_vectors = True
     compute = staticmethod(lambda a, b, t: round_to(a - b, t))
 
     def fold_partial(self, c):
@@ -453,6 +455,7 @@ class MulFOp(FloatBinaryOp):
     traits = COMMUTATIVE
     summary = "Float multiplication."
     example = "%r = arith.mulf %t, %u : tensor<4xf32>"
+    takes_vectors = True
     compute = staticmethod(lambda a, b, t: round_to(a * b, t))
 
     def fold_partial(self, c):

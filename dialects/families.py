@@ -19,14 +19,24 @@ import numpy as np
 from irc.diagnostics import IRError
 from irc.operation import Elementwise, Operation, Pure, SameOperandsAndResultType
 from irc.semantics import Fault, attr_to_value, value_to_attr
-from irc.types import FloatType, IndexType, IntegerType, MemRefType, ShapedType, TensorType, Type
+from irc.types import (
+    FloatType,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    ShapedType,
+    TensorType,
+    Type,
+    VectorType,
+)
 
 ELEMENTWISE = frozenset({Pure, Elementwise, SameOperandsAndResultType})
 
 
 def element_kind_ok(t: Type, kind: str) -> bool:
-    """Whether ``t`` (a scalar or a tensor of scalars) has elements of ``kind``."""
-    if isinstance(t, MemRefType):
+    """Whether ``t`` (a scalar or a tensor of scalars) has elements of ``kind``.  A vector has not:
+    the few ops that take vectors say so (``ElementwiseOp.takes_vectors``)."""
+    if isinstance(t, (MemRefType, VectorType)):
         return False
     e = t.element_type
     if kind == "int":
@@ -71,6 +81,10 @@ class ElementwiseOp(Operation):
 
     operand_kind = "any"
     arity = 0
+    takes_vectors = False
+    """Whether operands may be ``vector<NxT>`` values (lane by lane, as MLIR allows for every
+    arith and math op): only where every engine handles them - the interpreter (numpy arrays),
+    folding (there are no vector constants) and the LLVM translation."""
 
     @staticmethod
     def compute(*args):
@@ -110,6 +124,8 @@ class ElementwiseOp(Operation):
                 raise self.error(f"requires all operands to have the same type, got {v.type} and {t}")
         if self.results[0].type is not t:
             raise self.error(f"requires the result type to match the operands, got {self.results[0].type} and {t}")
+        if isinstance(t, VectorType) and self.takes_vectors:
+            t = t.element_type
         if not element_kind_ok(t, self.operand_kind):
             raise self.error(f"operands must be {KIND_NAMES[self.operand_kind]} values "
                              f"or tensors of them, got {t}")

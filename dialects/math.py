@@ -429,6 +429,7 @@ class FmaOp(TernaryOp):
     operand_kind = "float"
     summary = "Fused multiply-add a * b + c with a single rounding."
     example = "%r = math.fma %x, %y, %z : f32"
+    takes_vectors = True
 
     @staticmethod
     def compute(a, b, c, t):

@@ -468,6 +468,29 @@ class Builder:
 
         return self.insert(StoreOp.build(_raw(value), _raw(mem), [_raw(self.index(i)) for i in indices]))
 
+    def vector_load(self, mem, indices: Sequence, size: int) -> V:
+        """``vector.load``: ``size`` consecutive elements of ``mem``'s row from ``indices``."""
+        from irc.dialects.vector import LoadOp
+
+        return self.built(LoadOp.build(_raw(mem), [_raw(self.index(i)) for i in indices], size))
+
+    def vector_store(self, value, mem, indices: Sequence) -> Operation:
+        from irc.dialects.vector import StoreOp
+
+        return self.insert(StoreOp.build(_raw(value), _raw(mem), [_raw(self.index(i)) for i in indices]))
+
+    def splat_vector(self, scalar, size: int) -> V:
+        """``vector.broadcast``: a vector of ``size`` copies of ``scalar``."""
+        from irc.dialects.vector import BroadcastOp
+
+        return self.built(BroadcastOp.build(_raw(scalar), size))
+
+    def vector_of(self, elements: Sequence) -> V:
+        """``vector.from_elements``: a vector of the scalars ``elements``, in order."""
+        from irc.dialects.vector import FromElementsOp
+
+        return self.built(FromElementsOp.build([_raw(e) for e in elements]))
+
     def alloc(self, type: MemRefType, sizes: Sequence = ()) -> V:
         """``memref.alloc``; ``sizes`` are the run-time sizes of ``type``'s ``?`` dimensions."""
         from irc.dialects.memref import AllocOp

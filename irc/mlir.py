@@ -32,7 +32,7 @@ from .printer import Printer
 
 # Dialects whose ops irc spells exactly as upstream MLIR does (of MLIR's tensor dialect irc has
 # tensor.extract and tensor.dim, in MLIR's syntax; its own graph ops are the graph dialect's).
-MLIR_DIALECTS = frozenset({"builtin", "func", "arith", "math", "cf", "scf", "memref", "tensor"})
+MLIR_DIALECTS = frozenset({"builtin", "func", "arith", "math", "cf", "scf", "memref", "tensor", "vector"})
 # Attributes irc's passes leave for its own later stages (the runtime, plan-memory,
 # split-parallel): meaningless to MLIR, so not written.
 IRC_ONLY_ATTRIBUTES = frozenset({"nocapture", "work", "tensor_signature", "arena_bytes", "parallel_range",

@@ -55,7 +55,7 @@ from .module import ModuleOp
 from .nesting import MAX_REGION_DEPTH, too_deep_message
 from .operation import UnregisteredOp
 from .syntax import Literal, UniformSyntax
-from .types import FunctionType, Type, f64, i1, i64, parse_type
+from .types import FunctionType, Type, VectorType, f64, i1, i64, parse_type
 from .values import Value
 
 try:  # The Cython lexer and parser loop are ~3x faster; plain lark works too.
@@ -594,13 +594,12 @@ class ParseContext(Transformer):
         values = [c.value for c in children[1:] if isinstance(c, Literal)]
         return DenseArrayAttr(element, values)
 
-    def vector_literal(self, children):
-        """``dense<[1, 2]> : vector<2xi32>``: read as a dense array of its integers (irc has no
-        vector type; only cf.switch's generic form needs it)."""
+    def _vector_literal(self, lit, t):
+        """``dense<[1, 2]> : vector<2xi32>``: read as a dense array of its integers (only
+        cf.switch's generic form needs a vector attribute)."""
         from .attributes import DenseArrayAttr
 
-        lit, tok = children
-        element = parse_type(tok.value[tok.value.index("x") + 1:-1])
+        element = t.element_type
         data = lit.value if lit.kind == "dense" else lit.value
         flat = []
 
@@ -612,7 +611,7 @@ class ParseContext(Transformer):
                 flat.append(int(x.value) if isinstance(x, Literal) else int(x))
 
         walk(data)
-        count = int(tok.value[len("vector<"):tok.value.index("x")])
+        count = t.size
         if len(flat) == 1 and count > 1:
             flat *= count
         return DenseArrayAttr(element, flat)
@@ -872,7 +871,13 @@ class ParseContext(Transformer):
 
     def typed_literal(self, children):
         lit, tok = children
-        return lit.to_attr(self.type_of(tok))
+        t = self.type_of(tok)
+        if isinstance(t, VectorType):
+            if not t.element_type.is_int_or_index:
+                raise self.error(f"irc reads vector attributes of integers only (cf.switch's case values), "
+                                 f"not {t}", tok)
+            return self._vector_literal(lit, t)
+        return lit.to_attr(t)
 
     def type_attr(self, children):
         c = children[0]
@@ -1037,7 +1042,7 @@ def _location_aliases(text: str) -> dict[str, str]:
 
 # Upstream MLIR dialects irc does not read: an op of one is named as such, not as a typo.
 OUT_OF_SCOPE_DIALECTS = {
-    "vector": "vector", "affine": "affine", "linalg": "linalg", "tosa": "TOSA", "gpu": "GPU", "llvm": "LLVM",
+    "affine": "affine", "linalg": "linalg", "tosa": "TOSA", "gpu": "GPU", "llvm": "LLVM",
     "nvvm": "NVVM", "bufferization": "bufferization", "sparse_tensor": "sparse tensor", "complex": "complex",
     "index": "index", "shape": "shape", "async": "async", "omp": "OpenMP", "spirv": "SPIR-V",
     "emitc": "EmitC", "transform": "transform", "test": "test", "ml_program": "ML program", "quant": "quant",
@@ -1050,13 +1055,16 @@ def _unknown_op_message(name: str) -> str:
     if dialect in OUT_OF_SCOPE_DIALECTS:
         return (f"'{name}' belongs to MLIR's {OUT_OF_SCOPE_DIALECTS[dialect]} dialect, which irc does not "
                 f"support ({_SCOPE})")
+    if dialect == "vector":
+        return (f"unknown op '{name}': of MLIR's vector dialect irc has vector.load, vector.store and "
+                f"vector.broadcast, and arith.addf, arith.subf, arith.mulf and math.fma take 1-D vectors ({_SCOPE})")
     if dialect == "tensor":
         return (f"unknown op '{name}': of MLIR's tensor dialect irc has tensor.extract and tensor.dim; its own "
                 f"graph ops are the graph dialect's ({_SCOPE})" + registry.suggestion(name))
     return f"unknown op '{name}'" + registry.suggestion(name)
 
 
-_FOREIGN_TYPES = re.compile(r"(vector|complex|tuple|memref<[^>]*(?:strided|affine_map|#))|!|#map|affine_map|affine_set")
+_FOREIGN_TYPES = re.compile(r"(complex|tuple|memref<[^>]*(?:strided|affine_map|#))|!|#map|affine_map|affine_set")
 
 
 # Branches whose generic form may carry successor operands, and how many operands they keep.
@@ -1361,7 +1369,7 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
     foreign = _FOREIGN_TYPES.match(source.text, pos) if isinstance(pos, int) else None
     if foreign is not None:
         what = foreign.group(0).rstrip("<")
-        return IRError(f"'{what}' is MLIR syntax that irc does not support (vector, complex and tuple types, "
+        return IRError(f"'{what}' is MLIR syntax that irc does not support (complex and tuple types, "
                        f"dialect types '!...', affine maps and strided layouts; {_SCOPE})", loc)
     unknown = _unknown_op_before(source, line, column)
     if unknown is not None:

@@ -3,7 +3,8 @@
 Scalars: ``i1 i8 i16 i32 i64`` (signless integers), ``index`` (64-bit here),
 ``f16 bf16 f32 f64``.  Shaped: ``tensor<4x?xf32>`` (values), ``memref<4x?xf32>``
 and ``memref<4xf32, gpu>`` (buffers with a memory space).  ``?`` is a dynamic
-dimension, stored as ``None``.  Functions: ``(i64, f32) -> i64``.
+dimension, stored as ``None``.  ``vector<16xf32>``: a fixed number of scalars
+held in registers (1-D only).  Functions: ``(i64, f32) -> i64``.
 
 Every type is interned, so ``is`` and ``==`` agree and hashing is cheap; the
 text of a type parses once and is then looked up in a cache.
@@ -195,6 +196,45 @@ class MemRefType(ShapedType):
         return obj
 
 
+class VectorType(Type):
+    """``vector<16xf32>``: ``size`` scalars of one type, a value held in (vector) registers.
+
+    MLIR's vector type, 1-D and of fixed size only: what code generators write to say
+    "one SIMD operation" directly instead of leaving it to LLVM's SLP vectoriser to
+    rediscover from hundreds of scalar ops (which cost most of the GEMM library's compile
+    time).  Not a shaped type: it lives in registers, not memory, and has no dynamic size.
+    A size that is not the target's register width is split or padded by LLVM."""
+
+    __slots__ = ("size", "element")
+
+    MAX_SIZE = 1024
+    """Largest size irc accepts (LLVM's own limit is far higher; a wider vector only costs
+    compile time and registers)."""
+
+    def __new__(cls, size: int, element: Type):
+        size = int(size)
+        if not isinstance(element, (IntegerType, IndexType, FloatType)):
+            raise ValueError(f"vector element type must be an integer, index or float type, got {element}")
+        if not 1 <= size <= cls.MAX_SIZE:
+            raise ValueError(f"vector size must be between 1 and {cls.MAX_SIZE}, got {size}")
+        obj = _intern(cls, (size, element), f"vector<{size}x{element}>")
+        obj.size = size
+        obj.element = element
+        return obj
+
+    @property
+    def element_type(self) -> Type:
+        return self.element
+
+    @property
+    def shape(self) -> tuple:
+        return (self.size,)
+
+    @property
+    def is_float(self) -> bool:
+        return self.element.is_float
+
+
 class FunctionType(Type):
     """``(i64, f32) -> i64``: the signature of a function or a generic op."""
 
@@ -259,6 +299,7 @@ f64 = FloatType("f64")
 
 _SCALARS = {"index": index, "f16": f16, "bf16": bf16, "f32": f32, "f64": f64}
 _SHAPED_RE = re.compile(r"(tensor|memref)<((?:(?:\d+|\?)x)*)(\w+)(?:,\s*(\w+))?>$")
+_VECTOR_RE = re.compile(r"vector<(\d+)x([a-z]\w*)>$")
 
 
 @lru_cache(maxsize=4096)
@@ -275,6 +316,8 @@ def parse_type(text: str) -> Type:
         return IntegerType(int(text[1:]))
     m = _SHAPED_RE.match(text)
     if m is None:
+        if text.startswith("vector<"):
+            return _parse_vector(text)
         raise ValueError(f"unknown type '{text}'")
     kind, dims, elem, space = m.groups()
     element = parse_type(elem)
@@ -286,6 +329,15 @@ def parse_type(text: str) -> Type:
             raise ValueError(f"tensor types have no memory space: '{text}'")
         return TensorType(shape, element)
     return MemRefType(shape, element, _NUMBERED_SPACES.get(space, space))
+
+
+def _parse_vector(text: str) -> VectorType:
+    m = _VECTOR_RE.match(text)
+    if m is None:
+        raise ValueError(f"irc's vector types have one fixed size, as in 'vector<16xf32>': got '{text}' "
+                         "(multi-dimensional and scalable vectors are not supported)")
+    element = parse_type(m.group(2))
+    return VectorType(int(m.group(1)), element)
 
 
 _NUMBERED_SPACES = {"1": "gpu", "3": "workgroup", "5": "private"}

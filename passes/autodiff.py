@@ -87,7 +87,7 @@ def no_rule(op: Operation, mode: str = "gradient") -> IRError:
 
 TAPED = "taped"  # the unit attribute of a reverse-mode function that keeps a tape in memory
 
-WRITES_MEMORY = ("memref.store", "memref.copy")
+WRITES_MEMORY = ("memref.store", "memref.copy", "vector.store")
 
 
 def check_differentiable(fn: FuncOp, mode: str) -> None:

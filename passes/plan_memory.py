@@ -51,7 +51,7 @@ ALIGN = 64
 
 # Users of a buffer that neither keep it nor let it out of the function.
 _LOCAL_USERS = frozenset({"memref.load", "memref.store", "memref.view", "memref.copy", "memref.dim",
-                          "memref.dealloc"})
+                          "memref.dealloc", "vector.load", "vector.store"})
 
 
 def element_bytes(t: MemRefType) -> int:

@@ -265,7 +265,7 @@ def test_block_argument_types_must_match_the_branch():
 
 
 @pytest.mark.parametrize("text,line,column,words", [
-    ("func.func @f(%v: vector<4xf32>) {\n  return\n}\n", 1, 18, "'vector' is MLIR syntax"),
+    ("func.func @f(%v: vector<4x4xf32>) {\n  return\n}\n", 1, 18, "multi-dimensional and scalable vectors"),
     ("func.func @f(%v: index) -> index {\n  %0 = affine.apply %v : index\n  return %0 : index\n}\n", 2, 8,
      "MLIR's affine dialect"),
     ('func.func @f(%v: index) {\n  "linalg.fill"(%v) : (index) -> ()\n  return\n}\n', 2, 3,

@@ -255,9 +255,8 @@ class PackedGemm:
                 with lb.for_(0, kc) as p:
                     src = (pc + p.iv) * self.n + jc
                     with lb.for_(0, full) as jr:
-                        at = src + jr.iv * nr
-                        values = [lb.load(self.b, [at + j]) for j in range(nr)]
-                        self._store_all(values, self.pb, jr.iv * (kc * nr) + p.iv * nr)
+                        row = lb.vector_load(self.b, [src + jr.iv * nr], nr)
+                        lb.vector_store(row, self.pb, [jr.iv * (kc * nr) + p.iv * nr])
         with lb.if_(rest > 0) as partial:
             with partial.then_():
                 base = full * (kc * nr)
@@ -274,11 +273,8 @@ class PackedGemm:
             self.lb.store(self.zero, buf, [start + i.iv])
 
     def _store_all(self, values, buf, at) -> None:
-        """``buf[at + i] = values[i]``, after every load: the loads and stores of a packing step
-        may then become one vector load and store (LLVM cannot tell that the scratch does not
-        alias the operand, so stores between the loads would pin them as scalars)."""
-        for i, v in enumerate(values):
-            self.lb.store(v, buf, [at + i])
+        """``buf[at + i] = values[i]``: one vector store of the values loaded before it."""
+        self.lb.vector_store(self.lb.vector_of(values), buf, [at])
 
     def _pack_a(self, ic, mc, pc, kc) -> None:
         """packed_a[ir*kc*MR + p*MR + r] = A[ic + ir*MR + r, pc+p], zero beyond row mc."""
@@ -355,23 +351,37 @@ class PackedGemm:
     def _kernel(self, c, d, c_at, ldc, first, a_at, b_at, kc) -> None:
         """MR x NR sums over kc steps of the panels, from zero; then each element of ``c`` (rows
         ``ldc`` apart from ``c_at``) becomes base + alpha * sum, one fused multiply-add, the base
-        being ``d``'s element (zero without add_d) where ``first`` holds and ``c``'s own after."""
+        being ``d``'s element (zero without add_d) where ``first`` holds and ``c``'s own after.
+
+        A row of the tile is one ``vector<NRxT>`` (LLVM splits it into the host's registers):
+        each k step loads the panel's row once and does MR vector fused multiply-adds with A's
+        elements broadcast, the same sums, in the same order, as scalar code would do, written
+        so that LLVM need not vectorise anything (compile time: docs/benchmarks.md)."""
         lb, mr, nr = self.lb, self.bl.mr, self.bl.nr
         rows = [c_at + r * ldc for r in range(mr)]
-        with lb.for_(0, kc, inits=[self.zero] * (mr * nr)) as loop:
-            bs = [lb.load(self.pb, [b_at + loop.iv * nr + j]) for j in range(nr)]
+        zeros = lb.splat_vector(self.zero, nr)
+        with lb.for_(0, kc, inits=[zeros] * mr) as loop:
+            panel_row = lb.vector_load(self.pb, [b_at + loop.iv * nr], nr)
             acc = []
             for r in range(mr):
-                x = lb.load(self.pa, [a_at + loop.iv * mr + r])
-                acc.extend(lb.op("math.fma", x, bs[j], loop.args[r * nr + j]) for j in range(nr))
+                x = lb.splat_vector(lb.load(self.pa, [a_at + loop.iv * mr + r]), nr)
+                acc.append(lb.op("math.fma", x, panel_row, loop.args[r]))
             loop.yield_(*acc)
-        # Every base is loaded before the first store: D may be C itself, and LLVM vectorises a
-        # row's stores only if no load has to move above one (it cannot tell the two apart).
-        from_d = first & self.add_d
-        at = [rows[r] + j for r in range(mr) for j in range(nr)]
-        bases = [lb.select(from_d, lb.load(d, [i]), lb.select(first, self.zero, lb.load(c, [i]))) for i in at]
-        for i, acc, base in zip(at, loop.results, bases):
-            lb.store(lb.op("math.fma", self.alpha, acc, base), c, [i])
+        # Every base is loaded before the first store: D may be C itself.
+        vec = zeros.type
+        with lb.if_(first & self.add_d, [vec] * mr) as base:
+            with base.then_():
+                base.yield_(*[lb.vector_load(d, [i], nr) for i in rows])
+            with base.else_():
+                with lb.if_(first, [vec] * mr) as own:
+                    with own.then_():
+                        own.yield_(*[zeros] * mr)
+                    with own.else_():
+                        own.yield_(*[lb.vector_load(c, [i], nr) for i in rows])
+                base.yield_(*own.results)
+        alpha = lb.splat_vector(self.alpha, nr)
+        for i, acc, start in zip(rows, loop.results, base.results):
+            lb.vector_store(lb.op("math.fma", alpha, acc, start), c, [i])
 
 
 THREAD_MIN_WORK = 1 << 21

@@ -50,12 +50,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from irc.dialects import memref as memref_dialect
+from irc.dialects import vector as vector_dialect
 from llvmlite import ir
 
 from irc.diagnostics import IRError, Location
 from irc.dominance import reverse_postorder
 from irc.interpreter import MAX_CALL_DEPTH
-from irc.types import FloatType, IndexType, IntegerType, MemRefType, Type
+from irc.types import FloatType, IndexType, IntegerType, MemRefType, Type, VectorType
 
 from .symbols import jit_symbol
 
@@ -109,6 +110,8 @@ def llvm_type(t: Type) -> ir.Type:
         raise TypeError("bf16 is not supported by the CPU backend yet")
     if isinstance(t, MemRefType):
         return memref_struct(t)
+    if isinstance(t, VectorType):
+        return ir.VectorType(llvm_type(t.element_type), t.size)
     raise TypeError(f"type {t} cannot be translated to LLVM: tensor functions are compiled per argument "
                     "shapes by irc.compile and 'irc run'; to compile one ahead of time, lower it first with "
                     "irc opt -p 'specialize-shapes{func=NAME shapes=TYPE;...},fuse-elementwise,"
@@ -453,6 +456,8 @@ class FunctionTranslator:
 
 
 def _intrinsic_suffix(ty: ir.Type) -> str:
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{_intrinsic_suffix(ty.element)}"
     return {"float": "f32", "double": "f64", "half": "f16"}.get(str(ty), str(ty))
 
 
@@ -973,6 +978,47 @@ def _load(self, b, op):
 @_handler("memref.store")
 def _store(self, b, op):
     b.store(self.value(op.operands[0]), _element_pointer(self, b, op, op.operands[1], op.operands[2:]))
+
+
+@_handler("vector.load")
+def _vector_load(self, b, op):
+    t = op.results[0].type
+    ptr = _vector_pointer(self, b, op, op.operands[0], op.operands[1:], t)
+    return b.load(ptr, align=_item_bytes(op.operands[0].type))
+
+
+@_handler("vector.store")
+def _vector_store(self, b, op):
+    t = op.operands[0].type
+    ptr = _vector_pointer(self, b, op, op.operands[1], op.operands[2:], t)
+    b.store(self.value(op.operands[0]), ptr, align=_item_bytes(op.operands[1].type))
+
+
+def _vector_pointer(self, b, op, mem_value, indices, t: VectorType):
+    """The address of ``mem[indices]`` as a pointer to ``t``; with bounds checks, a vector that
+    runs past the end of its row faults (the element checks cover its first lane)."""
+    if self.options.bounds_checks:
+        mem = self.value(mem_value)
+        last = b.extract_value(mem, [1, mem_value.type.rank - 1])
+        end = b.add(self.value(indices[-1]), ir.Constant(I64, t.size))
+        self.fault_if(b, b.icmp_unsigned(">", end, last), op, vector_dialect.out_of_row(mem_value.type, t.size))
+    ptr = _element_pointer(self, b, op, mem_value, indices)
+    return b.bitcast(ptr, ir.PointerType(llvm_type(t)))
+
+
+@_handler("vector.broadcast")
+def _broadcast(self, b, op):
+    t = llvm_type(op.results[0].type)
+    one = b.insert_element(ir.Constant(t, ir.Undefined), self.value(op.operands[0]), ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(t, ir.Undefined), ir.Constant(ir.VectorType(I32, t.count), [0] * t.count))
+
+
+@_handler("vector.from_elements")
+def _from_elements(self, b, op):
+    v = ir.Constant(llvm_type(op.results[0].type), ir.Undefined)
+    for lane, x in enumerate(op.operands):
+        v = b.insert_element(v, self.value(x), ir.Constant(I32, lane))
+    return v
 
 
 @_handler("memref.dim")

@@ -1,0 +1,161 @@
+"""The vector dialect: 1-D vectors, vector.load/store/broadcast/from_elements, float ops lane by lane.
+
+Every program runs on the interpreter (the oracle) and compiled, bit for bit, against a numpy
+reference; the text is MLIR's own (mlir-opt-22 reads what irc prints, where installed).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import irc
+from irc import IRError
+from irc.diagnostics import ExecutionError
+
+MLIR_OPT = shutil.which("mlir-opt-22")
+
+KERNELS = """
+func.func @axpy(%arg0: f32, %arg1: memref<2x32xf32>, %arg2: memref<2x32xf32>) {
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %0 = vector.broadcast %arg0 : f32 to vector<16xf32>
+  %1 = vector.load %arg1[%c0, %c16] : memref<2x32xf32>, vector<16xf32>
+  %2 = vector.load %arg2[%c0, %c16] : memref<2x32xf32>, vector<16xf32>
+  %3 = math.fma %0, %1, %2 : vector<16xf32>
+  %4 = arith.mulf %3, %1 : vector<16xf32>
+  %5 = arith.subf %4, %2 : vector<16xf32>
+  %6 = arith.addf %5, %0 : vector<16xf32>
+  vector.store %6, %arg2[%c0, %c0] : memref<2x32xf32>, vector<16xf32>
+  return
+}
+func.func @gather(%arg0: f64, %arg1: f64, %arg2: memref<?xf64>, %arg3: index) {
+  %0 = vector.from_elements %arg0, %arg1, %arg0, %arg1 : vector<4xf64>
+  vector.store %0, %arg2[%arg3] : memref<?xf64>, vector<4xf64>
+  return
+}
+func.func @column_sums(%arg0: memref<8x16xf32>, %arg1: memref<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %cst = arith.constant 0.000000e+00 : f32
+  %0 = vector.broadcast %cst : f32 to vector<16xf32>
+  %1 = scf.for %arg2 = %c0 to %c8 step %c1 iter_args(%arg3 = %0) -> (vector<16xf32>) {
+    %2 = vector.load %arg0[%arg2, %c0] : memref<8x16xf32>, vector<16xf32>
+    %3 = arith.addf %arg3, %2 : vector<16xf32>
+    scf.yield %3 : vector<16xf32>
+  }
+  vector.store %1, %arg1[%c0] : memref<16xf32>, vector<16xf32>
+  return
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def module():
+    m = irc.parse(KERNELS, "kernels.mlir")
+    m.verify()
+    return m
+
+
+@pytest.fixture(scope="module")
+def compiled(module):
+    return irc.compile(module)
+
+
+def _both(module, compiled, name, *args):
+    """Run ``name`` on the interpreter and compiled, each on its own copies of the arrays."""
+    runs = []
+    for run in (lambda *a: irc.interpret(module, name, *a), compiled[name]):
+        copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        run(*copies)
+        runs.append(copies)
+    return runs
+
+
+def test_lane_arithmetic_matches_numpy_bit_for_bit(module, compiled):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 32)).astype(np.float32)
+    y = rng.standard_normal((2, 32)).astype(np.float32)
+    a = np.float32(1.5)
+    want = y.copy()
+    xs, ys = x[0, 16:], y[0, 16:]
+    fma = (np.float64(a) * xs.astype(np.float64) + ys).astype(np.float32)  # exact product in f64, one rounding
+    want[0, :16] = ((fma * xs) - ys) + a
+    for _, _, got in _both(module, compiled, "axpy", a, x, y):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_from_elements_and_a_loop_carried_vector(module, compiled):
+    for *_, out, _ in _both(module, compiled, "gather", 1.25, -2.5, np.zeros(6), 2):
+        np.testing.assert_array_equal(out, [0, 0, 1.25, -2.5, 1.25, -2.5])
+    m = np.arange(128, dtype=np.float32).reshape(8, 16) / 7
+    want = np.zeros(16, np.float32)
+    for row in m:  # in row order, one rounding a step, as the loop adds
+        want = want + row
+    for _, sums in _both(module, compiled, "column_sums", m, np.zeros(16, np.float32)):
+        np.testing.assert_array_equal(sums, want)
+
+
+def test_a_vector_past_the_end_of_its_row_faults_in_both_engines(module):
+    checked = irc.compile(module, bounds_checks=True)
+    for run in (lambda *a: irc.interpret(module, "gather", *a), checked.gather):
+        with pytest.raises(ExecutionError, match="runs past the end of a row") as info:
+            run(1.0, 2.0, np.zeros(6), 3)
+        assert "kernels.mlir:" in str(info.value)
+
+
+def test_printed_text_reads_back_the_same(module):
+    text = str(module)
+    assert irc.parse(text).__str__() == text
+    assert irc.print_mlir(irc.parse(text)) == irc.print_mlir(module)
+
+
+@pytest.mark.skipif(MLIR_OPT is None, reason="mlir-opt-22 is not installed")
+def test_mlir_opt_reads_what_irc_prints_and_prints_it_back(module):
+    emitted = irc.print_mlir(module)
+    once = subprocess.run([MLIR_OPT, "-"], input=emitted, capture_output=True, text=True, timeout=60)
+    assert once.returncode == 0, once.stderr
+    back = irc.parse(once.stdout)
+    back.verify()
+    again = subprocess.run([MLIR_OPT, "-"], input=irc.print_mlir(back), capture_output=True, text=True, timeout=60)
+    assert again.stdout == once.stdout
+
+
+def _error(text: str) -> str:
+    with pytest.raises(IRError) as info:
+        irc.parse(text, "t.mlir").verify()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("body,words", [
+    ("%v = vector.load %m[%i] : memref<8xf32>, vector<16xf32>", "longer than a row"),
+    ("%v = vector.load %m[%i] : memref<8xf32>, vector<4xf64>", "does not have the element type"),
+    ("%v = vector.load %m[%i] : memref<8xf32>, vector<4x4xf32>", "one fixed size"),
+    ("%v = vector.load %m[%i] : memref<8xf32>, vector<[4]xf32>", "scalable vectors are not supported"),
+    ("%v = vector.load %m[%i] : memref<8xf32>, vector<4xf32>\n  %w = arith.divf %v, %v : vector<4xf32>",
+     "operands must be floating point values"),
+    ("%v = vector.load %m[%i] : memref<8xf32>, vector<4xf32>\n  %w = math.exp %v : vector<4xf32>",
+     "operands must be floating point values"),
+    ("%v = vector.load %m[%i] : memref<8xf32>, vector<4xf32>\n  %w = vector.reduction <add>, %v : vector<4xf32> into f32",
+     "of MLIR's vector dialect irc has vector.load"),
+    ("%v = vector.from_elements %i, %i : vector<3xindex>", "needs 3 operands"),
+    ("%v = vector.broadcast %i : index to vector<4xf32>", "does not have the operand's type"),
+])
+def test_bad_vector_code_is_a_diagnostic_at_the_op(body, words):
+    message = _error(f"func.func @f(%m: memref<8xf32>, %i: index) {{\n  {body}\n  return\n}}\n")
+    assert words in message
+    assert message.startswith("t.mlir:")
+
+
+def test_the_gemm_library_kernel_is_vector_code():
+    """The library GEMM's micro-kernel says "one vector FMA per row of the tile" itself (LLVM's
+    SLP vectoriser rebuilding it from scalars was most of the library's compile time)."""
+    from irc.passes.lowering import gemm_library
+
+    text = str(gemm_library.build("irc_gemm_f32_8x32_96x512x8192"))
+    assert "math.fma" in text and ": vector<32xf32>" in text
+    assert text.count("math.fma") == 2 * 8  # a row: one in the k loop, one for alpha * sum + base (scalar: 512)

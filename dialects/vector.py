@@ -67,9 +67,6 @@ def _check_access(op, memref_value, indices, vector_type) -> None:
         raise op.error(f"{vector_type} does not have the element type of {t}")
     if getattr(t.element_type, "width", 0) == 1:
         raise op.error("vectors of i1 are not loaded or stored (a buffer holds an i1 in a byte)")
-    last = t.shape[-1]
-    if last is not None and vector_type.size > last:
-        raise op.error(f"{vector_type} is longer than a row of {t}")
 
 
 class LoadOp(Operation):

@@ -132,7 +132,6 @@ def _error(text: str) -> str:
 
 
 @pytest.mark.parametrize("body,words", [
-    ("%v = vector.load %m[%i] : memref<8xf32>, vector<16xf32>", "longer than a row"),
     ("%v = vector.load %m[%i] : memref<8xf32>, vector<4xf64>", "does not have the element type"),
     ("%v = vector.load %m[%i] : memref<8xf32>, vector<4x4xf32>", "one fixed size"),
     ("%v = vector.load %m[%i] : memref<8xf32>, vector<[4]xf32>", "scalable vectors are not supported"),

@@ -5,8 +5,7 @@ either operand given as the buffer of its transpose (the source of a
 ``graph.transpose`` that the bufferizer did not copy: ``reads_transposed`` in
 bufferize.py), which the packing of B and the kernel's loads of A read with
 swapped indices (for A^T the MR values of one k step are adjacent).  The
-loop nest is the classic Goto/BLIS one, written out so that LLVM's SLP
-vectoriser turns the innermost part into vector code:
+loop nest is the classic Goto/BLIS one:
 
     C = 0
     for jc in 0..N step NC:                      (columns that fill an NR panel)
@@ -19,12 +18,12 @@ vectoriser turns the innermost part into vector code:
     then the last N % NR columns and the last M % MR rows the same way,
     with micro-kernels of the remaining sizes.
 
-The micro-kernel keeps its MR x NR accumulators in registers as scalar
-``iter_args`` of the k loop: each iteration loads NR consecutive elements of the
-packed panel and MR elements of A, and does MR x NR multiply-adds.  LLVM's SLP
-vectoriser forms NR-lane vectors from each row's unrolled columns (the panel
-loads are consecutive and A's element is splatted), so the loop is MR*NR/W
-vector fused multiply-adds on W-lane registers (W = 16 f32 on AVX-512).
+The micro-kernel keeps its MR x NR accumulators in registers as ``iter_args`` of
+the k loop: each iteration loads NR consecutive elements of the packed panel and
+MR elements of A, and does MR x NR multiply-adds.  For floats a row of the tile
+is one ``vector<NRxT>`` (one vector load of the panel, MR broadcasts of A's
+elements, MR vector ``math.fma``), which LLVM splits into W-lane registers (W =
+16 f32 on AVX-512); integers stay scalar, for LLVM's SLP vectoriser to combine.
 
 Arithmetic: floats accumulate in the element type, in k order, one
 ``math.fma`` per term (one rounding: ``llvm.fma``, a single instruction on
@@ -190,8 +189,11 @@ class Gemm:
             with lb.for_(0, panels) as jr:
                 src = src_row + jr.iv * nr
                 dst = jr.iv * kc * nr + p.iv * nr
-                for j in range(nr):
-                    lb.store(lb.load(self.b, [src + j]), self.packed, [dst + j])
+                if getattr(self.elem, "width", 64) > 1:  # a buffer holds an i1 in a byte: no i1 vectors
+                    lb.vector_store(lb.vector_load(self.b, [src], nr), self.packed, [dst])
+                else:
+                    for j in range(nr):
+                        lb.store(lb.load(self.b, [src + j]), self.packed, [dst + j])
 
     def _kernel(self, row, jc, jr, pc, kc, mr: int, nr: int) -> None:
         """C[row:row+mr, col:col+nr] += A[row:row+mr, pc:pc+kc] @ panel jr, in registers."""
@@ -202,7 +204,25 @@ class Gemm:
             a_col = self.a_off + (pc * self.m + row)
         else:
             a_rows = [self.a_off + ((row + r) * self.k + pc) for r in range(mr)]
+
+        def a_at(kl, r):
+            return lb.load(self.a, [a_col + (kl.iv * self.m + r)] if self.ta else [a_rows[r] + kl.iv])
+
         panel = jr * kc * nr
+        if self.is_float:  # a row of the tile is one vector (see gemm_library.PackedGemm._kernel)
+            zeros = lb.splat_vector(self.zero, nr)
+            with lb.if_(lb.compare("eq", lb.index(pc), lb.index(0)), [zeros.type] * mr) as first:
+                with first.then_():
+                    first.yield_(*[zeros] * mr)
+                with first.else_():
+                    first.yield_(*[lb.vector_load(self.c, [at], nr) for at in c_rows])
+            with lb.for_(0, kc, inits=first.results) as kl:
+                panel_row = lb.vector_load(self.packed, [panel + kl.iv * nr], nr)
+                kl.yield_(*[lb.op("math.fma", lb.splat_vector(a_at(kl, r), nr), panel_row, kl.args[r])
+                            for r in range(mr)])
+            for at, acc in zip(c_rows, kl.results):
+                lb.vector_store(acc, self.c, [at])
+            return
         # The first K panel starts from zero (C is not cleared beforehand: one pass over C
         # less, and C is read once less); the others continue C's partial sums.
         with lb.if_(lb.compare("eq", lb.index(pc), lb.index(0)), [self.elem] * (mr * nr)) as first:
@@ -216,7 +236,7 @@ class Gemm:
             bs = [lb.load(self.packed, [at + j]) for j in range(nr)]
             new = []
             for r in range(mr):
-                a = lb.load(self.a, [a_col + (kl.iv * self.m + r)] if self.ta else [a_rows[r] + kl.iv])
+                a = a_at(kl, r)
                 for j in range(nr):
                     new.append(self._multiply_add(a, bs[j], kl.args[r * nr + j]))
             kl.yield_(*new)

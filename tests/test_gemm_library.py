@@ -19,7 +19,8 @@ from irc.diagnostics import IRError
 from irc.types import FloatType
 
 SMALL = gl.Blocking(mr=3, nr=4, mc=6, kc=5, nc=8)  # every loop and edge case on small sizes
-SHAPES = [(1, 1, 1), (3, 4, 5), (7, 9, 11), (6, 8, 10), (13, 17, 4), (2, 3, 0), (0, 3, 4), (4, 0, 2), (20, 5, 23)]
+SHAPES = [(1, 1, 1), (3, 4, 5), (7, 9, 11), (6, 8, 10), (13, 17, 4), (2, 3, 0), (0, 3, 4), (4, 0, 2), (20, 5, 23),
+          (7, 3, 9), (11, 4, 12)]  # the last two: one column panel (A read in place), rows past the tile
 
 
 def operands(m, n, k, dtype, transposed, seed=0):

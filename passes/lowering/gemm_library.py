@@ -220,19 +220,44 @@ class PackedGemm:
         kc_step = self._ceil_div(self.k, parts)  # equal K panels: no thin last panel
         with lb.for_(self.col_begin, self.col_end, bl.nc) as jc:
             nc = self._min(bl.nc, self.col_end - jc.iv)
+            panels = self._ceil_div(nc, bl.nr)
+            # A block that one column panel uses is read in place: packing it would copy all of
+            # A for one pass of the kernel over it (the 10-column products of an MLP's last layer).
+            pack_a = panels > 1
             with lb.for_(0, self.k, kc_step) as pc:
                 kc = self._min(kc_step, self.k - pc.iv)
                 first = pc.iv.eq(0)
                 self._pack_b(pc.iv, kc, jc.iv, nc)
                 with lb.for_(0, self.m, bl.mc) as ic:
                     mc = self._min(bl.mc, self.m - ic.iv)
-                    self._pack_a(ic.iv, mc, pc.iv, kc)
-                    with lb.for_(0, self._ceil_div(nc, bl.nr)) as jr:
+                    with lb.if_(pack_a) as packing:
+                        with packing.then_():
+                            self._pack_a(ic.iv, mc, pc.iv, kc)
+                    with lb.for_(0, panels) as jr:
                         cols = self._min(bl.nr, nc - jr.iv * bl.nr)
                         with lb.for_(0, self._ceil_div(mc, bl.mr)) as ir:
                             rows = self._min(bl.mr, mc - ir.iv * bl.mr)
-                            self._tile(ic.iv + ir.iv * bl.mr, jc.iv + jr.iv * bl.nr, rows, cols,
-                                       ir.iv * (bl.mr * kc), jr.iv * (bl.nr * kc), kc, first)
+                            row = ic.iv + ir.iv * bl.mr
+                            a = self._a_source(pack_a, row, rows, pc.iv, ir.iv * (bl.mr * kc))
+                            self._tile(row, jc.iv + jr.iv * bl.nr, rows, cols, a, jr.iv * (bl.nr * kc), kc, first)
+
+    def _a_source(self, packed, row, rows, pc, a_at):
+        """Where the kernel reads A's rows row..row+MR from k step pc on: (buffer, the first
+        element of each row, the distance between k steps).  Packed: its MR x kc panel at
+        ``a_at`` (zero rows past the edge).  In place: A's (or A^T's) buffer, where rows past
+        ``rows`` repeat the last valid row (their sums land in the edge buffer's unused rows)."""
+        lb, mr = self.lb, self.bl.mr
+        idx = lb.index(0).type
+        with lb.if_(packed, [self.pa.type, idx, idx, idx]) as source:
+            with source.then_():
+                source.yield_(self.pa, a_at, lb.index(1), lb.index(mr))
+            with source.else_():
+                row_step = self._pick(self.ta, 1, self.k)
+                k_step = self._pick(self.ta, self.m, 1)
+                source.yield_(self.a, row * row_step + pc * k_step, row_step, k_step)
+        buf, start, row_step, k_step = source.results
+        last = rows - 1
+        return buf, [start + self._min(r, last) * row_step for r in range(mr)], k_step
 
     # -- packing ------------------------------------------------------------------------------------
 
@@ -305,7 +330,7 @@ class PackedGemm:
 
     # -- tiles --------------------------------------------------------------------------------------
 
-    def _tile(self, row, col, rows, cols, a_at, b_at, kc, first) -> None:
+    def _tile(self, row, col, rows, cols, a, b_at, kc, first) -> None:
         """C[row:row+rows, col:col+cols] = base + alpha * the packed panels' product, where base is
         D (or zero) in the first K panel and C after: in place when the tile is whole, else in an
         MR x NR buffer that the valid part of the base is copied into and the result out of (the
@@ -333,7 +358,7 @@ class PackedGemm:
             with target.else_():  # the base is in the buffer already: D is not read there
                 target.yield_(self.tile_view, lb.index(0), lb.index(nr), self.tile_view)
         buf, c_at, ldc, d = target.results
-        self._kernel(buf, d, c_at, ldc, first & whole, a_at, b_at, kc)
+        self._kernel(buf, d, c_at, ldc, first & whole, a, b_at, kc)
         with lb.if_(edge) as copy_out:
             with copy_out.then_():
                 self._copy_edge(rows, cols, row, col, self.c, to_tile=False)
@@ -348,8 +373,8 @@ class PackedGemm:
                 else:
                     lb.store(lb.load(self.tile, [t]), matrix, [at])
 
-    def _kernel(self, c, d, c_at, ldc, first, a_at, b_at, kc) -> None:
-        """MR x NR sums over kc steps of the panels, from zero; then each element of ``c`` (rows
+    def _kernel(self, c, d, c_at, ldc, first, a, b_at, kc) -> None:
+        """MR x NR sums over kc steps of A's rows (``a``: see ``_a_source``) and B's panel, from zero; then each element of ``c`` (rows
         ``ldc`` apart from ``c_at``) becomes base + alpha * sum, one fused multiply-add, the base
         being ``d``'s element (zero without add_d) where ``first`` holds and ``c``'s own after.
 
@@ -360,11 +385,13 @@ class PackedGemm:
         lb, mr, nr = self.lb, self.bl.mr, self.bl.nr
         rows = [c_at + r * ldc for r in range(mr)]
         zeros = lb.splat_vector(self.zero, nr)
+        a_buf, a_rows, a_step = a
         with lb.for_(0, kc, inits=[zeros] * mr) as loop:
             panel_row = lb.vector_load(self.pb, [b_at + loop.iv * nr], nr)
+            step = loop.iv * a_step
             acc = []
             for r in range(mr):
-                x = lb.splat_vector(lb.load(self.pa, [a_at + loop.iv * mr + r]), nr)
+                x = lb.splat_vector(lb.load(a_buf, [a_rows[r] + step]), nr)
                 acc.append(lb.op("math.fma", x, panel_row, loop.args[r]))
             loop.yield_(*acc)
         # Every base is loaded before the first store: D may be C itself.

@@ -26,7 +26,7 @@ from irc.diagnostics import IRError
 from irc.operation import Operation, Pure
 from irc.types import FloatType, IndexType, IntegerType, MemRefType, VectorType, index
 
-from .memref import _check_indices, storage_dtype
+from .memref import _check_indices, _element_index, storage_dtype
 
 OPS = ("vector.load", "vector.store", "vector.broadcast", "vector.from_elements")
 """The ops of MLIR's vector dialect that irc has (named in the diagnostic for the others)."""
@@ -38,17 +38,10 @@ def out_of_row(t: MemRefType, size: int) -> str:
 
 def _vector_range(interp, op, buf, idx, size: int):
     """The numpy index of ``size`` elements from ``idx`` along the last dimension, or a fault."""
-    if buf.freed:
-        from .memref import FREED_ACCESS
-
-        raise interp.fault(op, FREED_ACCESS)
-    shape = buf.array.shape
-    for i, n in zip(idx, shape):
-        if not 0 <= i < n:
-            raise interp.fault(op, f"index {list(idx)} is out of bounds for a buffer of shape {list(shape)}")
-    if idx[-1] + size > shape[-1]:
+    first = _element_index(interp, op, buf, idx)  # a freed buffer, or the first lane out of bounds
+    if first[-1] + size > buf.array.shape[-1]:
         raise interp.fault(op, out_of_row(buf.type, size))
-    return (*idx[:-1], slice(idx[-1], idx[-1] + size))
+    return (*first[:-1], slice(first[-1], first[-1] + size))
 
 
 def _memref_and_vector(syn, what: str) -> tuple[MemRefType, VectorType]:

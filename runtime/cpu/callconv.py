@@ -135,7 +135,16 @@ def make_wrapper(func, address: int, faults, fast_address: int | None = None, ow
     wrapper: the machine code must outlive every callable that jumps into it.
     """
     ft = func.function_type
-    signature = c_signature(ft)
+    try:
+        signature = c_signature(ft)
+    except TypeError as e:  # a vector, say: the function is called from IR (an outlined loop nest) only
+        message = f"@{func.sym_name} cannot be called from Python: {e}"
+
+        def unreachable(*args, **kwargs):
+            raise TypeError(message)
+
+        unreachable.owner = owner
+        return unreachable
     if len(signature) > MAX_C_ARGUMENTS:
         raise IRError(f"@{func.sym_name} takes {len(signature)} machine-level arguments (a memref counts "
                       f"1 + its rank, a result 1), but a compiled function can be called from Python with "

@@ -157,9 +157,6 @@ class BroadcastOp(Operation):
         t = self.results[0].type
         return [np.full(t.size, args[0], dtype=np.asarray(args[0]).dtype)]
 
-    def fold(self, constants):
-        return None  # irc has no vector constants
-
     @classmethod
     def parse_uniform(cls, ctx, syn):
         sig = syn.sig
@@ -197,9 +194,6 @@ class FromElementsOp(Operation):
 
     def interpret(self, interp, args):
         return [np.array(args, dtype=np.asarray(args[0]).dtype)]
-
-    def fold(self, constants):
-        return None  # irc has no vector constants
 
     @classmethod
     def parse_uniform(cls, ctx, syn):

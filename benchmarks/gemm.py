@@ -4,6 +4,7 @@
     python benchmarks/gemm.py --blockings     # irc's library at other tile/block sizes, for tuning
     python benchmarks/gemm.py --quick         # small sizes, few runs (smoke test)
     python benchmarks/gemm.py --threads 2     # irc on 1 and on 2 threads, every core allowed
+    python benchmarks/gemm.py --compile       # what building the library functions costs, per stage
 
 Shapes: square 256, 1024 and 2048, and the products of the MLP training step of
 benchmarks/autodiff.py (784-1024-1024-10, batch 256), with the transposed
@@ -238,11 +239,56 @@ def blockings_part(rounds, per_round) -> None:
     print("(GFLOP/s; columns: MR x NR x MC x KC x NC)")
 
 
+def compile_part(rounds: int) -> None:
+    """CPU seconds to build each library function a training step of the MLP asks for on this
+    host (the wide tile, and the narrow one of the 10-column products) from its name, with no
+    cache: irc's build and passes, translation to LLVM IR, LLVM's optimisation and code
+    generation (the median of ``rounds`` builds; process time, so other load matters less).
+    This is what the cold first call of an irc.jit function with a matmul pays once per host."""
+    from irc.passes.lowering import gemm_library as gl
+    from irc.runtime import executable
+    from irc.runtime.cpu import engine, stack
+    from irc.runtime.cpu.translate import Options, translate
+    from irc.types import f32
+
+    options = executable.CompileOptions()
+    names = [gl.symbol(f32, gl.Blocking.for_host(f32, _host_options(), n)) for n in (1024, 10)]
+    print("| library function | build + irc passes s | translate s | LLVM optimise s | code generation s | total s |")
+    print("|---|---|---|---|---|---|")
+    for name in names:
+        stages = {"irc": [], "translate": [], "optimise": [], "codegen": []}
+        for _ in range(rounds):
+            t0 = time.process_time()
+            lowered = executable.prepare(gl.build(name), options.opt_level)
+            t1 = time.process_time()
+            text = str(translate(lowered, Options(options.checks, options.bounds_checks, options.fast_math,
+                                                  stack.stack_budget()), mangle=True).module)
+            t2 = time.process_time()
+            tm = engine.target_machine(options.opt_level)
+            module = engine.optimize(text, options.opt_level, tm)
+            t3 = time.process_time()
+            tm.emit_object(module)
+            t4 = time.process_time()
+            for key, dt in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                stages[key].append(dt)
+        med = {k: statistics.median(v) for k, v in stages.items()}
+        print(f"| {name} | " + " | ".join(f"{med[k]:.3f}" for k in stages) + f" | {sum(med.values()):.3f} |")
+
+
+def _host_options() -> dict:
+    """tensor-to-loops' host options, as the tensor pipeline sets them for this CPU."""
+    from irc.runtime.tensor_function import host_caches, host_vectors
+
+    (bits, registers), (l1, l3) = host_vectors(), host_caches()
+    return {"vector_bits": bits, "vector_registers": registers, "l1_bytes": l1, "l3_bytes": l3}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes, few runs")
     ap.add_argument("--blockings", action="store_true", help="irc's library at other blockings (tuning)")
     ap.add_argument("--threads", type=int, default=0, help="irc on 1 and on N threads (every core allowed)")
+    ap.add_argument("--compile", action="store_true", help="CPU time to build the library functions, per stage")
     opts = ap.parse_args(argv)
     info = tc.machine()
     where = f"cores {sorted(os.sched_getaffinity(0))}" if opts.threads else f"one core (pinned to CPU {tc.PINNED_CPU})"
@@ -253,6 +299,9 @@ def main(argv=None) -> int:
     rounds, per_round = (2, 2) if opts.quick else (7, 5)
     if opts.blockings:
         blockings_part(rounds, per_round)
+        return 0
+    if opts.compile:
+        compile_part(3 if opts.quick else 7)
         return 0
     if opts.threads:
         checks = threads_part(opts.threads, rounds, per_round)

@@ -249,6 +249,7 @@ def compile_part(rounds: int) -> None:
     from irc.runtime import executable
     from irc.runtime.cpu import engine, stack
     from irc.runtime.cpu.translate import Options, translate
+
     from irc.types import f32
 
     options = executable.CompileOptions()

@@ -240,9 +240,8 @@ def blockings_part(rounds, per_round) -> None:
 
 
 def compile_part(rounds: int) -> None:
-    """CPU seconds to build each library function a training step of the MLP asks for on this
-    host (the wide tile, and the narrow one of the 10-column products) from its name, with no
-    cache: irc's build and passes, translation to LLVM IR, LLVM's optimisation and code
+    """CPU seconds to build the library function the f32 products of this host call, from its
+    name, with no cache: irc's build and passes, translation to LLVM IR, LLVM's optimisation and code
     generation (the median of ``rounds`` builds; process time, so other load matters less).
     This is what the cold first call of an irc.jit function with a matmul pays once per host."""
     from irc.passes.lowering import gemm_library as gl
@@ -253,7 +252,7 @@ def compile_part(rounds: int) -> None:
     from irc.types import f32
 
     options = executable.CompileOptions()
-    names = [gl.symbol(f32, gl.Blocking.for_host(f32, _host_options(), n)) for n in (1024, 10)]
+    names = [gl.symbol(f32, gl.Blocking.for_host(f32, _host_options()))]
     print("| library function | build + irc passes s | translate s | LLVM optimise s | code generation s | total s |")
     print("|---|---|---|---|---|---|")
     for name in names:

@@ -403,7 +403,7 @@ def _rnn_numpy(h, w, x, n):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_matmul_in_a_loop_body_calls_the_gemm_library(threads):
-    size = 16  # any static 2-D f32 product goes to the library; small keeps the interpreter quick
+    size = 24  # wider than half the register tile (narrower products stay inline); small keeps the interpreter quick
     rng = np.random.default_rng(1)
     h0, x = (rng.standard_normal((size, size)).astype(np.float32) for _ in range(2))
     w = (rng.standard_normal((size, size)) / size ** 0.5).astype(np.float32)

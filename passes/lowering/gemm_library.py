@@ -50,17 +50,24 @@ from irc.types import FloatType, MemRefType, i1, i64, index
 from .matmul import MC, block_sizes, tile_sizes
 
 
-def wants_library(op, inputs) -> bool:
-    """A 2-D f32/f64 ``graph.matmul`` of static shape, whatever its size: the library is
-    compiled once (and cached on disk), while inline loops with a full register tile cost
-    LLVM about 0.05 s per product to compile (8 products of a small MLP's training step came
-    to 10,000 ops of IR); the call and the packing of a small product cost microseconds."""
+def wants_library(op, inputs, options: dict) -> bool:
+    """A 2-D f32/f64 ``graph.matmul`` of static shape wider than half the host's register tile.
+
+    The library is compiled once (and cached on disk), while inline loops with a full register
+    tile cost LLVM about 0.05 s per product to compile (8 products of a small MLP's training
+    step came to 10,000 ops of IR); the call and the packing of a small product cost
+    microseconds.  A narrow product (the 10 columns of a classifier's last layer) stays inline:
+    its loops are specialised to its width, so they waste no lanes on padding, and they compile
+    in about 0.06 s where a library function of a narrower tile took 0.5 s
+    (docs/benchmarks.md, "GEMM")."""
     if op.name != "graph.matmul" or len(inputs) != 2:
         return False
     a, b = (v.type for v in inputs)
     if a.rank != 2 or b.rank != 2 or not (a.has_static_shape and b.has_static_shape):
         return False
-    return isinstance(a.element_type, FloatType) and a.element_type.kind in ("f32", "f64")
+    if not (isinstance(a.element_type, FloatType) and a.element_type.kind in ("f32", "f64")):
+        return False
+    return 2 * b.shape[1] > Blocking.for_host(a.element_type, options).nr
 
 
 SYMBOL = re.compile(r"irc_gemm_(f32|f64)_(\d{1,3})x(\d{1,3})_(\d{1,4})x(\d{1,4})x(\d{1,6})")
@@ -92,16 +99,12 @@ class Blocking:
     nc: int
 
     @staticmethod
-    def for_host(elem, options: dict, n: int | None = None) -> Blocking:
-        """The sizes for a product with ``n`` columns on the host ``options`` describe: matmul.py's
-        register tile (half as wide where ``n`` fits in half of it: a 10-column product padded to
-        32 would spend two thirds of its time on zeros), its cache blocks with K panels twice as
-        deep (the A and B micro-panels stream from L2 either way, and a deeper panel halves the
-        kernel's start and end, which ``benchmarks/gemm.py --blockings`` measured
-        at 2-3%: docs/benchmarks.md)."""
+    def for_host(elem, options: dict) -> Blocking:
+        """The sizes on the host ``options`` describe: matmul.py's register tile, its cache blocks
+        with K panels twice as deep (the A and B micro-panels stream from L2 either way, and a
+        deeper panel halves the kernel's start and end, which ``benchmarks/gemm.py --blockings``
+        measured at 2-3%: docs/benchmarks.md)."""
         mr, nr = tile_sizes(elem, options.get("vector_bits", 0), options.get("vector_registers", 0))
-        if n is not None and 2 * n <= nr and nr % 2 == 0:
-            nr //= 2
         kc, nc = block_sizes(elem, nr, options.get("l1_bytes", 0), options.get("l3_bytes", 0))
         kc = min(KC_MAX, 2 * kc)
         return Blocking(mr, nr, max(mr, MC - MC % mr), kc, max(nr, nc - nc % nr))
@@ -158,6 +161,10 @@ def build(name: str):
                                 "add_d", "col_begin", "col_end"]) as args:
         PackedGemm(lb, elem, blocking).emit(*args)
         lb.ret()
+    # Compiled for size: the kernel is vector code already and gains nothing from LLVM's
+    # unrolling and vectorising, which on the thirty loops around it (packing, edges) were a
+    # third of the library's compile time (benchmarks/gemm.py --compile; docs/benchmarks.md).
+    next(f for f in module.functions if f.sym_name == name).attributes["optsize"] = UnitAttr()
     return module
 
 
@@ -431,7 +438,7 @@ def lower_matmul_library(ctx, op, inputs, output, epilogue=None) -> None:
     transposed = ctx.transposed or (False, False)
     m, k = op.operands[0].type.shape
     n = op.operands[1].type.shape[1]
-    blocking = Blocking.for_host(elem, ctx.options, n)
+    blocking = Blocking.for_host(elem, ctx.options)
     name = symbol(elem, blocking)
     mat, vec = MemRefType([None, None], elem), MemRefType([None], elem)
     declare(ctx, name, signature(elem))

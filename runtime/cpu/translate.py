@@ -221,6 +221,8 @@ def translate(module, options: Options | None = None, *, mangle: bool = False) -
         body.linkage = "internal"
         if "noinline" in op.attributes:  # compiled once however often it is called (outline-loops)
             body.attributes.add("noinline")
+        if "optsize" in op.attributes:  # its loops do little work (optsize-small-loops)
+            body.attributes.add("optsize")
         bodies[op.sym_name] = body
         _public_entry(tr, fn, body, op, options)
     for op in module.body.ops:

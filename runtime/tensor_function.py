@@ -286,7 +286,10 @@ class TensorFunction:
             with self._lock:
                 spec = self._specializations.get(key)
                 if spec is None:
-                    spec = self._specializations[key] = self._specialize(shapes, sizes, aliased)
+                    from irc.gcpause import paused_gc
+
+                    with paused_gc():  # lowering and translating build many small objects (gcpause.py)
+                        spec = self._specializations[key] = self._specialize(shapes, sizes, aliased)
         return spec
 
     def lower(self, shapes: tuple, sizes: tuple = (), aliased: bool = False, part: str = "all",
@@ -370,7 +373,7 @@ class TensorFunction:
             work = seg.attributes.get("work")
             segments.append((name.value, tuple(e.value for e in rng.elements) if rng is not None else None,
                              work.value if work is not None else 0))
-        exe = compile_module(module, **self.compile_options)
+        exe = compile_module(module, **self.compile_options, owned=True)
         arena_bytes = arena.value if arena is not None else None
         if disk_key is not None and exe.cache_entry is not None:
             from . import specialization_cache

@@ -1,5 +1,6 @@
 """Every dialect irc knows.  Importing this package registers their ops."""
 
-from . import arith, bufferization, cf, func, fused, gpu, math, memref, scf, tensor, vector  # noqa: F401
+from . import arith, bufferization, cf, func, fused, gpu, graph_dynamic, math, memref, scf, tensor, vector  # noqa: F401
 
-__all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "math", "memref", "scf", "tensor", "vector"]
+__all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "graph_dynamic", "math", "memref", "scf",
+           "tensor", "vector"]

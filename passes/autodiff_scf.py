@@ -3,21 +3,29 @@
 The derivative of a loop is loops: the gradient function keeps ``scf`` ops over tensors, so
 every graph-level pass, and the compiler, apply to it as to the forward.
 
-**Reverse mode: recompute, with one level of checkpoints that are recomputed too.**  The
-adjoint of iteration k needs the carry s_k that entered it.  A tape of the carries would
-need a tensor of shape (N, ...) written and read at a dynamic index, which the tensor level
-has no op for (and an op is only worth adding with its lowering).  So nothing is stored:
-the N iterations are cut into S segments of L = ceil(sqrt(N)) steps; the adjoint walks the
-segments from the last, recomputes the carry entering the segment by running the forward
-body from the loop's initial values, then walks the segment's steps from the last,
-recomputing each step's carry from the segment's start, and runs that step's adjoint
-(which recomputes the body's intermediates, as ``scf.if``'s adjoint does).  Cost, counted in
-runs of the loop body: N for the forward, about N * (S + L) / 2 = N * sqrt(N) to
-recompute carries, N for the intermediates, and N adjoint bodies; memory: a fixed number of
-carries (the segment's start, the current one, their cotangents), whatever N is.  A loop of
-10 steps thus costs about 5 forward bodies per step in reverse, one of 10,000 about 100.
-A taped loop over scalars (autodiff_tape) costs 2 forward runs and O(N) memory: functions of
-scalars alone keep that path.
+**Reverse mode of an ``scf.for`` with a known trip count: a tape.**  The adjoint of
+iteration k needs the carry s_k that entered it.  A forward copy of the loop stores each
+carry in a *tape*, a tensor of N slices (``graph.dynamic_update_slice`` at the trip's index;
+a scalar carry as a slice of one element), and the reverse loop reads s_k back with
+``graph.dynamic_slice`` and runs step k's adjoint (which recomputes the body's
+intermediates, as ``scf.if``'s adjoint does).  Cost, in runs of the loop body: N for the
+forward, N for the taping copy, N for the intermediates and N adjoint bodies; memory: the
+tape, N times the carries' bytes (bufferization updates it in place, one slice per trip).
+The tape is used when its bytes are at most ``TAPE_BYTES`` (256 MiB), the carries are
+tensors of static shape or scalars (not ``index``) and the trip count is a constant (a
+static shape for the tape); otherwise the scheme below.
+
+**Reverse mode otherwise: recompute, with one level of checkpoints that are recomputed too.**
+Nothing is stored: the N iterations are cut into S segments of L = ceil(sqrt(N)) steps;
+the adjoint walks the segments from the last, recomputes the carry entering the segment by
+running the forward body from the loop's initial values, then walks the segment's steps
+from the last, recomputing each step's carry from the segment's start, and runs that step's
+adjoint.  Cost, counted in runs of the loop body: N for the forward, about N * (S + L) / 2
+= N * sqrt(N) to recompute carries, N for the intermediates, and N adjoint bodies; memory: a
+fixed number of carries (the segment's start, the current one, their cotangents), whatever
+N is.  A loop of 10 steps thus costs about 5 forward bodies per step in reverse, one of
+10,000 about 100.  A taped loop over scalars (autodiff_tape) costs 2 forward runs and O(N)
+memory: functions of scalars alone keep that path.
 
 Trip counts may be dynamic: an ``scf.for``'s is ceil((ub - lb) / step) computed in the IR
 (L by an integer square root loop, or folded where the bounds are constants); an
@@ -45,7 +53,7 @@ from irc.block import Block, Region
 from irc.builder import Builder, V, is_float
 from irc.operation import Operation
 from irc.patterns import constant_value
-from irc.types import IndexType, index
+from irc.types import FloatType, IndexType, IntegerType, TensorType, index
 from irc.values import Value
 
 from .autodiff import Adjoints, _free_values, apply_jvp_rule, function
@@ -124,10 +132,17 @@ def _backprop_for(rev, b: Builder, op: ForOp, cots: list, adj: Adjoints) -> None
         rev.adjoint(b, ops, a)
         return [a.table.get(_raw(states[i])) for i in floats], [a.table.get(v) for v in free]
 
+    def forward_step(k, states):
+        return rev.copy_ops(b, body, body_map(k, states), count=False)[1]
+
     inits = [b.wrap(v) for v in op.inits]
     final = [_or_zeros(b, cots[i], op.results[i]) for i in floats]
+    known = _constant_trips(op)
     with b.located(op.loc):
-        cot_init, cot_free = _reverse_steps(b, n, inits, final, free, floats, run, step_adjoint, _constant_trips(op))
+        if floats and uses_tape(op.result_types, known):
+            cot_init, cot_free = _taped_steps(b, known, inits, final, free, floats, forward_step, step_adjoint)
+        else:
+            cot_init, cot_free = _reverse_steps(b, n, inits, final, free, floats, run, step_adjoint, known)
     for i, c in zip(floats, cot_init):
         adj.add(op.inits[i], c, op)
     for v, c in zip(free, cot_free):
@@ -235,6 +250,84 @@ def _constant_trips(op: ForOp) -> int | None:
 
     lb, ub, step = (signed_value(c.value, v.type) for c, v in zip(bounds, op.operands[:3]))
     return max(0, -(-(ub - lb) // step)) if step > 0 else None
+
+
+TAPE_BYTES = 1 << 28
+"""The most bytes a loop's tape of carries may take (the adjoint recomputes carries beyond)."""
+
+
+def _tape_bytes(t) -> int | None:
+    """Bytes of one trip's slice of the tape for a carry of type ``t``; None where the carry
+    cannot be taped (``index``, a tensor of unknown shape)."""
+    elem = t.element_type if isinstance(t, TensorType) else t
+    if not isinstance(elem, (FloatType, IntegerType)):
+        return None
+    if isinstance(t, TensorType) and not t.has_static_shape:
+        return None
+    count = math.prod(t.shape) if isinstance(t, TensorType) else 1
+    return count * max(1, elem.width // 8)
+
+
+def uses_tape(carry_types, trips: int | None) -> bool:
+    """Whether the adjoint of a loop of ``trips`` trips (None: not a constant) carrying
+    ``carry_types`` stores its carries in a tape (see the module docstring)."""
+    if trips is None:
+        return False
+    sizes = [_tape_bytes(t) for t in carry_types]
+    return None not in sizes and trips * sum(sizes) <= TAPE_BYTES
+
+
+def _tape_write(b: Builder, tape: V, state: V, k: V) -> V:
+    """``tape`` with slice ``k`` set to ``state``."""
+    from irc.dialects.graph_dynamic import DynamicUpdateSliceOp
+
+    t = state.type
+    if isinstance(t, TensorType):
+        row = b.reshape(state, [1, *t.shape])
+    else:
+        row = b.splat(state, TensorType([1], t))
+    zero = b.index(0)
+    return b.built(DynamicUpdateSliceOp.build(tape.value, row.value, [k.value, *[zero.value] * (tape.type.rank - 1)]))
+
+
+def _tape_read(b: Builder, tape: V, k: V, t) -> V:
+    """Slice ``k`` of ``tape``, as a value of the carry's type ``t``."""
+    from irc.dialects.graph_dynamic import DynamicSliceOp
+    from irc.dialects.tensor import ExtractOp
+
+    if not isinstance(t, TensorType):
+        return b.built(ExtractOp.build(tape.value, [k.value]))
+    zero = b.index(0)
+    window = b.built(DynamicSliceOp.build(tape.value, [k.value, *[zero.value] * t.rank], [1, *t.shape]))
+    return b.reshape(window, list(t.shape))
+
+
+def _taped_steps(b: Builder, n: int, inits: list, final: list, free: list, floats: list, step, step_adjoint):
+    """``_reverse_steps`` with a tape: a forward loop stores s_k (k < n) in one tape per carry,
+    ``step(k, s_k)`` giving s_{k+1}; the reverse loop reads s_k back for ``step_adjoint``."""
+    m, nf = len(inits), len(floats)
+    tapes = []
+    for v in inits:
+        t = v.type
+        elem = t.element_type if isinstance(t, TensorType) else t
+        zero = b.const(0.0 if isinstance(elem, FloatType) else 0, elem)
+        tapes.append(b.splat(zero, TensorType([n, *(t.shape if isinstance(t, TensorType) else ())], elem)))
+    with b.for_(0, n, 1, inits=[*inits, *tapes]) as record:
+        record.iv.value.name_hint = "trip"
+        states = record.args[:m]
+        written = [_tape_write(b, tape, s, record.iv) for tape, s in zip(record.args[m:], states)]
+        record.yield_(*step(record.iv, states), *written)
+    tapes = record.results[m:]
+    with b.for_(0, n, 1, inits=[*final, *[b.zeros_like(v) for v in free]]) as back:
+        _name(back, "back", nf)
+        k = b.index(n - 1) - back.iv
+        states = [_tape_read(b, tape, k, v.type) for tape, v in zip(tapes, inits)]
+        cot_state, cot_free = step_adjoint(k, states, back.args[:nf])
+        nxt = [_or_zeros(b, c, old) for c, old in zip(cot_state, back.args[:nf])]
+        acc = [old if c is None else old + c for c, old in zip(cot_free, back.args[nf:])]
+        back.yield_(*nxt, *acc)
+    results = back.results
+    return results[:nf], results[nf:]
 
 
 def _segment_length(b: Builder, n: V, known: int | None) -> V:

@@ -147,7 +147,8 @@ class Canonicalize(Pass):
         for _ in range(self.max_iterations):
             # CFG cleanup first: unreachable blocks may hold ops that use their own
             # results, which the patterns must never see.
-            changed = simplify_regions(module, stats)
-            changed |= GreedyDriver(patterns, fold=True, stats=stats).run(module)
-            if not changed:
+            simplify_regions(module, stats)
+            # simplify_regions runs to its own fixpoint, so when the patterns change nothing
+            # after it the module is canonical: another round would only walk it again.
+            if not GreedyDriver(patterns, fold=True, stats=stats).run(module):
                 break

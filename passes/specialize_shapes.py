@@ -38,14 +38,32 @@ def specialize(func, arg_types: list[Type]) -> None:
         if not _fits(a.type, t):
             raise IRError(f"parameter {i} of '@{func.sym_name}' is {a.type}; cannot specialise it to {t}", func.loc)
         a.type = t
+    resized = False  # ops lost size operands since the last fold: their constants are dead
     for _ in range(8):  # sizes computed from sizes (a reshape of a broadcast...) take a few rounds
         _propagate(func)
-        _fold(func)
-        if not _static_sizes(func):
+        if not _has_sizes_to_fold(func):  # traced with static shapes (irc.jit): nothing to fold
             break
+        _fold(func)
+        resized = _static_sizes(func)
+        if not resized:
+            break
+    if resized:
+        _fold(func)
     _propagate(func)
     results = [v.type for v in func.body.entry.terminator.operands] if func.body.entry.terminator else []
     func.attributes["function_type"] = TypeAttr(FunctionType([a.type for a in params], results))
+
+
+def _has_sizes_to_fold(func) -> bool:
+    """Whether ``func`` reads sizes (``tensor.dim``), gives sizes as operands (a ``?`` of a
+    ``SIZED_OPS`` result) or still has a tensor of unknown shape: what ``_fold`` and
+    ``_static_sizes`` work on (a canonicalize of the whole module, the cost of this pass)."""
+    for op in func.walk():
+        if op.name == "tensor.dim" or len(op.operands) > SIZED_OPS.get(op.name, len(op.operands)):
+            return True
+        if any(isinstance(r.type, TensorType) and not r.type.has_static_shape for r in op.results):
+            return True
+    return False
 
 
 def _fits(declared: Type, given: Type) -> bool:

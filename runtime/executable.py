@@ -94,17 +94,22 @@ MEMORY_CACHE_SIZE = 128
 _memory_cache: OrderedDict[str, tuple] = OrderedDict()
 
 
-def prepare(module, opt_level: int):
+def prepare(module, opt_level: int, owned: bool = False):
     """Stages 1-2 on a copy of ``module``: the CFG-level module the translator takes.  The input
     and the output are verified; the passes in between are not verified one by one (``irc opt``
     does that, and the tests run every pass that way): at a few thousand ops a verification
-    costs as much as a pass."""
+    costs as much as a pass.  ``owned``: ``module`` is the caller's own copy, made by irc's
+    passes from verified IR (the tensor pipeline's), so it is lowered in place and checked
+    once, at the output."""
     import irc.passes
 
     from irc.verifier import verify
 
-    verify(module)
-    lowered = module.clone()
+    if owned:
+        lowered = module
+    else:
+        verify(module)
+        lowered = module.clone()
     pipeline = "scf-to-cf" + (",canonicalize,dce" if opt_level >= 1 else "")
     irc.passes.run(lowered, pipeline, verify_each=False)
     verify(lowered)
@@ -145,9 +150,10 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
 
 
 def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math_approx, threads,
-             extern: dict) -> Executable:
+             extern: dict, owned: bool = False) -> Executable:
     """``compile`` after its checks; irc's tensor pipeline calls it on the modules it lowers
-    (which may declare irc's own runtime functions, see cpu/blas.py)."""
+    (which may declare irc's own runtime functions, see cpu/blas.py), with ``owned`` (see
+    ``prepare``)."""
     tensor_funcs = [f for f in module.functions if not f.is_declaration and tensor_function.has_tensors(f)]
     if tensor_funcs:
         if blas is None:
@@ -165,7 +171,7 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
             extern=extern))
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    lowered = prepare(module, options.opt_level)
+    lowered = prepare(module, options.opt_level, owned)
     timings["irc passes"] = time.perf_counter() - start
     funcs = [f for f in lowered.functions if not f.is_declaration]
     names = [symbols.jit_symbol(f.sym_name) for f in funcs]

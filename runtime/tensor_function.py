@@ -14,6 +14,7 @@ runs the tensor pipeline on a copy of the module::
     7. clean up                canonicalize,cse,licm
     8. share loop nests        outline-loops              twin loop nests: one function
     9. split for threads       split-parallel             (with threads > 1)
+   10. small code for size     optsize-small-loops        LLVM skips vectorising small loops
 
 and then compiles the result like any scalar module (``executable.CPU_STAGES``).
 irc computes the output shapes and allocates the outputs (or writes into the
@@ -95,14 +96,14 @@ def host_caches() -> tuple[int, int]:
     return sizes.get(1, 0), sizes[max(sizes)] if sizes and max(sizes) > 1 else 0
 
 
-FINISHING_STAGES = ("share loop nests", "split for threads")
+FINISHING_STAGES = ("share loop nests", "split for threads", "small code for size")
 """The stages that only rearrange the function into calls (``TensorFunction._specialize`` reads
 what the function does, e.g. ``out_aliasing.in_place_safe``, before them)."""
 
 
 def tensor_pipeline(options: TensorOptions = TensorOptions(), outputs_for_temporaries: bool = True,
                     part: str = "all") -> str:
-    """Stages 2-9 of the module docstring as a pipeline string, for ``options``;
+    """Stages 2-10 of the module docstring as a pipeline string, for ``options``;
     ``outputs_for_temporaries=False`` keeps plan-memory from placing temporaries in the outputs
     (for calls whose outputs are their inputs' buffers: ``TensorFunction.__call__``); ``part``:
     ``"all"``, ``"body"`` (all but ``FINISHING_STAGES``) or ``"finish"`` (those)."""
@@ -115,7 +116,8 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
     from irc.passmanager import PASSES
 
     stages = []
-    for name, pipeline in TENSOR_STAGES[1:] + [("split for threads", "split-parallel")]:
+    for name, pipeline in TENSOR_STAGES[1:] + [("split for threads", "split-parallel"),
+                                               ("small code for size", "optsize-small-loops")]:
         if (part == "body" and name in FINISHING_STAGES) or (part == "finish" and name not in FINISHING_STAGES):
             continue
         if name == "split for threads" and options.threads <= 1:
@@ -284,7 +286,10 @@ class TensorFunction:
             with self._lock:
                 spec = self._specializations.get(key)
                 if spec is None:
-                    spec = self._specializations[key] = self._specialize(shapes, sizes, aliased)
+                    from irc.gcpause import paused_gc
+
+                    with paused_gc():  # lowering and translating build many small objects (gcpause.py)
+                        spec = self._specializations[key] = self._specialize(shapes, sizes, aliased)
         return spec
 
     def lower(self, shapes: tuple, sizes: tuple = (), aliased: bool = False, part: str = "all",
@@ -368,7 +373,7 @@ class TensorFunction:
             work = seg.attributes.get("work")
             segments.append((name.value, tuple(e.value for e in rng.elements) if rng is not None else None,
                              work.value if work is not None else 0))
-        exe = compile_module(module, **self.compile_options)
+        exe = compile_module(module, **self.compile_options, owned=True)
         arena_bytes = arena.value if arena is not None else None
         if disk_key is not None and exe.cache_entry is not None:
             from . import specialization_cache

@@ -279,6 +279,61 @@ def while_reshape_ref(xp, h, s, x):
         h, s = g + x, g.sum() * 0.0 + 1.5
 
 
+def taped_mixed(b, a0, c0, s0, x):
+    """Constant trips (a tape of every carry): two tensor carries, a float scalar carry, and
+    the induction variable read as a float."""
+    with b.for_(0, 5, 1, inits=[a0, c0, s0]) as loop:
+        a, c, s = loop.args
+        kf = as_float(b, loop.iv)
+        a1 = a * c.cos() + x * s
+        c1 = c + (a * 0.5).sin() * (kf * 0.1 + 1.0)
+        s1 = s * 0.9 + scalar(b, a.sum()) * 0.1
+        loop.yield_(a1, c1, s1)
+    return list(loop.results)
+
+
+def taped_mixed_ref(xp, a, c, s, x):
+    for k in range(5):
+        a, c, s = a * xp.cos(c) + x * s, c + xp.sin(a * 0.5) * (k * 0.1 + 1.0), s * 0.9 + a.sum() * 0.1
+    return [a, c, s]
+
+
+def taped_nested(b, h0, w, x):
+    """Constant trips outside and inside: the outer loop's adjoint reads its tape, and each
+    step's adjoint tapes the inner loop."""
+    with b.for_(0, 3, 1, inits=[h0]) as outer:
+        (h,) = outer.args
+        with b.for_(0, 2, 1, inits=[h]) as inner:
+            (g,) = inner.args
+            inner.yield_((g @ w).tanh() + x * 0.5)
+        outer.yield_(inner.results[0] * 0.8 + x)
+    return [outer.results[0]]
+
+
+def taped_nested_ref(xp, h, w, x):
+    for _ in range(3):
+        for _ in range(2):
+            h = xp.tanh(h @ w) + x * 0.5
+        h = h * 0.8 + x
+    return [h]
+
+
+def window(b, a, u, i):
+    """graph.dynamic_update_slice then graph.dynamic_slice at an index argument."""
+    from irc.dialects.graph_dynamic import DynamicSliceOp, DynamicUpdateSliceOp
+
+    zero = b.index(0)
+    t = b.built(DynamicUpdateSliceOp.build(a.sin().value, (u * u).value, [i.value, zero.value]))
+    w = b.built(DynamicSliceOp.build(t.value, [i.value, zero.value], [2, 3]))
+    return [w * a.sum(axes=[0], keepdims=True).broadcast_to(T(2, 3)), t]
+
+
+def window_ref(xp, a, u, i):
+    t = xp.sin(a) * 1.0
+    t[i:i + 1] = u * u
+    return [t[i:i + 2] * a.sum(0, keepdims=True), t]
+
+
 RNG = np.random.default_rng(5)
 
 
@@ -314,6 +369,12 @@ CASES = [
      [[normal(3), 0.8, normal(3)], [normal(3) * 3, 1.1, normal(3)]]),
     ("loop_of_while", loop_of_while, loop_of_while_ref, [T(3), T(3), index],
      [[normal(3), normal(3), n] for n in (0, 2)]),
+    ("taped_mixed", taped_mixed, taped_mixed_ref, [T(3), T(3), f64, T(3)],
+     [[normal(3), normal(3), 0.4, normal(3)]]),
+    ("taped_nested", taped_nested, taped_nested_ref, [T(2, 2), T(2, 2), T(2, 2)],
+     [[normal(2, 2), normal(2, 2), normal(2, 2)]]),
+    ("window", window, window_ref, [T(5, 3), T(1, 3), index],
+     [[normal(5, 3), normal(1, 3), i] for i in (0, 2, 3)]),
 ]
 
 IDS = [c[0] for c in CASES]
@@ -619,3 +680,54 @@ def test_front_end_grad_jvp_and_grad_of_grad_of_a_tensor_loop():
         fd[pos] = (np.sum(first(h, perturbed([w], 0, pos, EPS)[0]) ** 2)
                    - np.sum(first(h, perturbed([w], 0, pos, -EPS)[0]) ** 2)) / (2 * EPS)
     np.testing.assert_allclose(second, fd, rtol=1e-5, atol=1e-7)
+
+
+# ---- the tape of a loop with a constant trip count ---------------------------------------------
+
+
+def _ops(m, name):
+    return {op.name for op in m.lookup(name).walk()}
+
+
+def test_constant_trips_tape_the_carries_and_dynamic_ones_recompute():
+    """rnn_const's adjoint stores its carries (dynamic_update_slice) and reads them back; rnn's,
+    whose trip count is an argument, recomputes them from checkpoints (no tape)."""
+    taped = build(rnn_const, [T(2, 3), T(3, 3), T(2, 3)])
+    irc.passes.run(taped, "vjp{func=f}")
+    assert {"graph.dynamic_update_slice", "graph.dynamic_slice"} <= _ops(taped, "f_vjp")
+    recomputed = build(rnn, [T(2, 3), T(3, 3), T(2, 3), index])
+    irc.passes.run(recomputed, "vjp{func=f}")
+    assert "graph.dynamic_update_slice" not in _ops(recomputed, "f_vjp")
+
+
+@pytest.mark.parametrize("body,types,args", [
+    (rnn_const, [T(2, 3), T(3, 3), T(2, 3)], lambda: [normal(2, 3), normal(3, 3), normal(2, 3)]),
+    (taped_mixed, [T(3), T(3), f64, T(3)], lambda: [normal(3), normal(3), 0.4, normal(3)]),
+    (taped_nested, [T(2, 2), T(2, 2), T(2, 2)], lambda: [normal(2, 2), normal(2, 2), normal(2, 2)]),
+])
+def test_tape_and_checkpoints_give_the_same_gradient(monkeypatch, body, types, args):
+    """Over TAPE_BYTES the same loop takes the sqrt(N) checkpoints: the same numbers."""
+    from irc.passes import autodiff_scf
+
+    taped = build(body, types)
+    irc.passes.run(taped, "vjp{func=f}")
+    monkeypatch.setattr(autodiff_scf, "TAPE_BYTES", 0)
+    recomputed = build(body, types)
+    irc.passes.run(recomputed, "vjp{func=f}")
+    assert "graph.dynamic_update_slice" in _ops(taped, "f_vjp")
+    assert "graph.dynamic_update_slice" not in _ops(recomputed, "f_vjp")
+    a = args()
+    us = cotangents(run(taped, "f", *a))
+    for x, y in zip(run(taped, "f_vjp", *a, *us), run(recomputed, "f_vjp", *a, *us)):
+        np.testing.assert_allclose(x, y, rtol=1e-12, atol=1e-14)
+
+
+def test_tape_rule_counts_bytes():
+    from irc.passes.autodiff_scf import TAPE_BYTES, uses_tape
+
+    carry = TensorType([256, 256], f64)  # 512 KiB a trip
+    assert uses_tape([carry, f64], TAPE_BYTES // (512 * 1024 + 8))
+    assert not uses_tape([carry], TAPE_BYTES // (512 * 1024) + 1)
+    assert not uses_tape([carry], None)  # the trip count is not a constant
+    assert not uses_tape([carry, index], 10)  # an index carry has no tape
+    assert not uses_tape([TensorType([None, 3], f64)], 10)

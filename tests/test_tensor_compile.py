@@ -844,3 +844,38 @@ def test_an_input_read_by_earlier_loops_is_updated_in_place():
     assert got_b is b
     np.testing.assert_array_equal(b, want_b)
     np.testing.assert_array_equal(t, want_t)
+
+
+def test_optsize_functions_reach_llvm_as_optsize_and_compute_the_same():
+    """optsize-small-loops marks a function; the CPU backend gives its body LLVM's optsize,
+    and the code computes what the interpreter does."""
+    import re
+
+    from irc.runtime.cpu.translate import translate
+    from irc.runtime.executable import prepare
+
+    text = """
+func.func @f(%a: memref<64xf32>) attributes {optsize} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %r = scf.for %i = %c0 to %c64 step %c1 iter_args(%acc = %c0) -> (index) {
+    %x = memref.load %a[%i] : memref<64xf32>
+    %y = arith.mulf %x, %x : f32
+    memref.store %y, %a[%i] : memref<64xf32>
+    %n = arith.addi %acc, %c1 : index
+    scf.yield %n : index
+  }
+  func.return
+}
+func.func @g(%a: memref<64xf32>) {
+  func.return
+}"""
+    llvm_ir = str(translate(prepare(irc.parse(text), 2)).module)
+    assert re.search(r'^define internal [^\n]*"f\.body"\([^\n]*\) [^\n]*optsize', llvm_ir, re.M)
+    assert not re.search(r'^define internal [^\n]*"g\.body"\([^\n]*\) [^\n]*optsize', llvm_ir, re.M)
+    a = np.linspace(-2, 2, 64).astype(np.float32)
+    expected = a.copy()
+    interpret(irc.parse(text), "f", expected)
+    irc.compile(irc.parse(text)).f(a)
+    np.testing.assert_array_equal(a, expected)

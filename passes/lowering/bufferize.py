@@ -237,7 +237,11 @@ class Bufferizer:
         return True
 
     def _reads_at_output_index(self, op, root) -> bool:
-        """Whether ``op`` is elementwise and reads ``root``'s memory only at the element it writes."""
+        """Whether ``op`` is elementwise and reads ``root``'s memory only at the element it writes,
+        or is a ``graph.dynamic_update_slice`` whose operand is ``root`` itself (it reads that
+        only outside the window it writes, and its lowering then writes just the window)."""
+        if op.name == "graph.dynamic_update_slice":
+            return self._updates_in_place(op, root)
         if op.name != "graph.fused" or op.reduction:
             return False
         t = op.results[0].type
@@ -391,8 +395,19 @@ class Bufferizer:
         self.home[buf] = op.parent
         return buf
 
+    def _updates_in_place(self, op, root) -> bool:
+        dst, update = (self.buffers.get(v) for v in op.operands[:2])
+        return dst is root and self.roots.get(update, update) is not root
+
     def _in_place(self, op, inputs, position: int):
-        """An operand buffer the op may overwrite: elementwise, dead after this op, owned here."""
+        """An operand buffer the op may overwrite: elementwise (or a dynamic_update_slice's
+        operand, see ``_reads_at_output_index``), dead after this op, owned here."""
+        if op.name == "graph.dynamic_update_slice":
+            buf = inputs[0]
+            if buf in self.owned and self.roots.get(buf) is buf and self.root_last.get(buf, -1) <= position \
+                    and self.home.get(buf) is op.parent and self._updates_in_place(op, buf):
+                return buf
+            return None
         if op.name != "graph.fused" or op.reduction:
             return None
         t = op.results[0].type

@@ -224,11 +224,14 @@ def translate(module, options: Options | None = None, *, mangle: bool = False) -
         body.linkage = "internal"
         if "noinline" in op.attributes:  # compiled once however often it is called (outline-loops)
             body.attributes.add("noinline")
+        if "optsize" in op.attributes:  # its loops do little work (optsize-small-loops)
+            body.attributes.add("optsize")
         bodies[op.sym_name] = body
         _public_entry(tr, fn, body, op, options)
     for op in module.body.ops:
         if not op.is_declaration:
             FunctionTranslator(tr, funcs, op, options, bodies).run()
+    _drop_unused(mod)
     return tr
 
 
@@ -861,10 +864,10 @@ def _call(self, b, op):
         x = self.value(v)
         t = v.type
         if isinstance(t, MemRefType):
-            args.append(b.extract_value(x, 0))
-            args.extend(b.extract_value(x, [1, d]) for d in range(t.rank))
+            args.append(_extract(b, x, 0))
+            args.extend(_extract(b, x, [1, d]) for d in range(t.rank))
             if depth:  # a body also takes the allocation record, so that the callee may free it
-                args.extend([b.extract_value(x, 2), b.extract_value(x, 3)])
+                args.extend([_extract(b, x, 2), _extract(b, x, 3)])
         elif x.type == I1:
             args.append(b.zext(x, I8))
         elif isinstance(x.type, ir.HalfType):
@@ -906,7 +909,7 @@ def _call(self, b, op):
 
 
 def _sizes(b, mem, rank):
-    return [b.extract_value(mem, [1, d]) for d in range(rank)]
+    return [_extract(b, mem, [1, d]) for d in range(rank)]
 
 
 def _check_live(self, b, op, mem, message: str) -> None:
@@ -916,8 +919,8 @@ def _check_live(self, b, op, mem, message: str) -> None:
     generation has moved on, and a reused record's belongs to the new buffer."""
     if not self.options.bounds_checks:
         return
-    record = b.extract_value(mem, 2)
-    generation = b.and_(b.extract_value(mem, 3), ir.Constant(I64, VIEW_BIT - 1))
+    record = _extract(b, mem, 2)
+    generation = b.and_(_extract(b, mem, 3), ir.Constant(I64, VIEW_BIT - 1))
     with b.if_then(b.icmp_unsigned("!=", record, ir.Constant(PTR, None))):
         current = b.load(_field(b, b.bitcast(record, ir.PointerType(RECORD)), 3))
         self.fault_if(b, b.icmp_unsigned("!=", current, generation), op, message)
@@ -938,7 +941,7 @@ def _element_pointer(self, b, op, mem_value, indices):
     block = b.block
     fields = self.accesses.get((block, id(mem)))
     if fields is None or fields[0] is not mem:
-        fields = self.accesses[(block, id(mem))] = (mem, b.extract_value(mem, 0), _sizes(b, mem, t.rank))
+        fields = self.accesses[(block, id(mem))] = (mem, _extract(b, mem, 0), _sizes(b, mem, t.rank))
     _, base, sizes = fields
     if self.options.bounds_checks and idx:
         bad = None
@@ -1067,13 +1070,68 @@ def _checked_byte_size(self, b, t: MemRefType, sizes):
         is_zero = b.icmp_unsigned("==", s, zero64)
         zero = b.or_(zero, is_zero)
         product = b.umul_with_overflow(n, b.select(is_zero, ir.Constant(I64, 1), s))
-        n = b.extract_value(product, 0)
-        overflow = b.or_(overflow, b.extract_value(product, 1))
+        n = _extract(b, product, 0)
+        overflow = b.or_(overflow, _extract(b, product, 1))
     too_big = b.or_(overflow, b.icmp_signed("<", n, zero64))  # wrapped, or past 2**63 - 1
     if empty:
         return zero64, negative, too_big
     return (b.select(zero, zero64, n) if dynamic else n), negative, too_big
 
+
+
+def _extract(b, aggregate, index):
+    """``b.extract_value(aggregate, index)``, but a field that an ``insertvalue`` of the chain
+    that built ``aggregate`` put there is used as it is: a view's or a parameter's descriptor
+    is read field by field, and LLVM would otherwise parse, combine and discard thousands of
+    such pairs (``_drop_unused`` then removes the inserts no one reads)."""
+    want = tuple(index) if isinstance(index, (list, tuple)) else (index,)
+    while isinstance(aggregate, ir.InsertValue):
+        have = tuple(aggregate.indices)
+        if have == want:
+            return aggregate.value
+        if have[:len(want)] == want or want[:len(have)] == have:  # overlapping: a part or a whole
+            break
+        aggregate = aggregate.aggregate
+    return b.extract_value(aggregate, index)
+
+
+_DROPPABLE = (ir.InsertValue, ir.ExtractValue, ir.CastInstr, ir.GEPInstr)
+_PURE_INTEGER_OPS = frozenset({"add", "sub", "mul", "and", "or", "xor", "shl", "lshr", "ashr"})
+
+
+def _droppable(inst) -> bool:
+    return isinstance(inst, _DROPPABLE) or (type(inst) is ir.Instruction and inst.opname in _PURE_INTEGER_OPS)
+
+
+def _drop_unused(module) -> None:
+    """Remove side-effect-free instructions of the kinds ``_extract`` leaves unread (inserts,
+    extracts, casts, address and integer arithmetic) that nothing uses, transitively."""
+    for fn in module.functions:
+        if fn.is_declaration:
+            continue
+        uses: dict[int, int] = {}
+        for block in fn.blocks:
+            for inst in block.instructions:
+                values = [v for v, _ in inst.incomings] if isinstance(inst, ir.PhiInstr) else inst.operands
+                for v in values:
+                    if isinstance(v, ir.Instruction):
+                        uses[id(v)] = uses.get(id(v), 0) + 1
+        dead = [inst for block in fn.blocks for inst in block.instructions
+                if _droppable(inst) and not uses.get(id(inst))]
+        removed = set()
+        while dead:
+            inst = dead.pop()
+            if id(inst) in removed:
+                continue
+            removed.add(id(inst))
+            for v in inst.operands:
+                if isinstance(v, ir.Instruction):
+                    uses[id(v)] -= 1
+                    if not uses[id(v)] and _droppable(v):
+                        dead.append(v)
+        if removed:
+            for block in fn.blocks:
+                block.instructions = [inst for inst in block.instructions if id(inst) not in removed]
 
 def _descriptor(b, t: MemRefType, data, sizes, record=None, generation=None):
     struct_t = memref_struct(t)
@@ -1189,7 +1247,7 @@ def _static_bytes(t: MemRefType) -> int:
 def _dealloc(self, b, op):
     """Free a live buffer of memref.alloc, once; anything else is the interpreter's fault, never free()."""
     mem = self.value(op.operands[0])
-    record, generation = b.extract_value(mem, 2), b.extract_value(mem, 3)
+    record, generation = _extract(b, mem, 2), _extract(b, mem, 3)
     not_ours = b.or_(b.icmp_unsigned("==", record, ir.Constant(PTR, None)),
                      b.icmp_signed("<", generation, ir.Constant(I64, 0)))  # VIEW_BIT
     self.fault_if(b, not_ours, op, memref_dialect.NOT_ALLOCATED)
@@ -1218,8 +1276,8 @@ def _copy(self, b, op):
             bad = ne if bad is None else b.or_(bad, ne)
         if bad is not None:
             self.fault_if(b, bad, op, "memref.copy between buffers of different shapes")
-    b.call(self.intrinsic_memmove(), [b.bitcast(b.extract_value(dst, 0), PTR),
-                                     b.bitcast(b.extract_value(src, 0), PTR), nbytes, ir.Constant(I1, 0)])
+    b.call(self.intrinsic_memmove(), [b.bitcast(_extract(b, dst, 0), PTR),
+                                     b.bitcast(_extract(b, src, 0), PTR), nbytes, ir.Constant(I1, 0)])
 
 
 @_handler("memref.view")
@@ -1235,9 +1293,9 @@ def _view(self, b, op):
     _check_live(self, b, op, src, memref_dialect.FREED_VIEW)
     if not _view_fits_statically(t, src_v.type, offset, sizes):
         _check_view(self, b, op, t, src_v, src, offset, sizes)
-    base = b.bitcast(b.extract_value(src, 0), PTR)
-    generation = b.or_(b.extract_value(src, 3), ir.Constant(I64, VIEW_BIT))
-    return _descriptor(b, t, b.gep(base, [offset], inbounds=True), sizes, b.extract_value(src, 2), generation)
+    base = b.bitcast(_extract(b, src, 0), PTR)
+    generation = b.or_(_extract(b, src, 3), ir.Constant(I64, VIEW_BIT))
+    return _descriptor(b, t, b.gep(base, [offset], inbounds=True), sizes, _extract(b, src, 2), generation)
 
 
 def _view_fits_statically(t: MemRefType, src_t: MemRefType, offset, sizes) -> bool:

@@ -1,6 +1,19 @@
 """Every dialect irc knows.  Importing this package registers their ops."""
 
-from . import arith, bufferization, cf, func, fused, gpu, graph_dynamic, math, memref, scf, tensor, vector  # noqa: F401
+from . import (  # noqa: F401
+           arith,
+           bufferization,
+           cf,
+           func,
+           fused,
+           gpu,
+           graph_dynamic,
+           math,
+           memref,
+           scf,
+           tensor,
+           vector,
+)
 
 __all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "graph_dynamic", "math", "memref", "scf",
            "tensor", "vector"]

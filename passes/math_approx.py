@@ -73,6 +73,7 @@ class MathApprox(Pass):
 
     name = "math-approx"
     only: str = ""  # functions to rewrite, '+'-separated (e.g. exp+tanh); empty: all but sin, cos; 'all'
+    fma: bool = False  # f32 kernels multiply-add with math.fma (for targets with FMA instructions)
 
     def __post_init__(self) -> None:
         self.selected()  # an unknown name is a usage error when the pipeline is parsed
@@ -94,7 +95,7 @@ class MathApprox(Pass):
             kernel = kernels.get(op.name)
             if kernel is None or not approximable(op.results[0].type):
                 continue
-            b = KernelBuilder(loc=op.loc).before_op(op)
+            b = KernelBuilder(loc=op.loc, fma=self.fma).before_op(op)
             result = apply(kernel, b.wrap(op.operands[0]))
             op.results[0].replace_all_uses_with(result.value)
             op.erase()

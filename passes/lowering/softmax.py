@@ -9,10 +9,13 @@ apart):
 
 Subtracting the maximum first means ``exp`` never overflows and the largest
 term is 1, so ``s`` is in [1, n].  The sum accumulates in f64 (as the
-interpreter does) and step 3 computes in f64 and rounds once to the element
-type; ``x - m`` and ``exp`` are computed in the element type (that is what
-vectorises), so an f32 result differs from the interpreter's (which does
-everything in f64) by a few ulp plus ``|x - m| * 2**-24`` relative.
+interpreter does); log_softmax's step 3 computes in f64 and rounds once to the
+element type, softmax's multiplies ``e`` by ``1/s`` rounded to the element type
+(along a contiguous row: one f32 multiply a lane instead of two conversions and
+an f64 multiply; two roundings, at most an ulp more than one); ``x - m`` and
+``exp`` are computed in the element type (that is what vectorises), so an f32
+result differs from the interpreter's (which does everything in f64) by a few
+ulp plus ``|x - m| * 2**-24`` relative.
 
 When the axis is the innermost dimension (``inner == 1``), rows are
 independent (the row loop is ``parallel``) and each stays in L1 across its
@@ -123,12 +126,14 @@ def _row(lb: Builder, x, out, base, n: int, log: bool) -> None:
         lb.store(fm.exp_shifted(lb.load(x, [at(i.iv)]), top), out, [at(i.iv)])
     total = _sum(lb, n, lambda indices: [fm.wide(lb.load(out, [at(i)])) for i in indices])
     scale = fm.scale(total, log)
+    if not log:  # 1/s rounded to the element type once per row: the products stay in it
+        scale = fm.narrow(scale)
     with lb.for_(0, n) as i:
         where = at(i.iv)
         if log:
             lb.store(fm.finish(lb.load(x, [where]), top, None, scale, True), out, [where])
         else:
-            lb.store(fm.finish(None, top, lb.load(out, [where]), scale, False), out, [where])
+            lb.store(lb.op("arith.mulf", lb.load(out, [where]), scale), out, [where])
 
 
 def _max(lb: Builder, n: int, term, elem):

@@ -408,19 +408,20 @@ def test_softmax_propagates_nan_and_handles_infinities():
 
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 def test_softmax_rows_longer_than_the_unrolled_max(op):
-    """Rows of 150 (two unrolled steps of the max and a tail): a NaN, +inf, -inf and zeros of
+    """Rows of two unrolled steps of the max and a tail: a NaN, +inf, -inf and zeros of
     both signs at the maximum in either part give what the interpreter gives."""
     from irc.passes.lowering.softmax import MAX_UNROLL
 
     n = 2 * MAX_UNROLL + 22
+    second = MAX_UNROLL + 5  # in the second unrolled step
     x = np.random.default_rng(3).standard_normal((9, n)).astype(np.float32)
-    x[0, 5], x[1, n - 3], x[2, 70] = np.nan, np.nan, np.inf
+    x[0, 5], x[1, n - 3], x[2, second] = np.nan, np.nan, np.inf
     x[3, :] = -np.inf
     x[4, :] = -1.0
-    x[4, 3], x[4, 100] = -0.0, 0.0
+    x[4, 3], x[4, second] = -0.0, 0.0
     x[5, :] = -1.0
     x[5, 3], x[5, n - 1] = 0.0, -0.0
-    x[6, 100] = 88.0  # the maximum in the unrolled part, far above the rest
+    x[6, second] = 88.0  # the maximum in the unrolled part, far above the rest
     x[7, n - 1] = 88.0  # and in the tail
     text = f"""func.func @f(%a: tensor<9x{n}xf32>) -> tensor<9x{n}xf32> {{
   %r = graph.{op} %a {{axis = 1}} : tensor<9x{n}xf32>

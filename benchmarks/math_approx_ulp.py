@@ -85,14 +85,19 @@ _MODULES: dict = {}
 CHUNK = 1 << 16  # tensor length of the swept program: irc's splat constants are stored in full
 
 
-def approximate(fn: str, kind: str, xs: np.ndarray) -> np.ndarray:
+def pipeline(fma: bool = False) -> str:
+    """The pass as measured: every function, with ``math.fma`` in the f32 kernels or not."""
+    return "math-approx{only=all fma=true}" if fma else "math-approx{only=all}"
+
+
+def approximate(fn: str, kind: str, xs: np.ndarray, fma: bool = False) -> np.ndarray:
     """``fn`` rewritten by math-approx, run by the interpreter on ``xs`` (in chunks of CHUNK,
     the last one padded, so that one program serves every chunk)."""
     xs = np.asarray(xs, dtype=DTYPES[kind])
-    key = (fn, kind)
+    key = (fn, kind, fma)
     if key not in _MODULES:
         module = irc.parse(tensor_program(fn, kind, CHUNK))
-        irc.passes.run(module, "math-approx{only=all}")
+        irc.passes.run(module, pipeline(fma))
         _MODULES[key] = module
     out = np.empty_like(xs)
     for start in range(0, len(xs), CHUNK):
@@ -273,12 +278,12 @@ def worst(err: np.ndarray, xs: np.ndarray) -> tuple[float, float]:
     return float(err[i]), float(xs[i])
 
 
-def measure(fn: str, kind: str, n: int) -> dict:
+def measure(fn: str, kind: str, n: int, fma: bool = False) -> dict:
     xs = sweep(fn, kind, n)
     if fn == "sigmoid":  # exp(-x) overflows below: 1/(1+inf) = 0, whoever computes exp
         xs = xs[~(xs.astype(np.float64) < SIGMOID_MIN[kind])]
     ref = reference(fn, kind, xs)
-    err = ulp_error(approximate(fn, kind, xs), ref, kind)
+    err = ulp_error(approximate(fn, kind, xs, fma), ref, kind)
     row = {"fn": fn, "kind": kind, "points": len(xs)}
     row["ulp"], row["at"] = worst(err, xs)
     base = libm(fn, kind, xs)
@@ -305,10 +310,10 @@ def far_sin_cos(kind: str, n: int = 1 << 14) -> list[tuple[str, float]]:
 # ---- timing ------------------------------------------------------------------------------------
 
 
-def compiled_loop(fn: str, kind: str, approx: bool):
+def compiled_loop(fn: str, kind: str, approx: bool, fma: bool = False):
     module = irc.parse(loop_program(fn, kind))
     if approx:
-        irc.passes.run(module, "math-approx{only=all}")
+        irc.passes.run(module, pipeline(fma))
     return irc.compile(module, cache=False).f
 
 
@@ -318,11 +323,11 @@ def loop_input(fn: str, kind: str, size: int) -> np.ndarray:
     return np.abs(a) + 1e-3 if fn in ("log", "log2") else a
 
 
-def time_loops(fn: str, kind: str, size: int, runs: int, repeat: int = 1) -> tuple[float, float]:
+def time_loops(fn: str, kind: str, size: int, runs: int, repeat: int = 1, fma: bool = False) -> tuple[float, float]:
     """Best seconds per call of the libm loop and the math-approx loop over ``size``
     elements, ``repeat`` calls per sample, the two interleaved so that a busy machine
     slows both alike."""
-    loops = [compiled_loop(fn, kind, False), compiled_loop(fn, kind, True)]
+    loops = [compiled_loop(fn, kind, False), compiled_loop(fn, kind, True, fma)]
     a = loop_input(fn, kind, size)
     b = np.empty_like(a)
     best = [math.inf, math.inf]
@@ -353,16 +358,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--points", type=int, default=22, help="log2 of the sweep size per function and type")
     ap.add_argument("--no-jit", action="store_true", help="skip the timing of compiled loops")
     ap.add_argument("--functions", default=",".join(FUNCTIONS))
+    ap.add_argument("--fma", action="store_true", help="math-approx{fma=true}: f32 kernels with math.fma "
+                    "(what irc.compile's tensor pipeline runs on a host with FMA)")
     args = ap.parse_args(argv)
     n = 1 << (16 if args.quick else args.points)
     functions = [f for f in args.functions.split(",") if f]
 
     print(f"max error in ulp over about {n} points per function and type "
-          "(irc: math-approx in the interpreter; libm: numpy)")
+          f"(irc: {pipeline(args.fma)} in the interpreter; libm: numpy)")
     print(f"{'function':9} {'type':4} {'target':>6} {'irc ulp':>8} {'at x':>24} {'libm ulp':>9} {'at x':>24}")
     for fn in functions:
         for kind in ("f32", "f64"):
-            r = measure(fn, kind, n)
+            r = measure(fn, kind, n, args.fma)
             target = TARGETS.get(fn)
             flag = "" if target is None or r["ulp"] <= target else "  OVER TARGET"
             libm_text = f"{r['libm_ulp']:9.3f} {r['libm_at']:24.17g}" if "libm_ulp" in r else f"{'-':>9}"
@@ -386,8 +393,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{'libm':>7} {'approx':>7} {'speedup':>8}")
     for fn in functions:
         for kind in ("f32", "f64"):
-            base, fast = time_loops(fn, kind, size, runs)
-            base_c, fast_c = time_loops(fn, kind, small, runs, repeat)
+            base, fast = time_loops(fn, kind, size, runs, fma=args.fma)
+            base_c, fast_c = time_loops(fn, kind, small, runs, repeat, fma=args.fma)
             print(f"{fn:9} {kind:4} {base * 1e3:8.2f} {fast * 1e3:8.2f} {base / fast:7.1f}x   "
                   f"{base_c / small * 1e9:7.2f} {fast_c / small * 1e9:7.2f} {base_c / fast_c:7.1f}x", flush=True)
     return 0

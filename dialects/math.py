@@ -423,6 +423,27 @@ def _fma_exact(a, b, c, kind: str = "f64"):
 _fma_vec = np.vectorize(_fma_exact, otypes=[np.float64])
 
 
+def _fma_round_to_odd(a, b, c) -> np.ndarray:
+    """a * b + c for floats of at most 24 significant bits (f32, f16, bf16), in f64 rounded to
+    odd: rounding that once more to the type is the fma's one correct rounding (Boldo and
+    Melquiond: round-to-odd with at least two more bits than the target commutes with it).
+
+    The product is exact in f64 (48 bits, exponents within f64's normal range), and so is the
+    error of the sum (two-sum; nothing overflows below 2^256); an inexact sum whose last bit is
+    even moves one ulp towards the exact value, which makes it odd.  Vectorised: the math-approx
+    kernels evaluate their polynomials with fma, over whole sweeps in the interpreter."""
+    a, b, c = (widen_to_f64(v) for v in (a, b, c))
+    with np.errstate(all="ignore"):
+        p = a * b
+        s = p + c
+        back = s - p
+        err = (p - (s - back)) + (c - back)
+        adjust = (err != 0) & np.isfinite(err) & ((s.view(np.uint64) & np.uint64(1)) == 0)
+        if adjust.any():
+            s = np.where(adjust, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s
+
+
 class FmaOp(TernaryOp):
     name = "math.fma"
     traits = ELEMENTWISE
@@ -433,6 +454,9 @@ class FmaOp(TernaryOp):
 
     @staticmethod
     def compute(a, b, c, t):
+        if t.kind != "f64":
+            wide = _fma_round_to_odd(a, b, c)
+            return round_to(wide if is_array(a) or is_array(b) or is_array(c) else wide[()], t)
         if is_array(a) or is_array(b) or is_array(c):
             return round_to(_fma_vec(a, b, c, t.kind), t)
         return round_to(np.float64(_fma_exact(a, b, c, t.kind)), t)

@@ -10,8 +10,10 @@ agrees with the interpreter bit for bit:
 
 * only ops that become single LLVM instructions: ``arith`` float and integer ops,
   ``arith.bitcast``, ``arith.select``/``cmpf``, ``math.absf``, ``arith.extf``/``truncf``;
-  no ``math.fma`` (without FMA hardware LLVM calls ``fma()``, and the interpreter's
-  exact fma is slow), no ``fptosi``/``sitofp`` (a NaN or huge input would be UB; the
+  ``math.fma`` only where the builder is told the target has it (``KernelBuilder.fma``:
+  without FMA hardware LLVM calls ``fmaf()``), and only on f32 (the interpreter computes
+  an f32 fma exactly and fast, in f64 rounded to odd; an exact f64 one is slow), so
+  ``mul_add`` is one fma or a multiply and an add; no ``fptosi``/``sitofp`` (a NaN or huge input would be UB; the
   "magic number" trick below rounds and converts exactly instead), no shifts by a
   variable amount (a runtime check per shift);
 * no branches: special cases are computed alongside and picked with ``arith.select``;
@@ -167,7 +169,7 @@ COEFFS: dict[str, dict[str, tuple[float, ...]]] = {
 # ---- values that build ops ---------------------------------------------------------------------
 
 
-_STRICT_OPS = frozenset({"arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.negf"})
+_STRICT_OPS = frozenset({"arith.addf", "arith.subf", "arith.mulf", "arith.divf", "arith.negf", "math.fma"})
 
 
 class KernelBuilder(Builder):
@@ -177,8 +179,9 @@ class KernelBuilder(Builder):
     the magic-number rounding and the special-value selects need exact IEEE arithmetic
     even when the program is compiled with fast-math."""
 
-    def __init__(self, loc: Location = UNKNOWN):
+    def __init__(self, loc: Location = UNKNOWN, fma: bool = False):
         super().__init__(loc=loc, reuse_constants=True)
+        self.fma = fma  # f32 multiply-adds as math.fma (the target has FMA instructions)
 
     def insert(self, op):
         if op.name in _STRICT_OPS:
@@ -233,11 +236,29 @@ def select(cond: V, a, b) -> V:
     return cond.builder.select(cond, a, b)
 
 
+def mul_add(a: V, b, c) -> V:
+    """``a * b + c``: one ``math.fma`` (one rounding) for f32 where the builder has FMA, else
+    a multiply and an add (numbers become constants of ``a``'s type)."""
+    if a.builder.fma and a.kind == "f32":
+        return a.builder.op("math.fma", a, a.lift(b), a.lift(c))
+    return a * b + c
+
+
+def minus_mul(c, a: V, b) -> V:
+    """``c - a * b``, as ``mul_add`` computes ``a * b + c`` (a number ``b`` is negated when
+    it becomes a constant; a value ``a`` by an ``arith.negf``)."""
+    if a.builder.fma and a.kind == "f32":
+        if isinstance(b, (int, float)):
+            return a.builder.op("math.fma", a, a.lift(-b), a.lift(c))
+        return a.builder.op("math.fma", -a, a.lift(b), a.lift(c))
+    return a.lift(c) - a * b
+
+
 def horner(x: V, coeffs) -> V:
     """``coeffs[0] + x * (coeffs[1] + x * (...))``."""
-    acc = x * coeffs[-1] + coeffs[-2]
+    acc = mul_add(x, coeffs[-1], coeffs[-2])
     for c in reversed(coeffs[:-2]):
-        acc = acc * x + c
+        acc = mul_add(acc, x, c)
     return acc
 
 
@@ -263,8 +284,18 @@ def pow2(k: V, fmt: Format) -> V:
 
 def round_to_int(t: V) -> tuple[V, V]:
     """``t`` rounded to the nearest integer, as a float and as an integer (|t| < 2^(mant-1))."""
-    fmt = t.fmt
-    shifted = t + fmt.magic
+    return from_shifted(t + t.fmt.magic)
+
+
+def round_product_to_int(x: V, factor: float) -> tuple[V, V]:
+    """``round_to_int(x * factor)``, the product and the shift in one fma where there is one
+    (then the product is not rounded first, so a tie may go the other way: every caller
+    takes either neighbour)."""
+    return from_shifted(mul_add(x, factor, x.fmt.magic))
+
+
+def from_shifted(shifted: V) -> tuple[V, V]:
+    fmt = shifted.fmt
     return shifted - fmt.magic, shifted.bits() - fmt.bits(fmt.magic)
 
 
@@ -307,14 +338,14 @@ def exp_reduce(x: V) -> tuple[V, V]:
     k = round(x / ln2); r = x - k ln2 in two steps (k * LN2_HI is exact and so is the
     subtraction, by Sterbenz), |r| <= ln2/2; y = expm1(r) = r + r^2 q(r)."""
     ln2_hi, ln2_lo = LN2_PARTS[x.kind]
-    kf, k = round_to_int(x * INV_LN2[x.kind])
-    r = (x - kf * ln2_hi) - kf * ln2_lo
+    kf, k = round_product_to_int(x, INV_LN2[x.kind])
+    r = minus_mul(minus_mul(x, kf, ln2_hi), kf, ln2_lo)  # the inner one is exact either way
     return k, expm1_reduced(r)
 
 
 def expm1_reduced(r: V) -> V:
     """expm1(r) for |r| <= ln2/2 (a little more is fine)."""
-    return r + (r * r) * horner(r, coeffs("exp_q", r))
+    return mul_add(r * r, horner(r, coeffs("exp_q", r)), r)
 
 
 def exp(x: V) -> V:
@@ -386,10 +417,10 @@ def erf(x: V) -> V:
     a = x.abs()
     a = select(a > ERF_MAX[kind], ERF_MAX[kind], a)
     z = a * a
-    small = a + a * horner(z, coeffs("erf_small", x))
+    small = mul_add(a, horner(z, coeffs("erf_small", x)), a)
     k, y = exp_reduce(-z)
     gauss = (1.0 + y) * pow2(k, fmt)  # exp(-x^2) >= exp(-36): k is a normal exponent
-    large = 1.0 - gauss * horner(1.0 / a - ERF_Q_SHIFT[kind], coeffs("erf_q", x))
+    large = minus_mul(1.0, gauss, horner(1.0 / a - ERF_Q_SHIFT[kind], coeffs("erf_q", x)))
     return copysign_of_positive(select(a < ERF_SPLIT, small, large), x)
 
 
@@ -416,7 +447,7 @@ def log1p_reduced(f: V) -> tuple[V, V]:
     s = f / (2.0 + f)
     z = s * s
     hfsq = 0.5 * f * f
-    return hfsq, s * (hfsq + z * horner(z, coeffs("log_r", f)))
+    return hfsq, s * mul_add(z, horner(z, coeffs("log_r", f)), hfsq)
 
 
 def log_specials(x: V, result: V, at_zero: float, below: float, low=0.0) -> V:

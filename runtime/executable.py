@@ -276,7 +276,7 @@ def _machine_code(lowered, options: CompileOptions, stack_budget: int, timings: 
     text = str(tr.module)
     timings["translate"] = time.perf_counter() - t
     t = time.perf_counter()
-    tm = engine.target_machine(options.opt_level)
+    tm = engine.target_machine(options.opt_level, reloc="pic")  # constants RIP-relative: see there
     try:
         llmod = engine.optimize(text, options.opt_level, tm)
     except RuntimeError as e:  # LLVM rejected our IR: a bug in irc

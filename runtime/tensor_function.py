@@ -10,7 +10,8 @@ runs the tensor pipeline on a copy of the module::
     3. fuse                    fuse-elementwise           one graph.fused op per loop nest
     4. bufferize, lower        tensor-to-loops            scf loops over memrefs
     5. plan memory             plan-memory{arena=argument}
-    6. approximate math        math-approx                (when the pass is registered)
+    6. approximate math        math-approx                (when the pass is registered; fma=true
+                                                          where the host has FMA instructions)
     7. clean up                canonicalize,cse,licm
     8. share loop nests        outline-loops              twin loop nests: one function
     9. split for threads       split-parallel             (with threads > 1)
@@ -80,6 +81,16 @@ def host_vectors() -> tuple[int, int]:
     return 128, 32 if "+neon" in features else 16
 
 
+def host_fma() -> bool:
+    """Whether the host CPU has fused multiply-add instructions (x86's FMA3; every AArch64
+    core): then ``math-approx{fma=true}`` makes the f32 kernels' multiply-adds one
+    instruction each, where without them each would be a call to ``fmaf``."""
+    from irc.runtime.cpu.engine import host_cpu
+
+    features = set(host_cpu()[1].split(","))
+    return "+fma" in features or "+neon" in features
+
+
 def host_caches() -> tuple[int, int]:
     """(L1 data, last level) cache sizes in bytes from Linux's sysfs (0 where not known)."""
     from pathlib import Path
@@ -124,6 +135,8 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
             continue
         if name == "approximate math" and not (options.math_approx and "math-approx" in PASSES):
             continue
+        if name == "approximate math" and host_fma():
+            pipeline = "math-approx{fma=true}"
         if name == "plan memory" and not outputs_for_temporaries:
             pipeline = "plan-memory{arena=argument outputs=false}"
         if name == "bufferize and lower to loops":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +58,18 @@ def test_tensor_cpu_quick_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "sigmoid" in proc.stdout and "irc" in proc.stdout
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="reads x86-64 assembly")
+def test_elementwise_asm_runs(tmp_path):
+    """The loop census of the tensor_cpu kernels: irc's sigmoid has a packed loop it can count."""
+    pytest.importorskip("llvmlite")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "elementwise_asm.py"), "--only", "sigmoid"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^irc: .* \d+\.\d per 16 f32", proc.stdout, re.MULTILINE), proc.stdout
 
 
 def test_autodiff_quick_runs(tmp_path):

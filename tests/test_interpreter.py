@@ -202,9 +202,13 @@ def test_index_casts(t):
 # -- floats -----------------------------------------------------------------------------------
 
 
-def round_fraction(q: Fraction, t: str) -> float:
-    """``q`` rounded once, to nearest even, to float type ``t`` (the reference for f32 rounding)."""
-    precision, emin, emax = FLOATS[t]
+HALF = (11, -14, 15)  # f16: precision, emin, emax
+
+
+def round_fraction(q: Fraction, t: str, fmt: tuple | None = None) -> float:
+    """``q`` rounded once, to nearest even, to float type ``t`` (the reference for f32 rounding),
+    or to the format ``fmt`` (precision, emin, emax) where given."""
+    precision, emin, emax = fmt or FLOATS[t]
     if q == 0:
         return 0.0
     x = abs(q)
@@ -427,6 +431,38 @@ def _c_pow(a: float, b: float) -> float:
     libm = ctypes.CDLL(ctypes.util.find_library("m"))
     libm.pow.restype, libm.pow.argtypes = ctypes.c_double, [ctypes.c_double, ctypes.c_double]
     return libm.pow(a, b)
+
+
+@pytest.mark.parametrize("t", ["f32", "f16"])
+def test_fma_on_arrays_rounds_once(t):
+    """The vectorised fma of the narrow types (f64 rounded to odd, then to the type) against
+    exact rational arithmetic, on the hard cases: products cancelling the addend to the last
+    bit, ties of the final rounding, subnormal and overflowing results, zeros, inf and NaN."""
+    dt = np.float32 if t == "f32" else np.float16
+    rng = np.random.default_rng(5)
+    n = 400
+    a = rng.standard_normal(n).astype(dt)
+    b = rng.standard_normal(n).astype(dt)
+    exact = a.astype(np.float64) * b.astype(np.float64)
+    with np.errstate(over="ignore"):  # f16 addends past its range are infinities: cases too
+        c = np.concatenate([(-exact[:100]).astype(dt),  # cancellation
+                            np.nextafter((-exact[100:200]).astype(dt), dt(np.inf)),
+                            (exact[200:300] * 2.0 ** rng.integers(-30, 30, 100)).astype(dt),
+                            rng.standard_normal(100).astype(dt)])
+    tiny, big = np.finfo(dt).smallest_subnormal, np.finfo(dt).max
+    a[:8] = [tiny, big, 0.0, -0.0, np.inf, np.nan, 1.5, 3.0]
+    b[:8] = [0.5, 2.0, -1.0, 1.0, 0.0, 1.0, 1.5, dt(1 + np.finfo(dt).eps)]
+    c[:8] = [tiny, 0.0, -0.0, -0.0, 1.0, 0.0, 0.0, 0.0]
+    with np.errstate(all="ignore"):
+        got = run_op("math.fma", [f"tensor<{n}x{t}>"] * 3, f"tensor<{n}x{t}>", [a, b, c])
+    for x, y, z, r in zip(a, b, c, got):
+        x, y, z = float(x), float(y), float(z)
+        if all(math.isfinite(v) for v in (x, y, z)) and Fraction(x) * Fraction(y) + Fraction(z) != 0:
+            ref = round_fraction(Fraction(x) * Fraction(y) + Fraction(z), t, HALF if t == "f16" else None)
+        else:
+            with np.errstate(all="ignore"):
+                ref = float(dt(np.float64(x) * np.float64(y) + np.float64(z)))
+        assert same_float(float(r), ref), ("fma", x, y, z, float(r), ref)
 
 
 @pytest.mark.parametrize("t", list(FLOATS))

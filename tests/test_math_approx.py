@@ -46,13 +46,18 @@ def _sweep(fn: str, kind: str) -> np.ndarray:
     return xs
 
 
-@pytest.mark.parametrize("kind", ["f32", "f64"])
+KINDS = [("f32", False), ("f32", True), ("f64", False)]
+"""(type, fma): the f32 kernels with and without ``math.fma`` (``math-approx{fma=true}``, what
+the CPU target runs where the host has FMA); f64 kernels have no fma variant."""
+
+
+@pytest.mark.parametrize("kind,fma", KINDS)
 @pytest.mark.parametrize("fn", list(BOUNDS))
-def test_max_ulp_error_over_a_dense_sweep(fn, kind):
+def test_max_ulp_error_over_a_dense_sweep(fn, kind, fma):
     if kind == "f64" and not LONG_DOUBLE:
         pytest.skip("long double is no wider than double here: no f64 reference")
     xs = _sweep(fn, kind)
-    err = bench.ulp_error(bench.approximate(fn, kind, xs), bench.reference(fn, kind, xs), kind)
+    err = bench.ulp_error(bench.approximate(fn, kind, xs, fma), bench.reference(fn, kind, xs), kind)
     worst = int(np.argmax(err))
     assert err[worst] <= BOUNDS[fn], f"{fn} {kind}: {err[worst]:.3f} ulp at x = {xs[worst]!r}"
 
@@ -108,19 +113,19 @@ def _value(v, kind: str, fn: str | None = None):
     return bench.DTYPES[kind](named[v] if isinstance(v, str) else v)
 
 
-@pytest.mark.parametrize("kind", ["f32", "f64"])
+@pytest.mark.parametrize("kind,fma", KINDS)
 @pytest.mark.parametrize("fn", list(SPECIALS))
-def test_special_values_as_libm(fn, kind):
+def test_special_values_as_libm(fn, kind, fma):
     xs = np.array([_value(x, kind) for x, _ in SPECIALS[fn]])
     expected = np.array([_value(y, kind) for _, y in SPECIALS[fn]])
-    got = bench.approximate(fn, kind, xs)
+    got = bench.approximate(fn, kind, xs, fma)
     for x, want, have in zip(xs, expected, got):
         same = (np.isnan(want) and np.isnan(have)) or (want == have and np.signbit(want) == np.signbit(have))
         assert same, f"{fn}({x!r}) = {have!r}, expected {want!r}"
 
 
-@pytest.mark.parametrize("kind", ["f32", "f64"])
-def test_tanh_is_exactly_one_where_it_rounds_to_one(kind):
+@pytest.mark.parametrize("kind,fma", KINDS)
+def test_tanh_is_exactly_one_where_it_rounds_to_one(kind, fma):
     """No select sets tanh to +-1: (1 - w) / (1 + w) must itself be exactly +-1 wherever
     tanh rounds to +-1 (every f32 from 8.5 to 9.6; f64 samples from 18 to 20), and stay
     monotone on the way there."""
@@ -132,7 +137,7 @@ def test_tanh_is_exactly_one_where_it_rounds_to_one(kind):
     else:
         xs = np.linspace(18.0, 20.0, 1 << 14)
     xs = np.concatenate([xs, -xs])
-    got = bench.approximate("tanh", kind, xs)
+    got = bench.approximate("tanh", kind, xs, fma)
     ref = bench.reference("tanh", kind, xs)
     saturated = np.abs(bench.round_to_kind(ref, kind)) == 1
     assert saturated.any() and (np.abs(got[saturated]) == 1).all()
@@ -142,15 +147,16 @@ def test_tanh_is_exactly_one_where_it_rounds_to_one(kind):
     assert bench.ulp_error(got, ref, kind).max() <= BOUNDS["tanh"]
 
 
+@pytest.mark.parametrize("fma", [False, True])
 @pytest.mark.parametrize("kind", ["f16", "bf16"])
-def test_half_precision_through_f32_exhaustively(kind):
+def test_half_precision_through_f32_exhaustively(kind, fma):
     """f16 and bf16 are computed with the f32 kernels and rounded once more: within 1 ulp
     of the correctly rounded result for every one of their 65536 values."""
     bits = np.arange(1 << 16, dtype=np.uint16)
     xs = bits.view(np.float16) if kind == "f16" else (bits.astype(np.uint32) << 16).view(np.float32)
     for fn in ("exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos"):
         module = irc.parse(bench.tensor_program(fn, kind, len(xs)))
-        irc.passes.run(module, "math-approx{only=all}")
+        irc.passes.run(module, bench.pipeline(fma))
         x32 = xs.astype(np.float32)
         keep = ~(np.abs(x32) > bench.SIN_ACCURATE["f32"]) if fn in ("sin", "cos") else slice(None)
         got = np.asarray(irc.interpret(module, "f", xs), dtype=np.float32)[keep]
@@ -158,8 +164,8 @@ def test_half_precision_through_f32_exhaustively(kind):
         assert err.max() <= 1, f"{fn} {kind}: {err.max():.3f} ulp at {x32[keep][np.argmax(err)]!r}"
 
 
-@pytest.mark.parametrize("kind", ["f32", "f64"])
-def test_exp_overflow_and_underflow_thresholds(kind):
+@pytest.mark.parametrize("kind,fma", KINDS)
+def test_exp_overflow_and_underflow_thresholds(kind, fma):
     """Around the overflow threshold and through the subnormals to 0, exp rounds right."""
     dt = bench.DTYPES[kind]
     fi = np.finfo(dt)
@@ -168,7 +174,7 @@ def test_exp_overflow_and_underflow_thresholds(kind):
     xs = np.array(points, dtype=dt)
     for _ in range(6):
         xs = np.concatenate([xs, np.nextafter(xs, dt(INF)), np.nextafter(xs, dt(-INF))])
-    got = bench.approximate("exp", kind, xs)
+    got = bench.approximate("exp", kind, xs, fma)
     err = bench.ulp_error(got, bench.reference("exp", kind, xs), kind)
     assert err.max() <= 1, xs[np.argmax(err)]
     assert np.isinf(got[xs.astype(np.float64) > math.log(float(fi.max))]).all()
@@ -191,21 +197,21 @@ def test_scalars_agree_with_tensors(kind):
 # -- the compiled code ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["f16", "f32", "f64"])
+@pytest.mark.parametrize("kind,fma", [("f16", False), ("f16", True), *KINDS])
 @pytest.mark.parametrize("fn", bench.FUNCTIONS)
-def test_jit_agrees_with_interpreter_bit_for_bit(fn, kind):
+def test_jit_agrees_with_interpreter_bit_for_bit(fn, kind, fma):
     """Compared bit for bit, except that any NaN matches any NaN: which NaN payload an
     operation with two NaN operands returns depends on operand order, and LLVM may
     commute fadd/fmul operands."""
     pytest.importorskip("llvmlite")
     module = irc.parse(bench.loop_program(fn, kind))
-    irc.passes.run(module, "math-approx{only=all}")
+    irc.passes.run(module, bench.pipeline(fma))
     exe = irc.compile(module, cache=False)
     with np.errstate(over="ignore"):
         xs = bench.sweep(fn, "f32", 1 << 14).astype(np.float16) if kind == "f16" else bench.sweep(fn, kind, 1 << 14)
     out = np.empty_like(xs)
     exe.f(xs, out)
-    expected = bench.approximate(fn, kind, xs)
+    expected = bench.approximate(fn, kind, xs, fma)
     bits = {"f16": np.uint16, "f32": np.uint32, "f64": np.uint64}[kind]
     same = (out.view(bits) == expected.view(bits)) | (np.isnan(out) & np.isnan(expected))
     assert same.all(), f"x = {xs[~same][:4]!r}: jit {out[~same][:4]!r}, interpreter {expected[~same][:4]!r}"
@@ -214,10 +220,11 @@ def test_jit_agrees_with_interpreter_bit_for_bit(fn, kind):
 ALLOWED = {"builtin", "func", "scf", "memref", "arith"}  # dialects; and math.absf
 
 
-@pytest.mark.parametrize("kind", ["f32", "f64"])
-def test_rewritten_code_calls_nothing_and_vectorises(kind):
-    """Only arith ops (and math.absf, an LLVM intrinsic that is one instruction) remain,
-    and LLVM's loop vectoriser turns the loop into vector code with no calls in it."""
+@pytest.mark.parametrize("kind,fma", KINDS)
+def test_rewritten_code_calls_nothing_and_vectorises(kind, fma):
+    """Only arith ops (and math.absf and math.fma, LLVM intrinsics that are one instruction
+    where the host has FMA) remain, and LLVM's loop vectoriser turns the loop into vector
+    code with no calls in it."""
     pytest.importorskip("llvmlite")
     from irc.runtime.cpu import engine
     from irc.runtime.cpu.translate import translate
@@ -225,9 +232,10 @@ def test_rewritten_code_calls_nothing_and_vectorises(kind):
 
     text = "\n".join(bench.loop_program(fn, kind).replace("@f(", f"@{fn}(") for fn in bench.FUNCTIONS)
     module = irc.parse(text)
-    irc.passes.run(module, "math-approx{only=all}")
+    irc.passes.run(module, bench.pipeline(fma))
     for op in module.walk():
-        assert op.name.partition(".")[0] in ALLOWED or op.name == "math.absf", op.name
+        assert op.name.partition(".")[0] in ALLOWED or op.name in ("math.absf", "math.fma"), op.name
+    assert any(op.name == "math.fma" for op in module.walk()) == fma
     llvm = str(engine.optimize(str(translate(prepare(module, 2)).module), 2, engine.target_machine(2)))
     for fn in bench.FUNCTIONS:
         # The loop is in the internal body (the public entry calls it, never inlining it).

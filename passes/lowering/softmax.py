@@ -3,22 +3,26 @@
 Along the axis, for each row (``outer`` rows of ``n`` elements, ``inner``
 apart):
 
-1. the maximum ``m`` of the row (``arith.maximumf``: a NaN propagates);
+1. the maximum ``m`` of the row (a NaN in the row makes every output NaN);
 2. ``e = exp(x - m)``, written to the output for softmax, and ``s = sum(e)``;
 3. softmax: ``out = e * (1 / s)``; log_softmax: ``out = (x - m) - log(s)``.
 
 Subtracting the maximum first means ``exp`` never overflows and the largest
 term is 1, so ``s`` is in [1, n].  The sum accumulates in f64 (as the
-interpreter does) and step 3 computes in f64 and rounds once to the element
-type; ``x - m`` and ``exp`` are computed in the element type (that is what
-vectorises), so an f32 result differs from the interpreter's (which does
-everything in f64) by a few ulp plus ``|x - m| * 2**-24`` relative.
+interpreter does); log_softmax's step 3 computes in f64 and rounds once to the
+element type, softmax's multiplies ``e`` by ``1/s`` rounded to the element type
+(along a contiguous row: one f32 multiply a lane instead of two conversions and
+an f64 multiply; two roundings, at most an ulp more than one); ``x - m`` and
+``exp`` are computed in the element type (that is what vectorises), so an f32
+result differs from the interpreter's (which does everything in f64) by a few
+ulp plus ``|x - m| * 2**-24`` relative.
 
 When the axis is the innermost dimension (``inner == 1``), rows are
 independent (the row loop is ``parallel``) and each stays in L1 across its
 three passes, so x is read from memory once and the output written once.  The
-max is one accumulator (max is exactly associative, so LLVM's loop vectoriser
-splits it itself); the exps are a loop of their own, writing the output row (one copy of
+max keeps ``MAX_UNROLL`` accumulators of ``x > m ? x : m``, x86's own max (see ``_max``:
+``maximumf`` costs six instructions a vector there, and the row's outputs cannot tell
+the two apart); the exps are a loop of their own, writing the output row (one copy of
 ``exp``'s polynomial, which LLVM's loop vectoriser widens: unrolled into the sum
 loop it was 32 copies, and three quarters of the kernel's compile time); the sum
 then reads them back from L1 and keeps ``UNROLL`` independent f64 accumulators
@@ -48,6 +52,12 @@ UNROLL = 32
 """Independent f64 accumulators of the sum along a contiguous row: each step is two AVX-512
 vectors of f32, two independent chains through the (math-approx) exp.  With cache-resident
 data on Zen 5: 8 -> 3.2 ms, 16 -> 2.3, 32 and 64 -> 2.2 (4096x1024 f32)."""
+
+
+MAX_UNROLL = 16
+"""Independent accumulators of the row's maximum: one AVX-512 vector of f32 (two AVX2 ones).
+64 ran no faster (4096x1024 f32 on Zen 4: the exps dominate) and LLVM's SLP vectoriser took
+0.1 s longer over them, two thirds of the kernel's first call."""
 
 
 @lowering("graph.softmax", "graph.log_softmax")
@@ -109,10 +119,7 @@ def _row(lb: Builder, x, out, base, n: int, log: bool) -> None:
     def at(i):
         return base + i
 
-    # max is exactly associative, so LLVM's loop vectoriser splits this one accumulator itself.
-    with lb.for_(0, n, inits=[lb.const(-np.inf, elem)]) as loop:
-        loop.yield_(lb.op("arith.maximumf", loop.args[0], lb.load(x, [at(loop.iv)])))
-    top = loop.results[0]
+    top = _max(lb, n, lambda i: lb.load(x, [at(i)]), elem)
 
     # exp in a loop of its own (one copy of its polynomial for LLVM's loop vectoriser), into
     # the output row, which the sum then reads back from L1; log_softmax overwrites it below.
@@ -120,12 +127,45 @@ def _row(lb: Builder, x, out, base, n: int, log: bool) -> None:
         lb.store(fm.exp_shifted(lb.load(x, [at(i.iv)]), top), out, [at(i.iv)])
     total = _sum(lb, n, lambda indices: [fm.wide(lb.load(out, [at(i)])) for i in indices])
     scale = fm.scale(total, log)
+    if not log:  # 1/s rounded to the element type once per row: the products stay in it
+        scale = fm.narrow(scale)
     with lb.for_(0, n) as i:
         where = at(i.iv)
         if log:
             lb.store(fm.finish(lb.load(x, [where]), top, None, scale, True), out, [where])
         else:
-            lb.store(fm.finish(None, top, lb.load(out, [where]), scale, False), out, [where])
+            lb.store(lb.op("arith.mulf", lb.load(out, [where]), scale), out, [where])
+
+
+def _max(lb: Builder, n: int, term, elem):
+    """The largest of ``term(i)`` for i below ``n`` (-inf for none), with ``MAX_UNROLL``
+    accumulators, each ``x > m ? x : m``: one vmaxps per vector where ``arith.maximumf``
+    takes six (x86's max neither propagates a NaN nor orders -0 < +0, and LLVM then has to).
+
+    The result may differ from ``maximumf``'s in two ways that the row's outputs never show:
+    a NaN is skipped (but ``exp(NaN - m)`` makes the sum, and so every output, NaN anyway), and
+    of +0 and -0 it keeps the first (``x - m`` is then a zero either way, whose exp is 1; for
+    log_softmax the output ``(x - m) - log s`` is a zero of either sign only where log s = 0).
+    The accumulators are combined in halves (vector operations again), then the tail."""
+    def larger(v, m):
+        return lb.select(lb.compare("ogt", v, m), v, m)
+
+    main = n - n % MAX_UNROLL
+    lowest = lb.const(-np.inf, elem)
+    accs = [lowest] * MAX_UNROLL
+    if main:
+        with lb.for_(0, main, MAX_UNROLL, inits=accs) as loop:
+            values = [term(loop.iv + k if k else loop.iv) for k in range(MAX_UNROLL)]
+            loop.yield_(*[larger(v, m) for m, v in zip(loop.args, values)])
+        accs = list(loop.results)
+    top = accs[0]
+    for acc in accs[1:]:
+        top = larger(acc, top)
+    if n % MAX_UNROLL:
+        with lb.for_(main, n, inits=[top]) as tail:
+            tail.yield_(larger(term(tail.iv), tail.args[0]))
+        top = tail.results[0]
+    return top
 
 
 def _sum(lb: Builder, n: int, terms):

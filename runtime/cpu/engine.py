@@ -41,10 +41,17 @@ def host_cpu() -> tuple[str, str]:
 @cache
 def target_machine(opt_level: int = 2, cpu: str | None = None, features: str | None = None,
                    triple: str | None = None, reloc: str = "default"):
-    """The host's target machine; ``reloc="pic"`` is for object files (``irc compile --emit obj``).
+    """The host's target machine; ``reloc="pic"`` is for object files: those of ``irc compile
+    --emit obj`` and those the JIT links (``executable._machine_code``).
 
-    JIT code uses LLVM's JIT code model; object files the default (small) one, so
-    that they link like any other object instead of landing in ``.ltext``.
+    ``reloc="pic"`` gets the default (small) code model, so that an object links like any
+    other instead of landing in ``.ltext``, and a loop reads its constants as RIP-relative
+    operands (``vmulps .LCPI0_3(%rip){1to16}``).  The JIT code model (``reloc="default"``,
+    what LLJIT compiles IR with) reaches constants through a ``movabsq`` of their address,
+    which LLVM rematerialises inside loops when registers run short: 24 of the 93
+    instructions of softmax's exp loop on AVX-512.  JITLink lays out one object's
+    sections together and reaches the process's symbols through its stubs and GOT, so
+    32-bit PC-relative offsets suffice.
     """
     _init()
     host_name, host_features = host_cpu()

@@ -699,7 +699,7 @@ def _math_intrinsic(self, b, op):
         return _in_f64(self, b, op, args, lambda wide: self.intrinsic(_MATH_INTRINSICS[op.name], wide[0].type,
                                                                      len(wide)))
     fn = self.intrinsic(_MATH_INTRINSICS[op.name], args[0].type, len(args))
-    return b.call(fn, args, fastmath=self.fmf)
+    return b.call(fn, args, fastmath=_fast_math_flags(self, op))  # math-approx's fma says "none"
 
 
 def _in_f64(self, b, op, args, callee):

@@ -212,6 +212,9 @@ class PackedGemm:
         self.tile = lb.op("memref.alloca", result=MemRefType([tile], self.elem))
         self.tile_view = lb.view(self.tile, 0, MemRefType([None], self.elem), [lb.index(tile)])
         self.col_begin, self.col_end = col_begin, col_end
+        # B (not B^T) is read in place when few rows of tiles use each of its panels: packing it
+        # would copy all of B for as few passes over it (an RNN cell's 32 x 256 @ 256 x 256).
+        self.b_in_place = lb.compare("eq", tb, lb.const(0, i1)) & (m <= B_IN_PLACE_ROWS * bl.mr)
         with lb.if_(k.eq(0)) as empty:
             with empty.then_():  # no products: C is D or zeros
                 with lb.for_(0, m) as i:
@@ -234,7 +237,7 @@ class PackedGemm:
             with lb.for_(0, self.k, kc_step) as pc:
                 kc = self._min(kc_step, self.k - pc.iv)
                 first = pc.iv.eq(0)
-                self._pack_b(pc.iv, kc, jc.iv, nc)
+                self._pack_b(pc.iv, kc, jc.iv, nc, self.b_in_place)
                 with lb.for_(0, self.m, bl.mc) as ic:
                     mc = self._min(bl.mc, self.m - ic.iv)
                     with lb.if_(pack_a) as packing:
@@ -246,7 +249,21 @@ class PackedGemm:
                             rows = self._min(bl.mr, mc - ir.iv * bl.mr)
                             row = ic.iv + ir.iv * bl.mr
                             a = self._a_source(pack_a, row, rows, pc.iv, ir.iv * (bl.mr * kc))
-                            self._tile(row, jc.iv + jr.iv * bl.nr, rows, cols, a, jr.iv * (bl.nr * kc), kc, first)
+                            col = jc.iv + jr.iv * bl.nr
+                            b = self._b_source(self.b_in_place & cols.eq(bl.nr), col, pc.iv, jr.iv * (bl.nr * kc))
+                            self._tile(row, col, rows, cols, a, b, kc, first)
+
+    def _b_source(self, in_place, col, pc, b_at):
+        """Where the kernel reads B's panel of columns col..col+NR from k step pc on: (buffer,
+        start, the distance between k steps): the packed panel at ``b_at``, or B's own rows."""
+        lb, nr = self.lb, self.bl.nr
+        idx = lb.index(0).type
+        with lb.if_(in_place, [self.pb.type, idx, idx]) as source:
+            with source.then_():
+                source.yield_(self.b, pc * self.n + col, self.n)
+            with source.else_():
+                source.yield_(self.pb, b_at, lb.index(nr))
+        return source.results
 
     def _a_source(self, packed, row, rows, pc, a_at):
         """Where the kernel reads A's rows row..row+MR from k step pc on: (buffer, the first
@@ -268,8 +285,9 @@ class PackedGemm:
 
     # -- packing ------------------------------------------------------------------------------------
 
-    def _pack_b(self, pc, kc, jc, nc) -> None:
-        """packed_b[jr*kc*NR + p*NR + j] = B[pc+p, jc + jr*NR + j], zero beyond column nc."""
+    def _pack_b(self, pc, kc, jc, nc, in_place) -> None:
+        """packed_b[jr*kc*NR + p*NR + j] = B[pc+p, jc + jr*NR + j], zero beyond column nc; with
+        ``in_place`` only the partial panel (the kernel reads the whole ones from B itself)."""
         lb, nr = self.lb, self.bl.nr
         full = lb.op("arith.divui", nc, lb.index(nr))
         rest = nc - full * nr
@@ -286,7 +304,7 @@ class PackedGemm:
             with layout.else_():
                 with lb.for_(0, kc) as p:
                     src = (pc + p.iv) * self.n + jc
-                    with lb.for_(0, full) as jr:
+                    with lb.for_(0, self._pick(in_place, 0, full)) as jr:
                         row = lb.vector_load(self.b, [src + jr.iv * nr], nr)
                         lb.vector_store(row, self.pb, [jr.iv * (kc * nr) + p.iv * nr])
         with lb.if_(rest > 0) as partial:
@@ -337,7 +355,7 @@ class PackedGemm:
 
     # -- tiles --------------------------------------------------------------------------------------
 
-    def _tile(self, row, col, rows, cols, a, b_at, kc, first) -> None:
+    def _tile(self, row, col, rows, cols, a, b, kc, first) -> None:
         """C[row:row+rows, col:col+cols] = base + alpha * the packed panels' product, where base is
         D (or zero) in the first K panel and C after: in place when the tile is whole, else in an
         MR x NR buffer that the valid part of the base is copied into and the result out of (the
@@ -365,7 +383,7 @@ class PackedGemm:
             with target.else_():  # the base is in the buffer already: D is not read there
                 target.yield_(self.tile_view, lb.index(0), lb.index(nr), self.tile_view)
         buf, c_at, ldc, d = target.results
-        self._kernel(buf, d, c_at, ldc, first & whole, a, b_at, kc)
+        self._kernel(buf, d, c_at, ldc, first & whole, a, b, kc)
         with lb.if_(edge) as copy_out:
             with copy_out.then_():
                 self._copy_edge(rows, cols, row, col, self.c, to_tile=False)
@@ -380,8 +398,9 @@ class PackedGemm:
                 else:
                     lb.store(lb.load(self.tile, [t]), matrix, [at])
 
-    def _kernel(self, c, d, c_at, ldc, first, a, b_at, kc) -> None:
-        """MR x NR sums over kc steps of A's rows (``a``: see ``_a_source``) and B's panel, from zero; then each element of ``c`` (rows
+    def _kernel(self, c, d, c_at, ldc, first, a, b, kc) -> None:
+        """MR x NR sums over kc steps of A's rows and B's panel (``a``, ``b``: see ``_a_source``,
+        ``_b_source``), from zero; then each element of ``c`` (rows
         ``ldc`` apart from ``c_at``) becomes base + alpha * sum, one fused multiply-add, the base
         being ``d``'s element (zero without add_d) where ``first`` holds and ``c``'s own after.
 
@@ -393,8 +412,9 @@ class PackedGemm:
         rows = [c_at + r * ldc for r in range(mr)]
         zeros = lb.splat_vector(self.zero, nr)
         a_buf, a_rows, a_step = a
+        b_buf, b_start, b_step = b
         with lb.for_(0, kc, inits=[zeros] * mr) as loop:
-            panel_row = lb.vector_load(self.pb, [b_at + loop.iv * nr], nr)
+            panel_row = lb.vector_load(b_buf, [b_start + loop.iv * b_step], nr)
             step = loop.iv * a_step
             acc = []
             for r in range(mr):
@@ -417,6 +437,9 @@ class PackedGemm:
         for i, acc, start in zip(rows, loop.results, base.results):
             lb.vector_store(lb.op("math.fma", alpha, acc, start), c, [i])
 
+
+B_IN_PLACE_ROWS = 4
+"""Rows of tiles (MR rows each) up to which B is read in place rather than packed."""
 
 THREAD_MIN_WORK = 1 << 21
 """Multiply-adds below which a product stays on one thread (each part packs all of A)."""

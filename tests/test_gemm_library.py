@@ -365,3 +365,32 @@ func.func @mm(%a: tensor<96x300xf32>, %b: tensor<300x200xf32>) -> tensor<96x200x
     assert within_sum_bound(two.mm(a, b), a, b)
     spec = next(iter(two.mm._specializations.values()))
     assert any(rng is not None and work >= (96 * 200 * 300) // 2 for _, rng, work in spec.segments)
+
+
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+@pytest.mark.parametrize("m,n,k,ta", [(1, 70, 9, False), (2, 33, 5, True), (1, 1, 1, False), (2, 100, 64, False)])
+def test_products_of_one_or_two_rows_stream_b_and_equal_the_library_bit_for_bit(kind, m, n, k, ta):
+    """A matrix-vector product (B not transposed) is matmul.py's RowStream, not a library call:
+    the same fused steps in k order from zero, so the same bits as the library's kernel where
+    K fits in one of its K panels (the library adds panels' sums)."""
+    dtype = np.float32 if kind == "f32" else np.float64
+    a_shape = f"{k}x{m}" if ta else f"{m}x{k}"
+    transpose = (f"%at = graph.transpose %a {{perm = [1, 0]}} : tensor<{a_shape}x{kind}> to tensor<{m}x{k}x{kind}>\n  "
+                 if ta else "")
+    src = f"""
+func.func @mm(%a: tensor<{a_shape}x{kind}>, %b: tensor<{k}x{n}x{kind}>) -> tensor<{m}x{n}x{kind}> {{
+  {transpose}%c = graph.matmul {'%at' if ta else '%a'}, %b : (tensor<{m}x{k}x{kind}>, tensor<{k}x{n}x{kind}>) -> tensor<{m}x{n}x{kind}>
+  func.return %c : tensor<{m}x{n}x{kind}>
+}}"""
+    exe = irc.compile(irc.parse(src), blas=False)
+    lowered, _ = exe.mm.lower(((k, m) if ta else (m, k), (k, n)))
+    assert not any(f.is_declaration for f in lowered.functions)
+    a, b, a_buf, b_buf = operands(m, n, k, dtype, (ta, False), seed=m + n + k)
+    got = exe.mm(a_buf, b_buf)
+    assert within_sum_bound(got, a, b)
+    deep = gl.Blocking(mr=3, nr=4, mc=6, kc=128, nc=8)
+    name = gl.symbol(FloatType(kind), deep)
+    lib = irc.compile(gl.build(name), cache=False)
+    want = np.full((m, n), np.nan, dtype)
+    lib[name](a_buf, b_buf, want, *scratch(deep, m, n, k, dtype), ta, False, want, 1.0, False, 0, n)
+    np.testing.assert_array_equal(got, want)

@@ -50,7 +50,7 @@ from irc.types import FloatType, MemRefType, i1, i64, index
 from .matmul import MC, block_sizes, tile_sizes
 
 
-def wants_library(op, inputs, options: dict) -> bool:
+def wants_library(op, inputs, options: dict, transposed=None) -> bool:
     """A 2-D f32/f64 ``graph.matmul`` of static shape wider than half the host's register tile.
 
     The library is compiled once (and cached on disk), while inline loops with a full register
@@ -59,13 +59,19 @@ def wants_library(op, inputs, options: dict) -> bool:
     microseconds.  A narrow product (the 10 columns of a classifier's last layer) stays inline:
     its loops are specialised to its width, so they waste no lanes on padding, and they compile
     in about 0.06 s where a library function of a narrower tile took 0.5 s
-    (docs/benchmarks.md, "GEMM")."""
+    (docs/benchmarks.md, "GEMM").  So does a product of one or two rows whose B is not
+    transposed (``transposed``: which operand buffers hold a transpose): matmul.py's
+    ``RowStream``, a matrix-vector product that reads B once in order."""
     if op.name != "graph.matmul" or len(inputs) != 2:
         return False
     a, b = (v.type for v in inputs)
     if a.rank != 2 or b.rank != 2 or not (a.has_static_shape and b.has_static_shape):
         return False
     if not (isinstance(a.element_type, FloatType) and a.element_type.kind in ("f32", "f64")):
+        return False
+    from .matmul import streams_rows
+
+    if streams_rows(a.element_type, op.operands[0].type.shape[0], transposed):
         return False
     return 2 * b.shape[1] > Blocking.for_host(a.element_type, options).nr
 

@@ -251,13 +251,85 @@ class Gemm:
         return self.lb.op(self.add, acc, self.lb.op(self.mul, a, b))
 
 
+K_STEPS = 4
+"""k steps a ``RowStream`` applies to a vector of C between its load and its store."""
+
+ROW_STREAM_ROWS = 2
+"""Rows of C up to which a float product whose B is not transposed streams B's rows instead
+of running the blocked GEMM (a matrix-vector product: B is read once, in order, and nothing
+is packed or padded)."""
+
+
+class RowStream:
+    """C[i, :] = sum over k of A[i, k] * B[k, :], for the few rows i of C: for each k, each
+    row of C (in L1) takes one vector fused multiply-add per ``width`` columns of B's row k.
+    Every element is the sequence of K fused steps from zero, in k order: the bits of the
+    library's kernel where K fits in one of its K panels (it adds the panels' sums)."""
+
+    def __init__(self, ctx, elem, m: int, n: int, k: int, a_transposed: bool):
+        self.lb, self.elem = ctx.lb, elem
+        self.m, self.n, self.k, self.ta = m, n, k, a_transposed
+        lanes = max(1, ctx.options.get("vector_bits", 0) or VECTOR_BITS) // elem.width
+        self.width = 2 * lanes  # two registers a step, as the GEMM's tile rows
+        self.zero = self.lb.const(0, elem)
+
+    def emit(self, a, a_off, b, b_off, c, c_off) -> None:
+        lb, m, n = self.lb, self.m, self.n
+        with lb.for_(0, m * n) as i:
+            lb.store(self.zero, c, [c_off + i.iv])
+        k_main = self.k - self.k % K_STEPS
+        if k_main:
+            with lb.for_(0, k_main, K_STEPS) as p:
+                self._steps(p.iv, K_STEPS, a, a_off, b, b_off, c, c_off)
+        if self.k % K_STEPS:
+            with lb.for_(k_main, self.k) as p:
+                self._steps(p.iv, 1, a, a_off, b, b_off, c, c_off)
+
+    def _steps(self, p, steps: int, a, a_off, b, b_off, c, c_off) -> None:
+        """k steps p .. p+steps-1 on every element of C's rows, in k order: each vector of C is
+        loaded and stored once for ``steps`` fused multiply-adds."""
+        lb, m, n, w = self.lb, self.m, self.n, self.width
+        main = n - n % w
+        xs = [[lb.load(a, [a_off + ((p + u) * m + r if self.ta else r * self.k + p + u)]) for r in range(m)]
+              for u in range(steps)]
+        rows = [b_off + (p + u) * n for u in range(steps)]
+        if main:
+            splats = [[lb.splat_vector(x, w) for x in step] for step in xs]
+            with lb.for_(0, main, w) as j:
+                bvs = [lb.vector_load(b, [row + j.iv], w) for row in rows]
+                for r in range(m):
+                    at = c_off + (r * n + j.iv)
+                    acc = lb.vector_load(c, [at], w)
+                    for u in range(steps):
+                        acc = lb.op("math.fma", splats[u][r], bvs[u], acc)
+                    lb.vector_store(acc, c, [at])
+        if n % w:
+            with lb.for_(main, n) as j:
+                bs = [lb.load(b, [row + j.iv]) for row in rows]
+                for r in range(m):
+                    at = c_off + (r * n + j.iv)
+                    acc = lb.load(c, [at])
+                    for u in range(steps):
+                        acc = lb.op("math.fma", xs[u][r], bs[u], acc)
+                    lb.store(acc, c, [at])
+
+
+def streams_rows(elem, m: int, transposed) -> bool:
+    """Whether a product of ``m`` rows of C is a ``RowStream`` (see ROW_STREAM_ROWS)."""
+    return isinstance(elem, FloatType) and 0 < m <= ROW_STREAM_ROWS and not (transposed or (False, False))[1]
+
+
 @lowering("graph.matmul", "graph.batch_matmul")
 def lower_matmul(ctx, op, inputs, output) -> None:
     lb = ctx.lb
     a, b = inputs
     *batch, m, k = op.operands[0].type.shape  # the operand's shape: its buffer may hold its transpose
     n = op.operands[1].type.shape[-1]
-    gemm = Gemm(ctx, output.type.element_type, m, n, k, ctx.transposed or (False, False))
+    elem = output.type.element_type
+    if streams_rows(elem, m, ctx.transposed):
+        gemm = RowStream(ctx, elem, m, n, k, (ctx.transposed or (False, False))[0])
+    else:
+        gemm = Gemm(ctx, elem, m, n, k, ctx.transposed or (False, False))
     fa, fb, fc = lb.flat(a), lb.flat(b), lb.flat(output)
     if not batch:
         gemm.emit(fa, lb.index(0), fb, lb.index(0), fc, lb.index(0))

@@ -376,11 +376,12 @@ class PackedGemm:
                 later_panel = lb.compare("eq", first, lb.const(0, i1))
                 with lb.if_(later_panel | self.add_d) as has_base:
                     with has_base.then_():
-                        with lb.if_(first) as which:
-                            with which.then_():
-                                self._copy_edge(rows, cols, row, col, self.d, to_tile=True)
-                            with which.else_():
-                                self._copy_edge(rows, cols, row, col, self.c, to_tile=True)
+                        with lb.if_(first, [self.c.type]) as base:  # D in the first panel, then C
+                            with base.then_():
+                                base.yield_(self.d)
+                            with base.else_():
+                                base.yield_(self.c)
+                        self._copy_edge(rows, cols, row, col, base.results[0], to_tile=True)
         at = row * self.n + col
         memref, idx = self.tile_view.type, at.type
         with lb.if_(whole, [memref, idx, idx, memref]) as target:

@@ -1,5 +1,5 @@
 """Every dialect irc knows.  Importing this package registers their ops."""
 
-from . import arith, bufferization, cf, func, fused, gpu, math, memref, scf, tensor  # noqa: F401
+from . import arith, bufferization, cf, func, fused, gpu, graph, math, memref, scf, tensor  # noqa: F401
 
-__all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "math", "memref", "scf", "tensor"]
+__all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "graph", "math", "memref", "scf", "tensor"]

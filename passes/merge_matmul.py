@@ -181,7 +181,7 @@ class MergeMatmul(Pass):
     @staticmethod
     def build(common, parts: list, shared: int) -> list:
         """``[concat, matmul, slice per part]``."""
-        from irc.dialects.tensor import ConcatOp, MatmulOp, SliceOp
+        from irc.dialects.graph import ConcatOp, MatmulOp, SliceOp
 
         axis = 1 - shared  # W's side by side (axis 1), or X's stacked (axis 0)
         concat = ConcatOp.build(parts, axis=axis)

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 from irc.dialects import memref as memref_dialect
 from llvmlite import ir
 
@@ -92,6 +93,7 @@ class Translation:
     faults: list[tuple[str, Location]] = field(default_factory=list)
     signatures: dict[str, object] = field(default_factory=dict)  # name -> irc FunctionType
     symbols: dict[str, str] = field(default_factory=dict)  # name -> its LLVM symbol (see translate)
+    globals: dict[str, object] = field(default_factory=dict)  # memref.global name -> its LLVM global
 
 
 def llvm_type(t: Type) -> ir.Type:
@@ -201,6 +203,9 @@ def translate(module, options: Options | None = None, *, mangle: bool = False) -
     funcs, bodies = {}, {}
     defined = []
     for op in module.body.ops:
+        if op.name == "memref.global":
+            _global(tr, op)
+            continue
         if op.name != "func.func":
             raise IRError(f"the CPU backend cannot translate top-level '{op.name}'", op.loc)
         try:
@@ -223,9 +228,8 @@ def translate(module, options: Options | None = None, *, mangle: bool = False) -
             body.attributes.add("noinline")
         bodies[op.sym_name] = body
         _public_entry(tr, fn, body, op, options)
-    for op in module.body.ops:
-        if not op.is_declaration:
-            FunctionTranslator(tr, funcs, op, options, bodies).run()
+    for op, _ in defined:
+        FunctionTranslator(tr, funcs, op, options, bodies).run()
     return tr
 
 
@@ -1222,3 +1226,51 @@ def _check_view(self, b, op, t, src_v, src, offset, sizes) -> None:
     self.fault_if(b, bad, op, memref_dialect.view_does_not_fit(t))
     misaligned = b.and_(offset, ir.Constant(I64, _item_bytes(t) - 1))
     self.fault_if(b, b.icmp_unsigned("!=", misaligned, ir.Constant(I64, 0)), op, memref_dialect.view_misaligned(t))
+
+
+# ---- memref.global and the hints -------------------------------------------------------------------
+
+
+def _global(tr: Translation, op) -> None:
+    """A memref.global as an internal LLVM global of its bytes (read-only when ``constant``)."""
+    t = op.type
+    elem = llvm_type(t.element_type)
+    n = max(1, t.num_elements or 0)
+    array_t = ir.ArrayType(elem, n)
+    g = ir.GlobalVariable(tr.module, array_t, name=tr.module.get_unique_name(f"irc.global.{op.sym_name}"))
+    g.linkage = "internal"
+    g.global_constant = op.is_constant
+    align = op.attributes.get("alignment")
+    g.align = max(16, align.value if align is not None else 16)
+    init = op.initial_value
+    if init is None:
+        g.initializer = ir.Constant(array_t, None)
+    else:
+        values = np.broadcast_to(init.array, t.shape).reshape(-1) if t.shape else init.array.reshape(-1)
+        if isinstance(elem, ir.IntType):
+            items = [ir.Constant(elem, int(v)) for v in values]
+        else:
+            items = [ir.Constant(elem, float(v)) for v in values]
+        g.initializer = ir.Constant(array_t, items or [ir.Constant(elem, 0)])
+    tr.globals[op.sym_name] = g
+
+
+@_handler("memref.get_global")
+def _get_global(self, b, op):
+    t = op.results[0].type
+    data = b.bitcast(self.tr.globals[op.global_name], PTR)
+    return _descriptor(b, t, data, [ir.Constant(I64, d) for d in t.shape])
+
+
+@_handler("memref.prefetch")
+def _prefetch(self, b, op):
+    """A hint only: nothing to do for the program's values (LLVM places its own prefetches)."""
+
+
+@_handler("memref.assume_alignment")
+def _assume_alignment(self, b, op):
+    mem = self.value(op.operands[0])
+    address = b.ptrtoint(b.extract_value(mem, 0), I64)
+    low_bits = b.and_(address, ir.Constant(I64, op.alignment - 1))
+    self.fault_if(b, b.icmp_unsigned("!=", low_bits, ir.Constant(I64, 0)), op, memref_dialect.misaligned(op.alignment))
+    return mem

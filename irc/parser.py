@@ -1003,6 +1003,9 @@ _OVERFLOW_FLAGS = {"nsw", "nuw", "none"}
 _FASTMATH_FLAGS = {"none", "reassoc", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "fast"}
 
 
+_ROUNDING_MODES = ("to_nearest_even", "downward", "upward", "toward_zero", "to_nearest_away")
+
+
 def _flag_attrs(ctx, flags) -> dict:
     """``overflow<nsw>``, ``fastmath<fast>``, ``weights([3, 5])`` as the attributes MLIR stores them in."""
     from .attributes import DenseArrayAttr, OpaqueAttr
@@ -1011,6 +1014,11 @@ def _flag_attrs(ctx, flags) -> dict:
     attrs = {}
     for tok in flags:
         text = tok.value
+        if text in _ROUNDING_MODES:  # arith.truncf's, as MLIR's roundingmode property
+            from .attributes import IntegerAttr
+
+            attrs["roundingmode"] = IntegerAttr(_ROUNDING_MODES.index(text), i32)
+            continue
         if not text.startswith("weights("):
             kind, words = text[:-1].split("<", 1)
             known = _OVERFLOW_FLAGS if kind == "overflow" else _FASTMATH_FLAGS

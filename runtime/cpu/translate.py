@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from irc.dialects import arith as arith_dialect
 from irc.dialects import memref as memref_dialect
 from llvmlite import ir
 
@@ -678,6 +679,10 @@ def _float_cast(self, b, op):
     to = llvm_type(op.results[0].type)
     if op.name == "arith.extf":
         return b.fpext(x, to)
+    mode = op.attributes.get("roundingmode")
+    if mode is not None and mode.value != 0:
+        raise IRError(f"the CPU backend cannot translate arith.truncf with rounding mode "
+                      f"'{arith_dialect.ROUNDING_MODES[mode.value]}' (only to_nearest_even)", op.loc)
     if isinstance(x.type, ir.DoubleType) and isinstance(to, ir.HalfType):
         return _f64_to_f16(self, b, x, to)  # LLVM would call __truncdfhf2, which the JIT cannot link
     return b.fptrunc(x, to)

@@ -88,11 +88,55 @@ def _zero_attr(t):
 # ---- integer arithmetic ---------------------------------------------------------------
 
 
+def overflow_flags(op) -> frozenset:
+    """The op's MLIR overflow flags (``overflow<nsw, nuw>``, kept as ``overflowFlags``)."""
+    attr = op.attributes.get("overflowFlags")
+    text = getattr(attr, "text", "")
+    if "<" not in text:
+        return frozenset()
+    return frozenset(w.strip() for w in text[text.index("<") + 1:text.rindex(">")].split(",") if w.strip())
+
+
+def _exact(x):
+    """Python integers (an object array for an array): arithmetic on them never wraps."""
+    return np.asarray(x).astype(object) if is_array(x) else int(x)
+
+
+def overflows(name: str, flag: str, a, b, result, t) -> bool:
+    """Whether ``a name b`` (canonical values of type ``t``, scalars or arrays) breaks ``flag``:
+    the exact result, read signed (nsw) or unsigned (nuw), differs from the wrapped ``result``."""
+    read = signed if flag == "nsw" else unsigned
+    x, r = _exact(read(a, t)), _exact(read(result, t))
+    if name == "arith.shli":
+        value = x << _exact(unsigned(b, t))
+    else:
+        y = _exact(read(b, t))
+        value = x + y if name == "arith.addi" else x - y if name == "arith.subi" else x * y
+    return bool(np.any(value != r))
+
+
+class OverflowFlags:
+    """MLIR's ``nsw``/``nuw`` flags with a meaning: a result that overflows (signed / unsigned)
+    despite them is an error at the op, as division by zero is (MLIR makes it poison).  So a
+    program that runs without error computes the exact result, and canonicalize may use the
+    flags (``divui (muli nuw a, b), a`` -> b) without changing it."""
+
+    def interpret(self, interp, args):
+        out = super().interpret(interp, args)
+        flags = overflow_flags(self)
+        if flags:
+            t = self.operands[0].type.element_type
+            for flag in sorted(flags):
+                if overflows(self.name, flag, args[0], args[1], out[0], t):
+                    raise Fault(f"{self.name} overflow<{flag}>: the result overflows {t}")
+        return out
+
+
 class IntBinaryOp(BinaryOp):
     operand_kind = "int"
 
 
-class AddIOp(IntBinaryOp):
+class AddIOp(OverflowFlags, IntBinaryOp):
     name = "arith.addi"
     traits = COMMUTATIVE
     summary = "Integer addition, wrapping."
@@ -105,7 +149,7 @@ class AddIOp(IntBinaryOp):
         return None
 
 
-class SubIOp(IntBinaryOp):
+class SubIOp(OverflowFlags, IntBinaryOp):
     name = "arith.subi"
     traits = ELEMENTWISE
     summary = "Integer subtraction, wrapping."
@@ -120,7 +164,7 @@ class SubIOp(IntBinaryOp):
         return None
 
 
-class MulIOp(IntBinaryOp):
+class MulIOp(OverflowFlags, IntBinaryOp):
     name = "arith.muli"
     traits = COMMUTATIVE
     summary = "Integer multiplication, wrapping."
@@ -314,7 +358,7 @@ def _shift_amount(b, t):
     return ub
 
 
-class ShLIOp(IntBinaryOp):
+class ShLIOp(OverflowFlags, IntBinaryOp):
     name = "arith.shli"
     traits = ELEMENTWISE
     summary = "Shift left; a shift by the bit width or more is an error."
@@ -665,11 +709,24 @@ class ExtendedOp(Operation):
 
     def fold(self, constants):
         if constants[0] is None or constants[1] is None:
-            return None
+            return self.fold_partial(constants[1] if constants[1] is not None else constants[0],
+                                     self.operands[0] if constants[1] is not None else self.operands[1])
         from irc.semantics import value_to_attr
 
         low, high = self.interpret(None, [attr_to_value(c) for c in constants])
         return [value_to_attr(low, self.results[0].type), value_to_attr(high, self.results[1].type)]
+
+    def fold_partial(self, c, x):
+        """Both results when one operand is the constant ``c`` and the other is ``x`` (both ops
+        commute): x + 0 is (x, no carry), x * 0 is (0, 0), x * 1 unsigned is (x, 0)."""
+        if c is None:
+            return None
+        if _is_int_const(c, 0):
+            second = _zero_attr(self.results[1].type)
+            return [x, second] if self.name == "arith.addui_extended" else [_zero_attr(x.type), second]
+        if _is_int_const(c, 1) and self.name == "arith.mului_extended":
+            return [x, _zero_attr(self.results[1].type)]
+        return None
 
     @classmethod
     def parse_uniform(cls, ctx, syn):

@@ -491,7 +491,9 @@ def _constant(self, b, op):
 @_handler(*_INT_BINARY)
 def _int_binary(self, b, op):
     x, y = (self.value(v) for v in op.operands)
-    return getattr(b, _INT_BINARY[op.name])(x, y)
+    result = getattr(b, _INT_BINARY[op.name])(x, y)
+    _check_overflow_flags(self, b, op, x, y, result)
+    return result
 
 
 def _fast_math_flags(self, op) -> tuple:
@@ -593,7 +595,29 @@ def _shift(self, b, op):
         too_far = b.icmp_unsigned(">=", y, ir.Constant(y.type, x.type.width))
         self.fault_if(b, too_far, op, f"shift amount is not less than the bit width ({x.type.width})")
     fn = {"arith.shli": b.shl, "arith.shrsi": b.ashr, "arith.shrui": b.lshr}[op.name]
-    return fn(x, y)
+    result = fn(x, y)
+    if op.name == "arith.shli":
+        _check_overflow_flags(self, b, op, x, y, result)
+    return result
+
+
+def _check_overflow_flags(self, b, op, x, y, result) -> None:
+    """With checks, a result that breaks the op's ``nsw``/``nuw`` flag is a fault, as in the
+    interpreter (arith.OverflowFlags): the flags let canonicalize assume it never happens."""
+    flags = arith_dialect.overflow_flags(op)
+    if not flags or not self.options.checks:
+        return
+    t = op.operands[0].type
+    for flag in sorted(flags):
+        signed = flag == "nsw"
+        if op.name == "arith.shli":
+            back = b.ashr(result, y) if signed else b.lshr(result, y)
+            broke = b.icmp_unsigned("!=", back, x)
+        else:
+            kind = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul"}[op.name]
+            pair = getattr(b, f"{'s' if signed else 'u'}{kind}_with_overflow")(x, y)
+            broke = b.extract_value(pair, 1)
+        self.fault_if(b, broke, op, f"{op.name} overflow<{flag}>: the result overflows {t}")
 
 
 @_handler("arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui")

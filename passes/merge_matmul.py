@@ -95,6 +95,9 @@ class MergeMatmul(Pass):
 
     name = "merge-matmul"
 
+    def triggers(self):
+        return frozenset({"graph.matmul"})
+
     def run(self, module, stats) -> None:
         blocks = [block for op in module.walk() for region in op.regions for block in region.blocks]
         for block in blocks:

@@ -828,3 +828,53 @@ class AssumeAlignmentOp(Operation):
     def print_custom(self, p) -> None:
         m = self.operands[0]
         p.write(f" {p.value(m)}, {self.alignment}{p.attr_dict(self.attributes, elide=('alignment',))} : {m.type}")
+
+
+def cast_mismatch(t: MemRefType) -> str:
+    return f"memref.cast to {t}: the buffer's sizes differ"
+
+
+class CastOp(Operation):
+    """``%c = memref.cast %m : memref<4xf32> to memref<?xf32>``: the same buffer with a type
+    that differs only in which sizes are static (same rank, element type and memory space).
+
+    A size made static must be the buffer's: a mismatch is a fault at the op, in the
+    interpreter and in compiled code (MLIR leaves it undefined).  The cast is the buffer
+    itself, so freeing it frees the buffer.  Unranked memrefs (``memref<*xf32>``) are not
+    irc types.
+    """
+
+    name = "memref.cast"
+    summary = "The same buffer with some sizes made static or dynamic (a static size is checked)."
+    example = "%fixed = memref.cast %m : memref<?xi64> to memref<4xi64>"
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or len(self.results) != 1:
+            raise self.error("takes one memref and has one result")
+        a, b = self.operands[0].type, self.results[0].type
+        if not isinstance(a, MemRefType) or not isinstance(b, MemRefType) or a.rank != b.rank \
+                or a.element_type is not b.element_type or a.memory_space != b.memory_space \
+                or any(x is not None and y is not None and x != y for x, y in zip(a.shape, b.shape)):
+            raise self.error(f"cannot cast {a} to {b}: only the static or dynamic sizes may differ")
+
+    def interpret(self, interp, args):
+        buf = args[0]
+        t = self.results[0].type
+        shape = buf.array.shape if not hasattr(buf, "view_at") else None
+        if shape is not None and any(d is not None and d != n for d, n in zip(t.shape, shape)):
+            raise interp.fault(self, cast_mismatch(t))
+        return [buf]
+
+    def fold(self, constants):
+        return [self.operands[0]] if self.operands[0].type is self.results[0].type else None
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        if syn.sig is None or syn.sig[0] != "cast" or len(syn.args) != 1 or isinstance(syn.args[0], tuple):
+            raise IRError("'memref.cast' expects '%buffer : memref<...> to memref<...>'", syn.loc)
+        (a,), (b,) = syn.sig[1], syn.sig[2]
+        return cls([ctx.value(syn.args[0], a)], [b], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(f" {p.value(self.operands[0])}{p.attr_dict(self.attributes)} : {self.operands[0].type} to "
+                f"{self.results[0].type}")

@@ -183,3 +183,47 @@ def test_print_parse_fixpoint_and_generic_form():
     text = m.print()
     assert irc.parse(text).print() == text
     assert irc.parse(m.print(generic=True)).print() == text
+
+
+CAST = """
+func.func @f(%m: memref<?x3xf32>, %i: index) -> f32 {
+  %c = memref.cast %m : memref<?x3xf32> to memref<2x3xf32>
+  %d = memref.cast %c : memref<2x3xf32> to memref<?x?xf32>
+  %c0 = arith.constant 0 : index
+  %x = memref.load %d[%i, %c0] : memref<?x?xf32>
+  memref.store %x, %c[%c0, %c0] : memref<2x3xf32>
+  func.return %x : f32
+}
+
+func.func @freed_through_a_cast(%n: index) -> index {
+  %a = memref.alloc(%n) : memref<?xi64>
+  %c = memref.cast %a : memref<?xi64> to memref<4xi64>
+  memref.dealloc %c : memref<4xi64>
+  func.return %n : index
+}
+"""
+
+
+def test_memref_cast_is_the_buffer_with_its_static_sizes_checked():
+    m = irc.parse(CAST)
+    m.verify()
+    a = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+    b = a.copy()
+    assert irc.interpret(m, "f", a, 1) == 4.0 and a[0, 0] == 4.0  # the store went to the buffer itself
+    assert irc.interpret(m, "freed_through_a_cast", 4) == 4
+    with pytest.raises(ExecutionError, match="memref.cast to memref<2x3xf32>: the buffer's sizes differ"):
+        irc.interpret(m, "f", np.zeros((3, 3), np.float32), 0)
+    with pytest.raises(ExecutionError, match="memref.cast to memref<4xi64>"):
+        irc.interpret(m, "freed_through_a_cast", 5)
+    pytest.importorskip("llvmlite")
+    exe = irc.compile(m)
+    assert exe.f(b, 1) == 4.0 and b[0, 0] == 4.0
+    assert exe.freed_through_a_cast(4) == 4
+    with pytest.raises(ExecutionError, match="memref.cast to memref<2x3xf32>: the buffer's sizes differ"):
+        exe.f(np.zeros((3, 3), np.float32), 0)
+
+
+def test_a_cast_that_changes_more_than_static_sizes_is_an_error():
+    with pytest.raises(IRError, match="only the static or dynamic sizes may differ"):
+        irc.parse("func.func @f(%m: memref<4xf32>) {\n  %c = memref.cast %m : memref<4xf32> to memref<5xf32>\n"
+                  "  func.return\n}\n").verify()

@@ -1291,6 +1291,19 @@ def _get_global(self, b, op):
     return _descriptor(b, t, data, [ir.Constant(I64, d) for d in t.shape])
 
 
+@_handler("memref.cast")
+def _memref_cast(self, b, op):
+    """The same descriptor; a size the cast makes static is checked against the buffer's."""
+    mem = self.value(op.operands[0])
+    src, t = op.operands[0].type, op.results[0].type
+    sizes = _sizes(b, mem, t.rank)
+    for d, (was, now) in enumerate(zip(src.shape, t.shape)):
+        if was is None and now is not None:
+            self.fault_if(b, b.icmp_unsigned("!=", sizes[d], ir.Constant(I64, now)), op,
+                          memref_dialect.cast_mismatch(t))
+    return mem
+
+
 @_handler("memref.prefetch")
 def _prefetch(self, b, op):
     """A hint only: nothing to do for the program's values (LLVM places its own prefetches)."""

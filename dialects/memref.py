@@ -22,7 +22,7 @@ import numpy as np
 
 from irc.attributes import DenseAttr, IntegerAttr, StringAttr, SymbolRefAttr, TypeAttr, UnitAttr
 from irc.diagnostics import IRError
-from irc.operation import HasRecursiveEffects, Operation, ReturnLike, Terminator
+from irc.operation import HasRecursiveEffects, Operation, Pure, ReturnLike, Terminator
 from irc.registry import syntax_rule
 from irc.semantics import Buffer, float_dtype
 from irc.syntax import Literal
@@ -878,3 +878,34 @@ class CastOp(Operation):
     def print_custom(self, p) -> None:
         p.write(f" {p.value(self.operands[0])}{p.attr_dict(self.attributes)} : {self.operands[0].type} to "
                 f"{self.results[0].type}")
+
+
+class RankOp(Operation):
+    """``%r = memref.rank %m : memref<4x?xf32>``: the number of dimensions (an index).  irc's
+    memrefs are all ranked, so it is a constant and folds to one."""
+
+    name = "memref.rank"
+    traits = frozenset({Pure})
+    summary = "The rank of a memref, as an index (a constant: irc has no unranked memrefs)."
+    example = "%r = memref.rank %m : memref<?xi64>"
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or len(self.results) != 1 or not isinstance(self.operands[0].type, MemRefType) \
+                or self.results[0].type is not index:
+            raise self.error("takes one memref and gives an index")
+
+    def interpret(self, interp, args):
+        return [self.operands[0].type.rank]
+
+    def fold(self, constants):
+        return [IntegerAttr(self.operands[0].type.rank, index)]
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        t = _memref_type(syn)
+        if len(syn.args) != 1 or isinstance(syn.args[0], tuple):
+            raise IRError("'memref.rank' expects '%buffer : memref<...>'", syn.loc)
+        return cls([ctx.value(syn.args[0], t)], [index], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(f" {p.value(self.operands[0])}{p.attr_dict(self.attributes)} : {self.operands[0].type}")

@@ -1058,7 +1058,7 @@ _SCOPE = "irc reads MLIR's func, arith, math, cf, scf and memref dialects"
 MLIR_MEMREF_OPS_NOT_IN_IRC = frozenset(f"memref.{n}" for n in (
     "dma_start", "dma_wait", "atomic_rmw", "generic_atomic_rmw", "atomic_yield", "collapse_shape",
     "expand_shape", "extract_aligned_pointer_as_index", "extract_strided_metadata", "memory_space_cast",
-    "rank", "realloc", "reinterpret_cast", "reshape", "subview", "transpose", "distinct_objects"))
+    "realloc", "reinterpret_cast", "reshape", "subview", "transpose", "distinct_objects"))
 
 
 def _unknown_op_message(name: str) -> str:

@@ -227,3 +227,14 @@ def test_a_cast_that_changes_more_than_static_sizes_is_an_error():
     with pytest.raises(IRError, match="only the static or dynamic sizes may differ"):
         irc.parse("func.func @f(%m: memref<4xf32>) {\n  %c = memref.cast %m : memref<4xf32> to memref<5xf32>\n"
                   "  func.return\n}\n").verify()
+
+
+def test_memref_rank_is_the_number_of_dimensions():
+    text = ("func.func @f(%m: memref<2x?x3xf32>) -> index {\n  %r = memref.rank %m : memref<2x?x3xf32>\n"
+            "  func.return %r : index\n}\n")
+    m = irc.parse(text)
+    buf = np.zeros((2, 5, 3), np.float32)
+    assert irc.interpret(m, "f", buf) == buf.ndim
+    assert "memref.rank" not in irc.passes.run(irc.parse(text), "canonicalize").print()
+    pytest.importorskip("llvmlite")
+    assert irc.compile(m).f(buf) == buf.ndim

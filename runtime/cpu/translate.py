@@ -1304,6 +1304,11 @@ def _memref_cast(self, b, op):
     return mem
 
 
+@_handler("memref.rank")
+def _memref_rank(self, b, op):
+    return ir.Constant(I64, op.operands[0].type.rank)
+
+
 @_handler("memref.prefetch")
 def _prefetch(self, b, op):
     """A hint only: nothing to do for the program's values (LLVM places its own prefetches)."""

@@ -16,9 +16,9 @@ together with the chunk's declarations (``func.func private @f(...)``) as one mo
 * through irc (``irc.parse`` then ``irc.passes.run(m, "canonicalize")``) on the same text with
   the spellings irc does not read yet rewritten (``normalise``: ``return`` and ``call``
   without ``func.``, a quoted predicate, ``vector<...>`` read as ``tensor<...>`` -- both are
-  value-semantic shaped types and every op used on them here is elementwise --, and the
-  ``overflow<...>``/``fastmath<...>`` flags dropped, which only withholds information from
-  irc).
+  value-semantic shaped types and every op used on them here is elementwise).  The
+  ``overflow<...>``/``fastmath<...>`` flags and truncf's rounding modes are read by irc as
+  written.
 
 Both sides count the ops left in function bodies, nested regions and terminators
 (``scf.yield`` included, implicit ones too), not ``func.func``, the module or ``cf.phi``.
@@ -27,7 +27,7 @@ In scope: functions whose ops all belong to func, arith, math, cf and scf's for,
 (``scf.parallel``, ``scf.forall``, ``scf.index_switch``, ``scf.execute_region`` are not
 irc ops).  Skipped, each with its reason: other dialects (the ``test`` dialect's
 placeholder ops, ``ub``, ``vector``, ``tensor``, ``memref``, ``affine``, ``linalg``),
-scalable vectors, truncf rounding modes, and functions irc cannot parse (the parse error is
+scalable vectors, and functions irc cannot parse (the parse error is
 printed: types such as i0 or f80, ops irc lacks).
 
 It prints one line per function where irc leaves more ops (``--show-all``: every function),
@@ -55,7 +55,6 @@ FILES = ["mlir/test/Dialect/Arith/canonicalize.mlir", "mlir/test/Dialect/Math/ca
 IN_SCOPE_DIALECTS = {"arith", "math", "func", "cf"}
 IN_SCOPE_SCF = {"scf.for", "scf.if", "scf.while", "scf.yield", "scf.condition"}
 BARE_OPS = {"return": "func.return", "call": "func.call"}
-ROUNDING_MODES = ("to_nearest_even", "downward", "upward", "toward_zero", "to_nearest_away")
 
 _OP_AT_LINE_START = re.compile(
     r'^\s*(?:(?:%[\w$.#:-]+\s*,\s*)*%[\w$.#:-]+\s*=\s*)?("?)([A-Za-z_][\w$]*(?:\.[\w$]+)*)\1')
@@ -136,8 +135,6 @@ def out_of_scope(func_text: str) -> str | None:
             return f"uses the {dialect} dialect ({name})"
     if re.search(r"vector<\[", func_text):
         return "scalable vector type"
-    if any(re.search(rf"\btruncf\b.*\b{mode}\b", func_text) for mode in ROUNDING_MODES):
-        return "truncf with a rounding mode"
     return None
 
 
@@ -148,7 +145,6 @@ def normalise(text: str) -> str:
         line = re.sub(r"^(\s*(?:%[\w$.#:-]+(?:\s*,\s*%[\w$.#:-]+)*\s*=\s*)?)(return|call)\b",
                       lambda m: m.group(1) + BARE_OPS[m.group(2)], line)
         line = re.sub(r"(arith\.cmp[if])\s+\"(\w+)\"", r"\1 \2", line)
-        line = re.sub(r"\s+(overflow|fastmath)<[^>]*>", "", line)
         line = line.replace("vector<", "tensor<")
         out.append(line)
     return "\n".join(out)

@@ -1,6 +1,7 @@
 """MLIR text through irc and back: how many chunks of MLIR files round-trip.
 
     python benchmarks/mlir_roundtrip.py FILE.mlir ... [--mlir-opt mlir-opt-22] [--per-function] [-v]
+    python benchmarks/mlir_roundtrip.py --upstream ~/llvm-project --per-function   # issue 15's 17 files
 
 Each file is split at ``// -----`` (as ``mlir-opt --split-input-file`` does); with
 ``--per-function`` each top-level op of a chunk, as mlir-opt prints it, is a unit of its own
@@ -15,7 +16,10 @@ Each file is split at ``// -----`` (as ``mlir-opt --split-input-file`` does); wi
 3. in-scope chunks are parsed and verified by irc, printed with ``irc.print_mlir``, fed back to
    ``mlir-opt``, and compared with step 1's output.
 
-It prints one line per failing chunk (with -v, every chunk) and the counts.  Upstream MLIR's test
+It prints one line per failing chunk (with -v, every chunk), the counts per file and in all;
+"accepted" counts the units that irc reads and mlir-opt reads back (identical or not).  With
+``--upstream DIR`` the files are the 17 upstream tests issue 15 names (``UPSTREAM_FILES``) under
+an llvm-project checkout; the ``*invalid.mlir`` ones hold only chunks that mlir-opt rejects.  Upstream MLIR's test
 files are not part of this repository: pass their paths (docs/mlir-interop.md says how the
 figure there was measured).  The repository's own corpus is tests/mlir/*.mlir.
 """
@@ -33,6 +37,13 @@ IN_SCOPE = {"builtin", "func", "arith", "math", "cf", "scf", "memref"}
 _GENERIC_OP = re.compile(r'"([A-Za-z_][\w$]*)\.[\w$.]+"\(')
 _SWITCH_CASES = re.compile(r"case_values = dense<[^>]*> : vector<\d+xi\d+>")
 _FOREIGN = re.compile(r"vector<|complex<|tuple<|!\w|affine_map|strided<|#map|affine_set|tensor<[^>]*,|<\*x")
+
+
+UPSTREAM_FILES = [f"mlir/test/Dialect/{d}/{f}.mlir" for d in ("Arith", "SCF", "ControlFlow", "MemRef")
+                  for f in ("ops", "canonicalize", "invalid")] + [
+    "mlir/test/Dialect/Math/ops.mlir", "mlir/test/Dialect/Math/canonicalize.mlir",
+    "mlir/test/Transforms/cse.mlir", "mlir/test/Transforms/sccp.mlir", "mlir/test/Transforms/canonicalize.mlir"]
+"""The 17 upstream test files of issue 15, relative to an llvm-project checkout."""
 
 
 @dataclass
@@ -118,7 +129,8 @@ def top_level_units(tool: str, text: str) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="+")
+    ap.add_argument("files", nargs="*")
+    ap.add_argument("--upstream", metavar="DIR", help="an llvm-project checkout: measure UPSTREAM_FILES in it")
     ap.add_argument("--mlir-opt", default="mlir-opt-22")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--per-function", action="store_true", help="count each top-level op of a chunk on its own")
@@ -126,10 +138,23 @@ def main(argv=None) -> int:
     if shutil.which(args.mlir_opt) is None:
         print(f"{args.mlir_opt} is not installed; nothing to measure", file=sys.stderr)
         return 2
+    files = list(args.files)
+    if args.upstream:
+        import os
+
+        files += [os.path.join(args.upstream, f) for f in UPSTREAM_FILES]
+    if not files:
+        ap.error("give FILE.mlir arguments or --upstream DIR")
     results = []
-    for path in args.files:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+    per_file = {}
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            print(f"{path}: cannot read ({e.strerror})")
+            continue
+        start = len(results)
         for line, chunk in split_chunks(text):
             units = top_level_units(args.mlir_opt, chunk) if args.per_function else [chunk]
             for k, unit in enumerate(units):
@@ -138,6 +163,12 @@ def main(argv=None) -> int:
                 results.append(r)
                 if args.verbose or r.status not in ("ok", "rejected by mlir-opt", "out of scope"):
                     print(f"{r.where}: {r.status}{': ' + r.detail if r.detail else ''}")
+        per_file[path] = results[start:]
+    for path, rs in per_file.items():
+        scope = [r for r in rs if r.status not in ("rejected by mlir-opt", "out of scope")]
+        accepted = sum(r.status in ("ok", "differs") for r in scope)
+        print(f"{path}: {len(rs)} units, {len(scope)} in scope, accepted {accepted}/{len(scope)}, "
+              f"identical {sum(r.status == 'ok' for r in scope)}/{len(scope)}")
     counts = {}
     for r in results:
         counts[r.status] = counts.get(r.status, 0) + 1

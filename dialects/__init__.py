@@ -1,19 +1,20 @@
 """Every dialect irc knows.  Importing this package registers their ops."""
 
 from . import (  # noqa: F401
-           arith,
-           bufferization,
-           cf,
-           func,
-           fused,
-           gpu,
-           graph_dynamic,
-           math,
-           memref,
-           scf,
-           tensor,
-           vector,
+    arith,
+    bufferization,
+    cf,
+    func,
+    fused,
+    gpu,
+    graph,
+    graph_dynamic,
+    math,
+    memref,
+    scf,
+    tensor,
+    vector,
 )
 
-__all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "graph_dynamic", "math", "memref", "scf",
-           "tensor", "vector"]
+__all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "graph", "graph_dynamic", "math", "memref",
+           "scf", "tensor", "vector"]

@@ -88,11 +88,55 @@ def _zero_attr(t):
 # ---- integer arithmetic ---------------------------------------------------------------
 
 
+def overflow_flags(op) -> frozenset:
+    """The op's MLIR overflow flags (``overflow<nsw, nuw>``, kept as ``overflowFlags``)."""
+    attr = op.attributes.get("overflowFlags")
+    text = getattr(attr, "text", "")
+    if "<" not in text:
+        return frozenset()
+    return frozenset(w.strip() for w in text[text.index("<") + 1:text.rindex(">")].split(",") if w.strip())
+
+
+def _exact(x):
+    """Python integers (an object array for an array): arithmetic on them never wraps."""
+    return np.asarray(x).astype(object) if is_array(x) else int(x)
+
+
+def overflows(name: str, flag: str, a, b, result, t) -> bool:
+    """Whether ``a name b`` (canonical values of type ``t``, scalars or arrays) breaks ``flag``:
+    the exact result, read signed (nsw) or unsigned (nuw), differs from the wrapped ``result``."""
+    read = signed if flag == "nsw" else unsigned
+    x, r = _exact(read(a, t)), _exact(read(result, t))
+    if name == "arith.shli":
+        value = x << _exact(unsigned(b, t))
+    else:
+        y = _exact(read(b, t))
+        value = x + y if name == "arith.addi" else x - y if name == "arith.subi" else x * y
+    return bool(np.any(value != r))
+
+
+class OverflowFlags:
+    """MLIR's ``nsw``/``nuw`` flags with a meaning: a result that overflows (signed / unsigned)
+    despite them is an error at the op, as division by zero is (MLIR makes it poison).  So a
+    program that runs without error computes the exact result, and canonicalize may use the
+    flags (``divui (muli nuw a, b), a`` -> b) without changing it."""
+
+    def interpret(self, interp, args):
+        out = super().interpret(interp, args)
+        flags = overflow_flags(self)
+        if flags:
+            t = self.operands[0].type.element_type
+            for flag in sorted(flags):
+                if overflows(self.name, flag, args[0], args[1], out[0], t):
+                    raise Fault(f"{self.name} overflow<{flag}>: the result overflows {t}")
+        return out
+
+
 class IntBinaryOp(BinaryOp):
     operand_kind = "int"
 
 
-class AddIOp(IntBinaryOp):
+class AddIOp(OverflowFlags, IntBinaryOp):
     name = "arith.addi"
     traits = COMMUTATIVE
     summary = "Integer addition, wrapping."
@@ -105,7 +149,7 @@ class AddIOp(IntBinaryOp):
         return None
 
 
-class SubIOp(IntBinaryOp):
+class SubIOp(OverflowFlags, IntBinaryOp):
     name = "arith.subi"
     traits = ELEMENTWISE
     summary = "Integer subtraction, wrapping."
@@ -120,7 +164,7 @@ class SubIOp(IntBinaryOp):
         return None
 
 
-class MulIOp(IntBinaryOp):
+class MulIOp(OverflowFlags, IntBinaryOp):
     name = "arith.muli"
     traits = COMMUTATIVE
     summary = "Integer multiplication, wrapping."
@@ -314,7 +358,7 @@ def _shift_amount(b, t):
     return ub
 
 
-class ShLIOp(IntBinaryOp):
+class ShLIOp(OverflowFlags, IntBinaryOp):
     name = "arith.shli"
     traits = ELEMENTWISE
     summary = "Shift left; a shift by the bit width or more is an error."
@@ -668,11 +712,24 @@ class ExtendedOp(Operation):
 
     def fold(self, constants):
         if constants[0] is None or constants[1] is None:
-            return None
+            return self.fold_partial(constants[1] if constants[1] is not None else constants[0],
+                                     self.operands[0] if constants[1] is not None else self.operands[1])
         from irc.semantics import value_to_attr
 
         low, high = self.interpret(None, [attr_to_value(c) for c in constants])
         return [value_to_attr(low, self.results[0].type), value_to_attr(high, self.results[1].type)]
+
+    def fold_partial(self, c, x):
+        """Both results when one operand is the constant ``c`` and the other is ``x`` (both ops
+        commute): x + 0 is (x, no carry), x * 0 is (0, 0), x * 1 unsigned is (x, 0)."""
+        if c is None:
+            return None
+        if _is_int_const(c, 0):
+            second = _zero_attr(self.results[1].type)
+            return [x, second] if self.name == "arith.addui_extended" else [_zero_attr(x.type), second]
+        if _is_int_const(c, 1) and self.name == "arith.mului_extended":
+            return [x, _zero_attr(self.results[1].type)]
+        return None
 
     @classmethod
     def parse_uniform(cls, ctx, syn):
@@ -1151,18 +1208,83 @@ class ExtFOp(CastOp):
         return [b.convert(t[0], y[0].elem)]
 
 
+ROUNDING_MODES = ("to_nearest_even", "downward", "upward", "toward_zero", "to_nearest_away")
+"""MLIR's rounding modes, in the order of its ``roundingmode`` property's values."""
+
+
+def _bf16_next_up(r: np.ndarray) -> np.ndarray:
+    """The least bf16 above each bf16 value ``r`` (kept in float32)."""
+    bits = np.nextafter(r, np.float32(np.inf)).astype(np.float32).view(np.uint32)
+    negative = (bits >> 31).astype(bool)
+    out = np.where(negative, bits & np.uint32(0xFFFF0000), (bits + np.uint32(0xFFFF)) & np.uint32(0xFFFF0000))
+    return out.astype(np.uint32).view(np.float32)
+
+
+def _next_toward(r: np.ndarray, dst: FloatType, up: bool) -> np.ndarray:
+    if dst.kind == "bf16":
+        return _bf16_next_up(r) if up else -_bf16_next_up(-r)
+    return np.nextafter(r, np.array(np.inf if up else -np.inf, dtype=r.dtype))
+
+
+def round_directed(x, dst: FloatType, mode: int):
+    """``x`` (a wider float) rounded to ``dst`` by MLIR rounding mode ``mode`` (an index of
+    ROUNDING_MODES): the nearest value first, then its neighbour where the mode asks for the
+    other side of ``x``.  NaNs stay NaN; overflow goes to infinity or the largest finite value
+    as the direction says."""
+    wide = np.asarray(x, dtype=np.float64)
+    nearest = np.asarray(round_to(wide, dst))
+    if mode == 0:
+        return nearest if is_array(x) else nearest[()]
+    near = nearest.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo = np.where(near > wide, _next_toward(nearest, dst, up=False), nearest)
+        hi = np.where(near < wide, _next_toward(nearest, dst, up=True), nearest)
+        if mode == 1:
+            out = lo
+        elif mode == 2:
+            out = hi
+        elif mode == 3:
+            out = np.where(wide >= 0, lo, hi)
+        else:
+            lo64, hi64 = lo.astype(np.float64), hi.astype(np.float64)
+            tie = (lo64 != hi64) & (wide - lo64 == hi64 - wide)
+            out = np.where(tie, np.where(wide >= 0, hi, lo), nearest)
+    out = np.where(np.isnan(wide), nearest, out).astype(nearest.dtype)
+    return out if is_array(x) else out[()]
+
+
 class TruncFOp(CastOp):
-    """The result is a strictly narrower float type."""
+    """The result is a strictly narrower float type.  An optional rounding mode follows the
+    operand, as in MLIR (``arith.truncf %x downward : f64 to f32``, kept as the ``roundingmode``
+    attribute, 0 to 4 in ROUNDING_MODES' order); without one it rounds to nearest even."""
 
     name = "arith.truncf"
-    summary = "Narrow a float, rounding to nearest even."
+    summary = "Narrow a float, rounding to nearest even (or by the rounding mode given)."
     example = "%r = arith.truncf %x : f32 to f16"
     from_kind = to_kind = "float"
     compute = staticmethod(lambda x, s, d: round_to(x, d))
 
+    @property
+    def rounding_mode(self) -> int:
+        mode = self.attributes.get("roundingmode")
+        return mode.value if isinstance(mode, IntegerAttr) else 0
+
     def verify_widths(self, src, dst):
         if dst.width >= src.width:
             raise self.error(f"result must be a narrower float type than the operand, got {src} to {dst}")
+        mode = self.attributes.get("roundingmode")
+        if mode is not None and not (isinstance(mode, IntegerAttr) and 0 <= mode.value < len(ROUNDING_MODES)):
+            raise self.error(f"roundingmode must be an integer from 0 to {len(ROUNDING_MODES) - 1}, got {mode}")
+
+    def interpret(self, interp, args):
+        if not self.rounding_mode:
+            return super().interpret(interp, args)
+        return [round_directed(args[0], self.results[0].type.element_type, self.rounding_mode)]
+
+    def print_custom(self, p) -> None:
+        mode = f" {ROUNDING_MODES[self.rounding_mode]}" if "roundingmode" in self.attributes else ""
+        p.write(f" {p.value(self.operands[0])}{mode}{p.attr_dict(self.attributes, elide=('roundingmode',))} : "
+                f"{self.operands[0].type} to {self.results[0].type}")
 
     def vjp(self, b, x, y, g):
         return [b.convert(g[0], x[0].elem)]

@@ -40,7 +40,7 @@ from irc.operation import Operation, Pure, ReturnLike, Terminator
 from irc.semantics import Fault
 from irc.types import ShapedType, TensorType, Type, i64
 
-from .tensor import (
+from .graph import (
     ReduceMaxOp,
     ReduceMeanOp,
     ReduceMinOp,

@@ -21,7 +21,7 @@ import numpy as np
 from irc.semantics import Fault
 from irc.types import TensorType, index
 
-from .tensor import NaryOp, ShapeError, ShapeOp, _dims, _tensor
+from .graph import NaryOp, ShapeError, ShapeOp, _dims, _tensor
 
 
 def _offsets(types, rank: int, what: str) -> None:

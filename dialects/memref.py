@@ -20,10 +20,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from irc.attributes import DenseAttr, IntegerAttr, StringAttr, SymbolRefAttr, TypeAttr, UnitAttr
 from irc.diagnostics import IRError
-from irc.operation import Operation
+from irc.operation import HasRecursiveEffects, Operation, Pure, ReturnLike, Terminator
+from irc.registry import syntax_rule
 from irc.semantics import Buffer, float_dtype
-from irc.types import MAX_BUFFER_BYTES, FloatType, IndexType, MemRefType, index, numpy_dtype
+from irc.syntax import Literal
+from irc.types import (
+    MAX_BUFFER_BYTES,
+    FloatType,
+    IndexType,
+    MemRefType,
+    TensorType,
+    i1,
+    i32,
+    index,
+    numpy_dtype,
+)
 
 from .gpu import check_memory_space
 
@@ -275,7 +288,11 @@ class StoreOp(Operation):
 
     def interpret(self, interp, args):
         value, buf = args[0], args[1]
-        buf.array[_element_index(interp, self, buf, args[2:])] = value
+        at = _element_index(interp, self, buf, args[2:])
+        try:
+            buf.array[at] = value
+        except ValueError:  # a read-only array: the buffer of a constant memref.global
+            raise interp.fault(self, WRITE_TO_CONSTANT) from None
         return []
 
     @classmethod
@@ -358,6 +375,8 @@ class CopyOp(Operation):
             raise interp.fault(self, FREED_ACCESS)
         if src.array.shape != dst.array.shape:
             raise interp.fault(self, f"shapes differ: {list(src.array.shape)} and {list(dst.array.shape)}")
+        if not dst.array.flags.writeable:
+            raise interp.fault(self, WRITE_TO_CONSTANT)
         dst.array[...] = src.array
         return []
 
@@ -445,3 +464,448 @@ class ViewOp(Operation):
     @classmethod
     def build(cls, source, byte_offset, type: MemRefType, sizes=()):
         return cls([source, byte_offset, *sizes], [type])
+
+
+# ---- globals, alloca scopes and hints: the rest of the memref ops upstream tests use -------------
+
+
+WRITE_TO_CONSTANT = "write to a constant memref.global"
+
+
+def _symbol_name(op) -> str:
+    sym = op.attributes.get("sym_name")
+    return sym.value if isinstance(sym, StringAttr) else ""
+
+
+class GlobalOp(Operation):
+    """``memref.global ["private"] [constant] @g : memref<2xf32> [= dense<...> | = uninitialized]``.
+
+    A module-level buffer of static shape, named by its symbol and read with
+    ``memref.get_global``.  Without an initial value (or ``uninitialized``) it starts
+    zeroed, as every irc buffer does.  Attributes as MLIR's properties: ``sym_name``,
+    ``type``, ``initial_value`` (a dense constant of the buffer's shape, or the unit
+    ``uninitialized``), ``constant``, ``sym_visibility``, ``alignment``.  Writing to a
+    ``constant`` global is a fault in the interpreter (undefined in compiled code, where
+    the buffer lies in read-only memory, as MLIR's).
+    """
+
+    name = "memref.global"
+    summary = "A module-level buffer of static shape, optionally initialised and constant."
+    example = 'memref.global "private" constant @table : memref<2xf32> = dense<[1.0, 2.0]>'
+    example_is_module = True
+
+    @property
+    def sym_name(self) -> str:
+        return _symbol_name(self)
+
+    @property
+    def type(self) -> MemRefType:
+        return self.attributes["type"].type
+
+    @property
+    def initial_value(self):
+        """The DenseAttr the buffer starts as, or None (zeroed)."""
+        v = self.attributes.get("initial_value")
+        return v if isinstance(v, DenseAttr) else None
+
+    @property
+    def is_constant(self) -> bool:
+        return "constant" in self.attributes
+
+    def verify_op(self) -> None:
+        if self.operands or self.results or self.regions:
+            raise self.error("takes no operands, results or regions")
+        parent = self.parent_op
+        if parent is None or parent.name != "builtin.module":
+            raise self.error("must be at the top level of a module")
+        if not self.sym_name:
+            raise self.error("needs a symbol name")
+        t = self.attributes.get("type")
+        if not isinstance(t, TypeAttr) or not isinstance(t.type, MemRefType) or not t.type.has_static_shape:
+            raise self.error(f"needs a memref type of static shape, got {t}")
+        init = self.attributes.get("initial_value")
+        if init is not None and not isinstance(init, (DenseAttr, UnitAttr)):
+            raise self.error(f"initial value must be a dense constant or 'uninitialized', got {init}")
+        if isinstance(init, DenseAttr) and (init.type.shape != t.type.shape
+                                            or init.type.element_type is not t.type.element_type):
+            raise self.error(f"initial value of type {init.type} does not match {t.type}")
+        align = self.attributes.get("alignment")
+        if align is not None and not (isinstance(align, IntegerAttr) and _power_of_two(align.value)):
+            raise self.error(f"alignment must be a power of two, got {align}")
+
+    def print_custom(self, p) -> None:
+        vis = self.attributes.get("sym_visibility")
+        out = f' "{vis.value}"' if isinstance(vis, StringAttr) else ""
+        out += " constant" if self.is_constant else ""
+        out += f" @{self.sym_name} : {self.type}"
+        init = self.attributes.get("initial_value")
+        if isinstance(init, DenseAttr):
+            out += f" = {_dense_text(init)}"
+        elif isinstance(init, UnitAttr):
+            out += " = uninitialized"
+        p.write(out + p.attr_dict(self.attributes, elide=("sym_name", "type", "initial_value", "constant",
+                                                          "sym_visibility")))
+
+    def buffer(self) -> Buffer:
+        """A fresh run-time buffer holding the initial value (read-only for a constant)."""
+        t = self.type
+        array = np.zeros(t.shape, dtype=storage_dtype(t))
+        if self.initial_value is not None:
+            array[...] = self.initial_value.array
+        if self.is_constant:
+            array.flags.writeable = False
+        return Buffer(array, t)
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _dense_text(attr: DenseAttr) -> str:
+    """``dense<...>`` without its ``: tensor<...>`` (the global's type says it)."""
+    text = str(attr)
+    return text[:text.rindex(" : ")] if " : " in text else text
+
+
+@syntax_rule("global_op")
+def _parse_global(ctx, children):
+    kw, *rest = children
+    attrs: dict = {}
+    if rest and isinstance(rest[-1], dict):
+        attrs = dict(rest.pop())
+    it = iter(rest)
+    tok = next(it)
+    if tok.type == "STRING":
+        attrs["sym_visibility"] = StringAttr(tok.value[1:-1])
+        tok = next(it)
+    if tok.type == "BARE_ID":
+        if tok.value != "constant":
+            raise IRError(f"'memref.global' expects 'constant' or a symbol here, got '{tok.value}'", ctx.loc(tok))
+        attrs["constant"] = UnitAttr()
+        tok = next(it)
+    attrs["sym_name"] = StringAttr(tok.value[1:].strip('"'))
+    t = ctx.type_of(next(it))
+    if not isinstance(t, MemRefType):
+        raise IRError(f"'memref.global' needs a memref type, got {t}", ctx.loc(kw))
+    attrs["type"] = TypeAttr(t)
+    init = next(it, None)
+    if init is not None:
+        if isinstance(init, Literal):
+            if init.kind != "dense":
+                raise IRError("the initial value of 'memref.global' must be dense<...>", init.loc)
+            attrs["initial_value"] = init.to_attr(TensorType(list(t.shape), t.element_type))
+        elif init.value == "uninitialized":
+            attrs["initial_value"] = UnitAttr()
+        else:
+            raise IRError(f"expected dense<...> or 'uninitialized', got '{init.value}'", ctx.loc(init))
+    return GlobalOp([], [], attrs, loc=ctx.loc(kw))
+
+
+def _global_of(op, name: str):
+    from irc.module import symbol_in
+
+    scope = op.parent_op
+    while scope is not None and scope.name != "builtin.module":
+        scope = scope.parent_op
+    found = symbol_in(scope.regions[0].entry, name) if scope is not None else None
+    return found if isinstance(found, GlobalOp) else None
+
+
+class GetGlobalOp(Operation):
+    """``%m = memref.get_global @g : memref<2xf32>``: the buffer of a ``memref.global``.
+
+    Every run of a function sees the same buffer for the same global within one
+    interpreter (or one compiled module), so a write is seen by later reads.
+    """
+
+    name = "memref.get_global"
+    summary = "The buffer of a memref.global, by symbol."
+    example = ("module { memref.global @table : memref<2xf32> func.func @f() { "
+               "%g = memref.get_global @table : memref<2xf32> func.return } }")
+    example_is_module = True
+
+    @property
+    def global_name(self) -> str:
+        return self.attributes["name"].name
+
+    def verify_op(self) -> None:
+        name = self.attributes.get("name")
+        if self.operands or len(self.results) != 1 or not isinstance(name, SymbolRefAttr):
+            raise self.error("takes a symbol and has one memref result")
+        g = _global_of(self, name.name)
+        if g is None:
+            raise self.error(f"'@{name.name}' is not a memref.global of the module")
+        if g.type is not self.results[0].type:
+            raise self.error(f"result type {self.results[0].type} does not match the global's type {g.type}")
+
+    def interpret(self, interp, args):
+        buffers = interp.globals
+        g = _global_of(self, self.global_name)
+        buf = buffers.get(g)
+        if buf is None:
+            buf = buffers[g] = g.buffer()
+        return [buf]
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        t = _memref_type(syn)
+        if len(syn.args) != 1 or not isinstance(syn.args[0], tuple) or syn.args[0][0] != "symbol":
+            raise IRError("'memref.get_global' expects '@name : memref<...>'", syn.loc)
+        attrs = {"name": SymbolRefAttr(syn.args[0][1].value[1:].strip('"')), **syn.attrs}
+        return cls([], [t], attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(f" @{self.global_name}{p.attr_dict(self.attributes, elide=('name',))} : {self.results[0].type}")
+
+
+class AllocaScopeOp(Operation):
+    """``%r = memref.alloca_scope -> (f32) { ... memref.alloca_scope.return %x : f32 }``.
+
+    Runs its region once; the buffers ``memref.alloca`` makes inside live until the
+    scope ends (in compiled code, until the function returns: scf-to-cf puts the
+    region in line, as it does ``scf.execute_region``).
+    """
+
+    name = "memref.alloca_scope"
+    traits = frozenset({HasRecursiveEffects})
+    summary = "Run a region once; allocas made in it end with it."
+    example = ("%r = memref.alloca_scope -> (i64) { %k = arith.constant 1 : i64 "
+               "memref.alloca_scope.return %k : i64 }")
+
+    def yield_types(self, region):
+        return self.result_types
+
+    def verify_op(self) -> None:
+        if len(self.regions) != 1 or self.regions[0].is_empty or self.operands:
+            raise self.error("takes no operands and has one region with at least one block")
+        if self.regions[0].entry.args:
+            raise self.error("its region's entry block takes no arguments")
+
+    def interpret(self, interp, args):
+        _, values = interp.run_region(self.regions[0], [], interp.env)
+        return values
+
+    def print_custom(self, p) -> None:
+        if self.results:
+            p.write(f" -> ({p.types(self.result_types)})")
+        p.write(" ")
+        p.region(self.regions[0])
+        p.write(p.attr_dict(self.attributes))
+
+
+class AllocaScopeReturnOp(Operation):
+    """``memref.alloca_scope.return %a : T``: ends a ``memref.alloca_scope``, giving its results."""
+
+    name = "memref.alloca_scope.return"
+    traits = frozenset({Terminator, ReturnLike})
+    summary = "End a memref.alloca_scope region, giving the scope's results."
+    example = "memref.alloca_scope.return %a : i64"
+
+    def verify_op(self) -> None:
+        parent = self.parent_op
+        if not isinstance(parent, AllocaScopeOp):
+            raise self.error("must end the region of memref.alloca_scope")
+        if self.operand_types != parent.result_types:
+            raise self.error(f"returns ({', '.join(map(str, self.operand_types))}) but the scope's results are "
+                             f"({', '.join(map(str, parent.result_types))})")
+
+    def interpret(self, interp, args):
+        return list(args)
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        types = syn.plain_types() if syn.args else []
+        if len(types) != len(syn.args) or any(isinstance(a, tuple) for a in syn.args):
+            raise IRError("'memref.alloca_scope.return' expects '%a, %b : T1, T2'", syn.loc)
+        return cls([ctx.value(a, t) for a, t in zip(syn.args, types)], [], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        if self.operands:
+            p.write(f" {p.values(self.operands)}{p.attr_dict(self.attributes)} : {p.types(self.operand_types)}")
+        else:
+            p.write(p.attr_dict(self.attributes))
+
+
+class PrefetchOp(Operation):
+    """``memref.prefetch %m[%i, %j], read|write, locality<0-3>, data|instr : memref<...>``.
+
+    A hint that the element will soon be read or written; it changes nothing, and an
+    index out of bounds is no error (no element is accessed).  Attributes as MLIR's
+    properties: ``isWrite``, ``localityHint`` (i32, 0 to 3), ``isDataCache``.
+    """
+
+    name = "memref.prefetch"
+    summary = "A cache hint for one element of a buffer; no effect on the program's values."
+    example = "memref.prefetch %m[%i], read, locality<3>, data : memref<?xi64>"
+
+    def verify_op(self) -> None:
+        if not self.operands or self.results:
+            raise self.error("takes a memref and indices, and has no results")
+        _check_indices(self, self.operands[0], self.operands[1:])
+        hint = self.attributes.get("localityHint")
+        if not isinstance(hint, IntegerAttr) or not 0 <= hint.value <= 3:
+            raise self.error(f"needs a locality hint from 0 to 3, got {hint}")
+        for key in ("isWrite", "isDataCache"):
+            v = self.attributes.get(key)
+            if not (isinstance(v, IntegerAttr) and v.type.width == 1):
+                raise self.error(f"needs a boolean '{key}', got {v}")
+
+    def interpret(self, interp, args):
+        return []
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        t = _memref_type(syn)
+        args = syn.args
+        usage = "'memref.prefetch' expects '%buffer[%i, ...], read|write, locality<N>, data|instr : memref<...>'"
+        if len(args) != 4 or not isinstance(args[0], tuple) or args[0][0] != "indexed" \
+                or any(not isinstance(a, tuple) or a[0] != "keyword" for a in args[1:]):
+            raise IRError(usage, syn.loc)
+        rw, locality, cache = (a[1].value for a in args[1:])
+        if rw not in ("read", "write") or not locality.startswith("locality<") or cache not in ("data", "instr"):
+            raise IRError(usage, syn.loc)
+        _, mem, idx = args[0]
+        attrs = {"isDataCache": IntegerAttr(int(cache == "data"), i1), "isWrite": IntegerAttr(int(rw == "write"), i1),
+                 "localityHint": IntegerAttr(int(locality[len("locality<"):-1]), i32), **syn.attrs}
+        return cls([ctx.value(mem, t), *[ctx.value(i, index) for i in idx]], [], attrs)
+
+    def print_custom(self, p) -> None:
+        m = self.operands[0]
+        a = self.attributes
+        rw = "write" if a["isWrite"].value else "read"
+        cache = "data" if a["isDataCache"].value else "instr"
+        rest = p.attr_dict(a, elide=("isWrite", "isDataCache", "localityHint"))
+        p.write(f" {p.value(m)}[{p.values(self.operands[1:])}], {rw}, locality<{a['localityHint'].value}>, "
+                f"{cache}{rest} : {m.type}")
+
+
+def misaligned(alignment: int) -> str:
+    return f"memref.assume_alignment: the buffer is not aligned to {alignment} bytes"
+
+
+class AssumeAlignmentOp(Operation):
+    """``%a = memref.assume_alignment %m, 16 : memref<4x4xf16>``: ``%m``, promised to start at
+    a multiple of 16 bytes (a power of two).
+
+    MLIR makes a broken promise undefined; irc checks it, in the interpreter and in
+    compiled code alike, and a misaligned buffer is a fault at the op.
+    """
+
+    name = "memref.assume_alignment"
+    summary = "The same buffer, promised to be aligned to a power-of-two number of bytes (checked)."
+    example = "%aligned = memref.assume_alignment %m, 16 : memref<?xi64>"
+
+    @property
+    def alignment(self) -> int:
+        return self.attributes["alignment"].value
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or len(self.results) != 1:
+            raise self.error("takes one memref and has one result")
+        t = self.operands[0].type
+        if not isinstance(t, MemRefType) or self.results[0].type is not t:
+            raise self.error(f"takes a memref and gives it back, got {t} -> {self.results[0].type}")
+        align = self.attributes.get("alignment")
+        if not isinstance(align, IntegerAttr) or not _power_of_two(align.value):
+            raise self.error(f"alignment must be a power of two, got {align}")
+
+    def interpret(self, interp, args):
+        buf = args[0]
+        if not hasattr(buf, "view_at") and buf.array.ctypes.data % self.alignment:
+            raise interp.fault(self, misaligned(self.alignment))
+        return [buf]
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        t = _memref_type(syn)
+        args = syn.args
+        if len(args) != 2 or isinstance(args[0], tuple) or not isinstance(args[1], tuple) or args[1][0] != "literal" \
+                or args[1][1].kind != "int":
+            raise IRError("'memref.assume_alignment' expects '%buffer, ALIGNMENT : memref<...>'", syn.loc)
+        attrs = {"alignment": IntegerAttr(int(args[1][1].value), i32), **syn.attrs}
+        return cls([ctx.value(args[0], t)], [t], attrs)
+
+    def print_custom(self, p) -> None:
+        m = self.operands[0]
+        p.write(f" {p.value(m)}, {self.alignment}{p.attr_dict(self.attributes, elide=('alignment',))} : {m.type}")
+
+
+def cast_mismatch(t: MemRefType) -> str:
+    return f"memref.cast to {t}: the buffer's sizes differ"
+
+
+class CastOp(Operation):
+    """``%c = memref.cast %m : memref<4xf32> to memref<?xf32>``: the same buffer with a type
+    that differs only in which sizes are static (same rank, element type and memory space).
+
+    A size made static must be the buffer's: a mismatch is a fault at the op, in the
+    interpreter and in compiled code (MLIR leaves it undefined).  The cast is the buffer
+    itself, so freeing it frees the buffer.  Unranked memrefs (``memref<*xf32>``) are not
+    irc types.
+    """
+
+    name = "memref.cast"
+    summary = "The same buffer with some sizes made static or dynamic (a static size is checked)."
+    example = "%fixed = memref.cast %m : memref<?xi64> to memref<4xi64>"
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or len(self.results) != 1:
+            raise self.error("takes one memref and has one result")
+        a, b = self.operands[0].type, self.results[0].type
+        if not isinstance(a, MemRefType) or not isinstance(b, MemRefType) or a.rank != b.rank \
+                or a.element_type is not b.element_type or a.memory_space != b.memory_space \
+                or any(x is not None and y is not None and x != y for x, y in zip(a.shape, b.shape)):
+            raise self.error(f"cannot cast {a} to {b}: only the static or dynamic sizes may differ")
+
+    def interpret(self, interp, args):
+        buf = args[0]
+        t = self.results[0].type
+        shape = buf.array.shape if not hasattr(buf, "view_at") else None
+        if shape is not None and any(d is not None and d != n for d, n in zip(t.shape, shape)):
+            raise interp.fault(self, cast_mismatch(t))
+        return [buf]
+
+    def fold(self, constants):
+        return [self.operands[0]] if self.operands[0].type is self.results[0].type else None
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        if syn.sig is None or syn.sig[0] != "cast" or len(syn.args) != 1 or isinstance(syn.args[0], tuple):
+            raise IRError("'memref.cast' expects '%buffer : memref<...> to memref<...>'", syn.loc)
+        (a,), (b,) = syn.sig[1], syn.sig[2]
+        return cls([ctx.value(syn.args[0], a)], [b], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(f" {p.value(self.operands[0])}{p.attr_dict(self.attributes)} : {self.operands[0].type} to "
+                f"{self.results[0].type}")
+
+
+class RankOp(Operation):
+    """``%r = memref.rank %m : memref<4x?xf32>``: the number of dimensions (an index).  irc's
+    memrefs are all ranked, so it is a constant and folds to one."""
+
+    name = "memref.rank"
+    traits = frozenset({Pure})
+    summary = "The rank of a memref, as an index (a constant: irc has no unranked memrefs)."
+    example = "%r = memref.rank %m : memref<?xi64>"
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or len(self.results) != 1 or not isinstance(self.operands[0].type, MemRefType) \
+                or self.results[0].type is not index:
+            raise self.error("takes one memref and gives an index")
+
+    def interpret(self, interp, args):
+        return [self.operands[0].type.rank]
+
+    def fold(self, constants):
+        return [IntegerAttr(self.operands[0].type.rank, index)]
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        t = _memref_type(syn)
+        if len(syn.args) != 1 or isinstance(syn.args[0], tuple):
+            raise IRError("'memref.rank' expects '%buffer : memref<...>'", syn.loc)
+        return cls([ctx.value(syn.args[0], t)], [index], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(f" {p.value(self.operands[0])}{p.attr_dict(self.attributes)} : {self.operands[0].type}")

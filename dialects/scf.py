@@ -463,6 +463,15 @@ def _parse_execute(ctx, children):
             attrs = c
         else:
             types = c
+    if kw.type == "ALLOCA_SCOPE_KW":  # memref.alloca_scope is written as execute_region is
+        from .memref import AllocaScopeOp, AllocaScopeReturnOp
+
+        if region.is_empty:
+            region.append(Block())
+        block = region.entry
+        if not types and block.terminator is None:  # the implicit empty return, as MLIR elides it
+            block.append(AllocaScopeReturnOp([], [], loc=ctx.loc(kw)))
+        return AllocaScopeOp([], types, attrs, regions=[region], loc=ctx.loc(kw))
     return ExecuteRegionOp([], types, attrs, regions=[region], loc=ctx.loc(kw))
 
 

@@ -56,7 +56,7 @@ def product(b, sizes):
 def reshape(b, v, shape, sizes):
     """``graph.reshape`` (not ``Builder.reshape``, which passes ``sizes`` where ``build`` wants
     the type when there are any)."""
-    from irc.dialects.tensor import ReshapeOp
+    from irc.dialects.graph import ReshapeOp
 
     v = b.wrap(v)
     t = TensorType(list(shape), v.elem)
@@ -90,7 +90,7 @@ def expand(b, v, shape):
     t = TensorType([static(n) for n in shape], v.elem)
     if v.type is t:
         return v
-    from irc.dialects.tensor import BroadcastOp
+    from irc.dialects.graph import BroadcastOp
 
     return b.built(BroadcastOp.build(v.value, t, [as_index(b, n).value for n in shape if not isinstance(n, int)]))
 

@@ -345,12 +345,12 @@ class Builder:
         sizes = self.dynamic_sizes(like if like is not None else v, t) if not t.has_static_shape else []
         if not isinstance(v.type, TensorType):
             return self.splat(v, t, sizes)
-        from irc.dialects.tensor import BroadcastOp
+        from irc.dialects.graph import BroadcastOp
 
         return self.built(BroadcastOp.build(v.value, t, [s.value for s in sizes]))
 
     def splat(self, scalar, t: TensorType, sizes: Sequence = ()) -> V:
-        from irc.dialects.tensor import SplatOp
+        from irc.dialects.graph import SplatOp
 
         return self.built(SplatOp.build(_raw(scalar), t, [_raw(s) for s in sizes]))
 
@@ -418,7 +418,7 @@ class Builder:
 
     def tensor_op(self, name: str, *operands, type: Type | None = None, **attrs) -> V:
         """A ``tensor`` dialect op, its result type inferred (``type`` where it is given)."""
-        from irc.dialects.tensor import TensorOp
+        from irc.dialects.graph import TensorOp
 
         # TensorOp's generic build (subclasses' own builds take friendlier arguments).
         return self.built(TensorOp.build.__func__(_registry_op(name), *[_raw(v) for v in operands],
@@ -432,7 +432,7 @@ class Builder:
         return self.built(cls.build(v.value, axes, keepdims))
 
     def reshape(self, value, shape: Sequence[int | None], sizes: Sequence = ()) -> V:
-        from irc.dialects.tensor import ReshapeOp
+        from irc.dialects.graph import ReshapeOp
 
         v = self.wrap(value)
         t = TensorType(list(shape), element_type(v.type))
@@ -755,7 +755,7 @@ def _raw(value) -> Value:
 
 
 def _attributes(attrs: dict) -> dict:
-    from irc.dialects.tensor import _to_attr
+    from irc.dialects.graph import _to_attr
 
     return {k: _to_attr(v) for k, v in attrs.items() if v is not None and v is not False}
 

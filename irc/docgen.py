@@ -276,7 +276,8 @@ def example_module_text(cls) -> str:
     from .operation import IsolatedFromAbove
 
     example = cls.example
-    if cls.has_trait(IsolatedFromAbove):
+    # An op that lives at the top level (memref.global), or needs one beside it, has a whole module.
+    if cls.has_trait(IsolatedFromAbove) or getattr(cls, "example_is_module", False):
         return example + "\n"
     params = [f"%{n}: {EXAMPLE_VALUES[n]}" for n in dict.fromkeys(_VALUE.findall(example)) if n in EXAMPLE_VALUES]
     lines = [f"func.func @example({', '.join(params)}) {{", "^entry:", "  " + example]

@@ -272,6 +272,7 @@ class Explorer:
 
         found: list[Suggestion] = []
         copy = None
+        present = {op.name for op in self.module.walk()}
         ops = _count_ops(self.module)
         start = time.perf_counter()
         for name in sorted(PASSES):
@@ -281,6 +282,9 @@ class Explorer:
                 p = make_pass(name)
             except (PipelineError, TypeError, ValueError):
                 continue  # needs options
+            triggers = p.triggers()
+            if triggers is not None and not triggers & present:
+                continue  # it cannot change a module without any of the ops it acts on
             if copy is None:
                 copy = _clone(self.module)
             stats = Statistics()

@@ -56,6 +56,7 @@ class Interpreter:
         self.max_steps = max_steps
         self.max_depth = max_depth
         self.steps = 0
+        self.globals: dict = {}  # memref.global op -> its Buffer, made at the first memref.get_global
         self.depth = 0
         self.env: dict = {}  # values of the function being run; nested regions share it
 

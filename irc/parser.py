@@ -656,6 +656,9 @@ class ParseContext(Transformer):
     def callee_arg(self, children):
         return ("callee", children[0], children[1] if len(children) > 1 else [])
 
+    def symbol_arg(self, children):
+        return ("symbol", children[0])
+
     def group_arg(self, children):
         return ("group", children[0] if children else [])
 
@@ -1005,6 +1008,9 @@ _OVERFLOW_FLAGS = {"nsw", "nuw", "none"}
 _FASTMATH_FLAGS = {"none", "reassoc", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "fast"}
 
 
+_ROUNDING_MODES = ("to_nearest_even", "downward", "upward", "toward_zero", "to_nearest_away")
+
+
 def _flag_attrs(ctx, flags) -> dict:
     """``overflow<nsw>``, ``fastmath<fast>``, ``weights([3, 5])`` as the attributes MLIR stores them in."""
     from .attributes import DenseArrayAttr, OpaqueAttr
@@ -1013,6 +1019,11 @@ def _flag_attrs(ctx, flags) -> dict:
     attrs = {}
     for tok in flags:
         text = tok.value
+        if text in _ROUNDING_MODES:  # arith.truncf's, as MLIR's roundingmode property
+            from .attributes import IntegerAttr
+
+            attrs["roundingmode"] = IntegerAttr(_ROUNDING_MODES.index(text), i32)
+            continue
         if not text.startswith("weights("):
             kind, words = text[:-1].split("<", 1)
             known = _OVERFLOW_FLAGS if kind == "overflow" else _FASTMATH_FLAGS
@@ -1048,6 +1059,11 @@ OUT_OF_SCOPE_DIALECTS = {
     "emitc": "EmitC", "transform": "transform", "test": "test", "ml_program": "ML program", "quant": "quant",
 }
 _SCOPE = "irc reads MLIR's func, arith, math, cf, scf and memref dialects"
+# Upstream memref ops irc lacks: named as out of scope rather than as a typo of another op.
+MLIR_MEMREF_OPS_NOT_IN_IRC = frozenset(f"memref.{n}" for n in (
+    "dma_start", "dma_wait", "atomic_rmw", "generic_atomic_rmw", "atomic_yield", "collapse_shape",
+    "expand_shape", "extract_aligned_pointer_as_index", "extract_strided_metadata", "memory_space_cast",
+    "realloc", "reinterpret_cast", "reshape", "subview", "transpose", "distinct_objects"))
 
 
 def _unknown_op_message(name: str) -> str:
@@ -1056,8 +1072,12 @@ def _unknown_op_message(name: str) -> str:
         return (f"'{name}' belongs to MLIR's {OUT_OF_SCOPE_DIALECTS[dialect]} dialect, which irc does not "
                 f"support ({_SCOPE})")
     if dialect == "vector":
-        return (f"unknown op '{name}': of MLIR's vector dialect irc has vector.load, vector.store and "
-                f"vector.broadcast, and arith.addf, arith.subf, arith.mulf and math.fma take 1-D vectors ({_SCOPE})")
+        return (f"unknown op '{name}': of MLIR's vector dialect irc has vector.load, vector.store, "
+                f"vector.broadcast and vector.from_elements, and arith.addf, arith.subf, arith.mulf and math.fma "
+                f"take 1-D vectors ({_SCOPE})")
+    if name in MLIR_MEMREF_OPS_NOT_IN_IRC:
+        return (f"'{name}' is an op of MLIR's memref dialect that irc does not support (of memref, irc has "
+                f"{', '.join(sorted(n[len('memref.'):] for n in registry.OPS if n.startswith('memref.')))})")
     if dialect == "tensor":
         return (f"unknown op '{name}': of MLIR's tensor dialect irc has tensor.extract and tensor.dim; its own "
                 f"graph ops are the graph dialect's ({_SCOPE})" + registry.suggestion(name))

@@ -71,6 +71,12 @@ class Pass:
     def run(self, module, stats: Statistics) -> None:
         raise NotImplementedError
 
+    def triggers(self) -> frozenset[str] | None:
+        """Op names at least one of which a module must contain for this pass to change it, or
+        None when the pass does not say (it may change any module).  ``Explorer.suggest`` does
+        not run a pass on a module that has none of its triggers."""
+        return None
+
     @classmethod
     def options(cls) -> list[dataclasses.Field]:
         return list(dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else []

@@ -139,7 +139,7 @@ class UniformSyntax:
     """A parsed uniform op: ``name args {attrs} (regions) : signature``.
 
     ``args`` holds items: a value token, or a tuple tagged 'indexed', 'keyword',
-    'callee', 'group', 'succ', 'incoming' or 'literal'.  ``sig`` is None,
+    'callee', 'symbol', 'group', 'succ', 'incoming' or 'literal'.  ``sig`` is None,
     ('plain', [types]), ('cast', [types], [types]) or ('fn', FunctionType).
     """
 

@@ -777,6 +777,53 @@ class CmpFOfIntToFloat(RewritePattern):
         return True
 
 
+class DivOfFlaggedMul(RewritePattern):
+    """``divui (muli a, b overflow<nuw>), a`` -> b (and ``, b`` -> a); ``divsi`` likewise with
+    ``nsw``.  The flag makes the product exact (arith.OverflowFlags: an overflow is an error),
+    so dividing it by a factor gives the other factor back; a zero divisor was an error that
+    the fold removes, as folding may (it never adds one)."""
+
+    op_name = None
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        from irc.dialects.arith import overflow_flags
+
+        mul = defining(op.operands[0], "arith.muli")
+        flag = "nuw" if op.name == "arith.divui" else "nsw"
+        if mul is None or flag not in overflow_flags(mul) or getattr(elem_type(op.operands[1]), "width", 64) == 1:
+            return False
+        a, b = mul.operands
+        divisor = op.operands[1]
+        if divisor is not a and divisor is not b:
+            return False
+        rewriter.replace_op(op, [b if divisor is a else a])
+        return True
+
+
+def _contracts(op) -> bool:
+    """Whether the op's ``fastmath`` flags allow contraction (``contract``, or ``fast``)."""
+    text = getattr(op.attributes.get("fastmath"), "text", "")
+    return "<" in text and bool({"contract", "fast"} & {w.strip() for w in text[text.index("<") + 1:-1].split(",")})
+
+
+class ExtfOfTruncfContract(RewritePattern):
+    """``extf (truncf x fastmath<contract>) fastmath<contract>`` back to x's type is x: with
+    both flags the program allows the narrowing round trip to be skipped (MLIR's rule; the
+    result is then x itself, more precise than the round trip)."""
+
+    op_name = "arith.extf"
+
+    def match_and_rewrite(self, op, rewriter) -> bool:
+        trunc = defining(op.operands[0], "arith.truncf")
+        if trunc is None or not (_contracts(op) and _contracts(trunc)) or "roundingmode" in trunc.attributes:
+            return False
+        x = trunc.operands[0]
+        if x.type is not op.results[0].type:
+            return False
+        rewriter.replace_op(op, [x])
+        return True
+
+
 CAST_CHAIN_NAMES = ["arith.extsi", "arith.index_cast", "arith.index_castui", "arith.trunci", "arith.truncf",
                     "arith.bitcast"]
 MLIR_ARITH_PATTERNS = [CmpFOfIntToFloat(), CmpIConstantRight(), CmpIOfBool(), CmpIOfExtensions(), NotOfCmp(),
@@ -786,5 +833,6 @@ MLIR_ARITH_PATTERNS = [CmpFOfIntToFloat(), CmpIConstantRight(), CmpIOfBool(), Cm
                        *per_name(SignedMinMaxBounds, ["arith.minsi", "arith.maxsi"]),
                        *per_name(RemainderByOne, ["arith.remui", "arith.remsi"]),
                        *per_name(CastChains, CAST_CHAIN_NAMES),
+                       *per_name(DivOfFlaggedMul, ["arith.divui", "arith.divsi"]), ExtfOfTruncfContract(),
                        *per_name(FloatSignRules, ["arith.mulf", "arith.divf", *FloatSignRules.NEUTRAL, "arith.cmpf"])]
 EXACT_PATTERNS += MLIR_ARITH_PATTERNS

@@ -40,10 +40,13 @@ type, signed and unsigned orders are kept apart, NaN and the sign of zero are re
 * scf.if: one whose arms only yield values from outside is one ``arith.select`` per result;
   unused results are dropped.
 
-Not done (MLIR does them with information irc's ops do not carry yet): folds that need the
-``nsw``/``nuw`` flags (``divui (muli nuw a, b), a`` -> b) or ``fastmath<contract>``
-(``extf (truncf x)`` -> x).  ``benchmarks/canonicalize_vs_mlir.py`` measures irc against
-``mlir-opt-22 --canonicalize`` on upstream's own tests.
+* flags: ``divui (muli a, b overflow<nuw>), a`` -> b and ``divsi`` with ``nsw`` (an overflow
+  despite the flag is an error in irc, so the product is exact); ``extf (truncf x)`` -> x
+  when both carry ``fastmath<contract>`` (or ``fast``); the ``*_extended`` ops by 0 (and
+  ``mului_extended`` by 1).
+
+``benchmarks/canonicalize_vs_mlir.py`` measures irc against ``mlir-opt-22 --canonicalize`` on
+upstream's own tests.
 """
 
 from __future__ import annotations

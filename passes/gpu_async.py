@@ -51,6 +51,9 @@ class GPUAsync(Pass):
 
     name = "gpu-async"
 
+    def triggers(self):
+        return frozenset({"gpu.memcpy", "gpu.launch_func"})
+
     def run(self, module, stats) -> None:
         symbols = module.symbol_table()
         for func in module.functions:

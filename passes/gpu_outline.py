@@ -44,6 +44,9 @@ class GPUOutline(Pass):
     name = "gpu-outline"
     module_name: str = "kernels"  # the gpu.module that receives the kernels
 
+    def triggers(self):
+        return frozenset({"gpu.launch"})
+
     def run(self, module, stats) -> None:
         from irc.dialects import gpu
 

@@ -44,6 +44,9 @@ class Mem2Reg(Pass):
 
     name = "mem2reg"
 
+    def triggers(self):
+        return frozenset({"memref.alloca"})
+
     def run(self, module, stats) -> None:
         for region in list(function_regions(module)):
             promote_region(region, stats)

@@ -95,6 +95,9 @@ class MergeMatmul(Pass):
 
     name = "merge-matmul"
 
+    def triggers(self):
+        return frozenset({"graph.matmul"})
+
     def run(self, module, stats) -> None:
         blocks = [block for op in module.walk() for region in op.regions for block in region.blocks]
         for block in blocks:
@@ -181,7 +184,7 @@ class MergeMatmul(Pass):
     @staticmethod
     def build(common, parts: list, shared: int) -> list:
         """``[concat, matmul, slice per part]``."""
-        from irc.dialects.tensor import ConcatOp, MatmulOp, SliceOp
+        from irc.dialects.graph import ConcatOp, MatmulOp, SliceOp
 
         axis = 1 - shared  # W's side by side (axis 1), or X's stacked (axis 0)
         concat = ConcatOp.build(parts, axis=axis)

@@ -242,6 +242,9 @@ class PlanMemory(Pass):
         if self.arena not in ("alloc", "argument"):
             raise PipelineError(f"plan-memory: arena must be 'alloc' or 'argument', got '{self.arena}'")
 
+    def triggers(self):
+        return frozenset({"memref.alloc"})
+
     def run(self, module, stats) -> None:
         for func in module.functions:
             if not func.is_declaration:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from irc.dialects.arith import AddIOp, CmpIOp
 from irc.dialects.cf import BranchOp, CondBranchOp, PhiOp
+from irc.dialects.memref import AllocaScopeOp, AllocaScopeReturnOp
 from irc.dialects.scf import (
     STEP_NOT_POSITIVE,
     ConditionOp,
@@ -61,7 +62,8 @@ class SCFToCF(Pass):
                 _parallel_to_for(op)
                 stats.add("scf.parallel-lowered")
             # Post-order: inner structured ops first, so each lowering sees CFG regions.
-            structured = [op for op in func.walk() if isinstance(op, (ForOp, IfOp, WhileOp, ExecuteRegionOp))]
+            structured = [op for op in func.walk()
+                          if isinstance(op, (ForOp, IfOp, WhileOp, ExecuteRegionOp, AllocaScopeOp))]
             for op in reversed(structured):
                 lower(op)
                 stats.add(f"{op.name}-lowered")
@@ -74,6 +76,8 @@ def lower(op: Operation) -> None:
         _lower_if(op)
     elif isinstance(op, ExecuteRegionOp):
         _lower_execute_region(op)
+    elif isinstance(op, AllocaScopeOp):  # in line: its allocas then live until the function returns
+        _lower_execute_region(op, AllocaScopeReturnOp)
     else:
         _lower_while(op)
 
@@ -263,10 +267,10 @@ def _lower_for(op: ForOp) -> None:
             b.erase_argument(len(b.args) - 1)
 
 
-def _yields_to_branches(blocks, phis, dest: Block) -> None:
-    """Each ``scf.yield`` among ``blocks`` becomes a branch to ``dest`` whose yielded
-    values flow into ``phis`` (one per value) along the new edge."""
-    for y in _terminators(blocks, YieldOp):
+def _yields_to_branches(blocks, phis, dest: Block, terminator: type = YieldOp) -> None:
+    """Each ``scf.yield`` (``terminator``) among ``blocks`` becomes a branch to ``dest`` whose
+    yielded values flow into ``phis`` (one per value) along the new edge."""
+    for y in _terminators(blocks, terminator):
         for phi, v in zip(phis, y.operands):
             phi.add_incoming(v, y.parent)
         br = BranchOp.build(dest)
@@ -362,16 +366,16 @@ def _lower_while(op: WhileOp) -> None:
             b.erase_argument(len(b.args) - 1)
 
 
-def _lower_execute_region(op: ExecuteRegionOp) -> None:
+def _lower_execute_region(op: Operation, terminator: type = YieldOp) -> None:
     """The region's blocks go between the op's block and its continuation; each scf.yield
-    branches to the continuation, whose phis become the op's results."""
+    (``terminator``) branches to the continuation, whose phis become the op's results."""
     cont = split_block_after(op)
     result_phis = [PhiOp.build(r.type) for r in op.results]
     for phi in reversed(result_phis):
         phi.loc = op.loc
         cont.prepend(phi)
     blocks = _move_region_blocks(op.regions[0], cont)
-    _yields_to_branches(blocks, result_phis, cont)
+    _yields_to_branches(blocks, result_phis, cont, terminator)
     for r, phi in zip(op.results, result_phis):
         phi.results[0].name_hint = r.name_hint
         r.replace_all_uses_with(phi.results[0])

@@ -233,6 +233,9 @@ class SpecializeShapes(Pass):
             raise PipelineError("specialize-shapes needs both func=NAME and shapes=TYPE;TYPE;...")
         self.types = parse_shapes(self.shapes)
 
+    def triggers(self):
+        return None if self.func else frozenset()  # without a function to specialise it does nothing
+
     def run(self, module, stats) -> None:
         if not self.func:  # nothing asked for (as when every pass runs with its defaults)
             return

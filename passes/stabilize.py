@@ -341,7 +341,7 @@ class LogOfSoftmax(StabilizePattern):
     counter = "log-softmax"
 
     def match_and_rewrite(self, op, rewriter) -> bool:
-        from irc.dialects.tensor import LogSoftmaxOp
+        from irc.dialects.graph import LogSoftmaxOp
 
         softmax = _defined_by(op.operands[0], "graph.softmax")
         if softmax is None:
@@ -414,7 +414,7 @@ class ExplicitSoftmax(StabilizePattern):
     counter = "softmax"
 
     def match_and_rewrite(self, op, rewriter) -> bool:
-        from irc.dialects.tensor import SoftmaxOp
+        from irc.dialects.graph import SoftmaxOp
 
         num, den = op.operands
         x = _exp_of(num)
@@ -434,7 +434,7 @@ class ExplicitLogSoftmax(StabilizePattern):
     counter = "log-softmax"
 
     def match_and_rewrite(self, op, rewriter) -> bool:
-        from irc.dialects.tensor import LogSoftmaxOp
+        from irc.dialects.graph import LogSoftmaxOp
 
         x, den = op.operands
         found = _broadcast_reduction(den, x, "graph.reduce_sum", through="math.log")

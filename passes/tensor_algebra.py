@@ -1,6 +1,6 @@
 """Algebraic rewrites of the tensor graph, used by ``canonicalize`` (registers no pass).
 
-The ops of dialects/tensor.py list these patterns in ``canonicalization_patterns``
+The ops of dialects/graph.py list these patterns in ``canonicalization_patterns``
 (a local import, so the dialect does not depend on passes/ when it loads); each is
 keyed by the name of a tensor op (the op it rewrites or, for an elementwise op, the
 broadcast or splat feeding it), so a program without tensors pays nothing for them.  The identities that only forward a value (a transpose by the identity, a
@@ -48,7 +48,7 @@ def splat_source(value):
     """The scalar every element of tensor ``value`` equals, when that is known: the operand
     of a ``graph.splat`` (a Value) or the element of a splat ``dense`` constant (an
     Attribute); None otherwise."""
-    from irc.dialects.tensor import SplatOp
+    from irc.dialects.graph import SplatOp
 
     op = value.defining_op
     if isinstance(op, SplatOp):
@@ -111,7 +111,7 @@ def constant_like(rewriter, anchor, like, number):
     """A value of ``like``'s type whose every element is ``number``: a scalar constant, a
     splat ``dense`` constant, or (for a dynamic shape) a ``graph.splat`` sized like ``like``."""
     from irc.dialects.arith import ConstantOp
-    from irc.dialects.tensor import SplatOp
+    from irc.dialects.graph import SplatOp
 
     t = like.type
     attr = value_to_attr(number, t.element_type)
@@ -127,7 +127,7 @@ def constant_like(rewriter, anchor, like, number):
 def _size_operand(value, dim: int):
     """The index value that made dimension ``dim`` (a ``?``) of ``value``, when its producer
     takes one per dynamic dimension (splat, broadcast, reshape, iota); else None."""
-    from irc.dialects.tensor import BroadcastOp, IotaOp, ReshapeOp, SplatOp
+    from irc.dialects.graph import BroadcastOp, IotaOp, ReshapeOp, SplatOp
 
     producer = value.defining_op
     if isinstance(producer, (SplatOp, BroadcastOp, ReshapeOp)):
@@ -205,7 +205,7 @@ class SplatThroughShapeOp(RewritePattern):
         self.op_name = op_name
 
     def match_and_rewrite(self, op, rewriter) -> bool:
-        from irc.dialects.tensor import SplatOp
+        from irc.dialects.graph import SplatOp
 
         source = op.operands[0]
         scalar = splat_source(source)
@@ -238,7 +238,7 @@ class BroadcastOfBroadcast(RewritePattern):
     op_name = "graph.broadcast"
 
     def match_and_rewrite(self, op, rewriter) -> bool:
-        from irc.dialects.tensor import BroadcastOp
+        from irc.dialects.graph import BroadcastOp
 
         inner = op.operands[0].defining_op
         if not isinstance(inner, BroadcastOp):
@@ -318,7 +318,7 @@ class ReduceOfExpansion(RewritePattern):
         self.op_name = op_name
 
     def match_and_rewrite(self, op, rewriter) -> bool:
-        from irc.dialects.tensor import BroadcastOp, SplatOp
+        from irc.dialects.graph import BroadcastOp, SplatOp
 
         source = op.operands[0]
         src_t, result_t = source.type, op.results[0].type
@@ -353,7 +353,7 @@ class ReduceOfExpansion(RewritePattern):
     def _reshape_and_broadcast(rewriter, op, value, small, source, axes, keep, offset, kept):
         """``value`` (shaped like ``small``) as the result: drop the reduced size-1 dimensions
         (without keepdims), then broadcast to the result type if it is still smaller."""
-        from irc.dialects.tensor import BroadcastOp, ReshapeOp
+        from irc.dialects.graph import BroadcastOp, ReshapeOp
 
         result_t = op.results[0].type
         small_t = small.type
@@ -393,7 +393,7 @@ class ElementwiseOfExpansions(RewritePattern):
         return False
 
     def rewrite_user(self, op, rewriter) -> bool:
-        from irc.dialects.tensor import BroadcastOp, SplatOp
+        from irc.dialects.graph import BroadcastOp, SplatOp
 
         result_t = op.results[0].type
         if type(result_t) is not TensorType or len(op.results) != 1 or op.regions:
@@ -494,7 +494,7 @@ class SliceOfConcat(RewritePattern):
     op_name = "graph.slice"
 
     def match_and_rewrite(self, op, rewriter) -> bool:
-        from irc.dialects.tensor import ConcatOp, SliceOp
+        from irc.dialects.graph import ConcatOp, SliceOp
 
         concat = op.operands[0].defining_op
         if not isinstance(concat, ConcatOp) or not all(v.type.has_static_shape for v in concat.operands):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import irc.passes
 import numpy as np
 import pytest
-from irc.dialects.tensor import ReshapeOp
+from irc.dialects.graph import ReshapeOp
 
 import irc
 from irc.attributes import FloatAttr

@@ -1,7 +1,7 @@
 """The device-independent graph rewrites of the tensor level, against the interpreter.
 
 Three groups (docs/graph-passes.md): the tensor patterns of ``canonicalize``
-(passes/tensor_algebra.py and the folds of dialects/tensor.py), ``stabilize`` and
+(passes/tensor_algebra.py and the folds of dialects/graph.py), ``stabilize`` and
 ``merge-matmul``.  Every rewrite runs a function before and after the pass on the
 same random inputs (f32 and f64, integers, and for the exact rules the awkward
 floats: -0.0, infinities, NaN, subnormals, values that overflow when scaled) and

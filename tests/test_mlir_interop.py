@@ -21,6 +21,7 @@ import pytest
 
 import irc
 from irc import IRError
+from irc.diagnostics import ExecutionError
 
 HERE = Path(__file__).parent
 CORPUS = sorted((HERE / "mlir").glob("*.mlir"))
@@ -314,7 +315,7 @@ def test_mlirs_own_tensor_ops_print_as_mlir_and_mlir_opt_reads_them():
     ("extended", [(-1, -1), (2**31 - 1, 5), (-7, 3), (123456, -98765)]),
     ("bits", [(0,), (1,), (-1,), (0x00F0_0000,)]),
     ("floats", [(2.5, -1.0), (1000.0, 0.5)]),
-    ("flags", [(3, 4), (-5, 2)]),
+    ("flags", [(3, 4), (5, 2), (-5, 2)]),  # (-5) * 2 breaks muli's nuw: both engines fault
     ("loop", [(0,), (6,)]),
 ])
 def test_jit_agrees_with_the_interpreter(name, args):
@@ -322,7 +323,14 @@ def test_jit_agrees_with_the_interpreter(name, args):
     module = _function(name)
     exe = irc.compile(_function(name), cache=False)
     for a in args:
-        assert getattr(exe, name)(*a) == irc.interpret(module, name, *a), a
+        try:
+            expected = irc.interpret(module, name, *a)
+        except ExecutionError as e:
+            with pytest.raises(ExecutionError) as got:
+                getattr(exe, name)(*a)
+            assert str(got.value).splitlines()[0] == str(e).splitlines()[0]
+            continue
+        assert getattr(exe, name)(*a) == expected, a
 
 
 def test_scf_to_cf_lowers_execute_region_and_parallel_for_the_jit():

@@ -3,7 +3,7 @@
 Each case is a one-op function ``@fN``; the cases of one op share a module, so
 LLVM compiles them at once.  Every case runs three ways and is compared:
 
-1. the original graph in the interpreter (the reference: ``compute`` in dialects/tensor.py);
+1. the original graph in the interpreter (the reference: ``compute`` in dialects/graph.py);
 2. the module after ``fuse-elementwise,tensor-to-loops`` in the interpreter;
 3. the same loops compiled with ``irc.compile``, outputs prefilled with garbage
    (a lowering must write every element).

@@ -2,7 +2,7 @@
 
 Every op runs on random shapes (static, dynamic ``?`` and zero-size dims; f32,
 f64 and integers) through the reference interpreter and is compared with a
-numpy formula written independently of dialects/tensor.py.  Then: the shape
+numpy formula written independently of dialects/graph.py.  Then: the shape
 errors the verifier reports (with line and column) and those found at run time,
 round trips of the custom and generic forms, constant folding through
 ``canonicalize``, and the identity folds.
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from irc.dialects import tensor
+from irc.dialects import graph
 
 import irc
 from irc import registry
@@ -698,16 +698,16 @@ def test_dim_of_a_static_dimension_folds():
 def test_builders_infer_result_types():
     module = irc.parse("func.func @f(%a: tensor<?x4xf32>, %b: tensor<4x5xf32>) {\n  func.return\n}\n")
     a, b = module.function("f").body.entry.args
-    assert tensor.MatmulOp.build(a, b).results[0].type is parse_type("tensor<?x5xf32>")
-    assert tensor.TransposeOp.build(a, [1, 0]).results[0].type is parse_type("tensor<4x?xf32>")
-    assert tensor.ReduceSumOp.build(a, [1], keepdims=True).results[0].type is parse_type("tensor<?x1xf32>")
-    assert tensor.ConcatOp.build([b, b], axis=1).results[0].type is parse_type("tensor<4x10xf32>")
-    assert tensor.SliceOp.build(b, [0, 1], [2, 2], [2, 2]).results[0].type is parse_type("tensor<2x2xf32>")
-    assert tensor.SoftmaxOp.build(b, 1).results[0].type is b.type
-    assert tensor.BroadcastOp.build(b, parse_type("tensor<2x4x5xf32>")).results[0].type.shape == (2, 4, 5)
-    assert tensor.PadOp.build(b, [1, 0], [0, 1], FloatAttr(0.0, f32)).results[0].type.shape == (5, 6)
-    with pytest.raises(tensor.ShapeError, match="inner dimensions differ"):
-        tensor.MatmulOp.build(b, b)
+    assert graph.MatmulOp.build(a, b).results[0].type is parse_type("tensor<?x5xf32>")
+    assert graph.TransposeOp.build(a, [1, 0]).results[0].type is parse_type("tensor<4x?xf32>")
+    assert graph.ReduceSumOp.build(a, [1], keepdims=True).results[0].type is parse_type("tensor<?x1xf32>")
+    assert graph.ConcatOp.build([b, b], axis=1).results[0].type is parse_type("tensor<4x10xf32>")
+    assert graph.SliceOp.build(b, [0, 1], [2, 2], [2, 2]).results[0].type is parse_type("tensor<2x2xf32>")
+    assert graph.SoftmaxOp.build(b, 1).results[0].type is b.type
+    assert graph.BroadcastOp.build(b, parse_type("tensor<2x4x5xf32>")).results[0].type.shape == (2, 4, 5)
+    assert graph.PadOp.build(b, [1, 0], [0, 1], FloatAttr(0.0, f32)).results[0].type.shape == (5, 6)
+    with pytest.raises(graph.ShapeError, match="inner dimensions differ"):
+        graph.MatmulOp.build(b, b)
 
 
 def test_tensor_functions_compile_to_loops():

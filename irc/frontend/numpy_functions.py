@@ -332,7 +332,7 @@ def pad(array, pad_width, mode="constant", **kwargs) -> Tracer:
     elem = v.elem
     c = values.item()
     attr = FloatAttr(float(c), elem) if isinstance(elem, FloatType) else integer_attr(int(c), elem)
-    from irc.dialects.tensor import PadOp
+    from irc.dialects.graph import PadOp
 
     return _out(tr, tr.builder.built(PadOp.build(as_tensor(tr.builder, v).value, widths[:, 0].tolist(),
                                                  widths[:, 1].tolist(), attr)), weak)
@@ -474,7 +474,7 @@ def getitem(a: Tracer, key) -> Tracer:
     elif offsets == [0] * len(shape) and sizes == shape and strides == [1] * len(shape):
         sliced = v
     else:
-        from irc.dialects.tensor import SliceOp
+        from irc.dialects.graph import SliceOp
 
         sliced = b.built(SliceOp.build(v.value, offsets, sizes, strides))
     if list(out_shape) != list(_shape(sliced)):

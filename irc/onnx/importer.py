@@ -10,7 +10,7 @@ import numpy as np
 
 from irc.attributes import FloatAttr
 from irc.builder import Builder, V
-from irc.dialects import tensor as T
+from irc.dialects import graph as T
 from irc.types import TensorType, f32, f64, i1, i8, i32, i64
 
 

@@ -24,7 +24,7 @@ import torch
 
 from irc.attributes import FloatAttr
 from irc.builder import Builder, V
-from irc.dialects import tensor as T
+from irc.dialects import graph as T
 from irc.dialects import tensor_grad as grad
 from irc.types import FloatType, IntegerType, TensorType, Type, f32, f64, i1, i8, i16, i32, i64
 

@@ -49,6 +49,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+from irc.dialects import arith as arith_dialect
 from irc.dialects import memref as memref_dialect
 from irc.dialects import vector as vector_dialect
 from llvmlite import ir
@@ -93,6 +95,7 @@ class Translation:
     faults: list[tuple[str, Location]] = field(default_factory=list)
     signatures: dict[str, object] = field(default_factory=dict)  # name -> irc FunctionType
     symbols: dict[str, str] = field(default_factory=dict)  # name -> its LLVM symbol (see translate)
+    globals: dict[str, object] = field(default_factory=dict)  # memref.global name -> its LLVM global
 
 
 def llvm_type(t: Type) -> ir.Type:
@@ -204,6 +207,9 @@ def translate(module, options: Options | None = None, *, mangle: bool = False) -
     funcs, bodies = {}, {}
     defined = []
     for op in module.body.ops:
+        if op.name == "memref.global":
+            _global(tr, op)
+            continue
         if op.name != "func.func":
             raise IRError(f"the CPU backend cannot translate top-level '{op.name}'", op.loc)
         try:
@@ -228,9 +234,8 @@ def translate(module, options: Options | None = None, *, mangle: bool = False) -
             body.attributes.add("optsize")
         bodies[op.sym_name] = body
         _public_entry(tr, fn, body, op, options)
-    for op in module.body.ops:
-        if not op.is_declaration:
-            FunctionTranslator(tr, funcs, op, options, bodies).run()
+    for op, _ in defined:
+        FunctionTranslator(tr, funcs, op, options, bodies).run()
     _drop_unused(mod)
     return tr
 
@@ -494,7 +499,9 @@ def _constant(self, b, op):
 @_handler(*_INT_BINARY)
 def _int_binary(self, b, op):
     x, y = (self.value(v) for v in op.operands)
-    return getattr(b, _INT_BINARY[op.name])(x, y)
+    result = getattr(b, _INT_BINARY[op.name])(x, y)
+    _check_overflow_flags(self, b, op, x, y, result)
+    return result
 
 
 def _fast_math_flags(self, op) -> tuple:
@@ -596,7 +603,29 @@ def _shift(self, b, op):
         too_far = b.icmp_unsigned(">=", y, ir.Constant(y.type, x.type.width))
         self.fault_if(b, too_far, op, f"shift amount is not less than the bit width ({x.type.width})")
     fn = {"arith.shli": b.shl, "arith.shrsi": b.ashr, "arith.shrui": b.lshr}[op.name]
-    return fn(x, y)
+    result = fn(x, y)
+    if op.name == "arith.shli":
+        _check_overflow_flags(self, b, op, x, y, result)
+    return result
+
+
+def _check_overflow_flags(self, b, op, x, y, result) -> None:
+    """With checks, a result that breaks the op's ``nsw``/``nuw`` flag is a fault, as in the
+    interpreter (arith.OverflowFlags): the flags let canonicalize assume it never happens."""
+    flags = arith_dialect.overflow_flags(op)
+    if not flags or not self.options.checks:
+        return
+    t = op.operands[0].type
+    for flag in sorted(flags):
+        signed = flag == "nsw"
+        if op.name == "arith.shli":
+            back = b.ashr(result, y) if signed else b.lshr(result, y)
+            broke = b.icmp_unsigned("!=", back, x)
+        else:
+            kind = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul"}[op.name]
+            pair = getattr(b, f"{'s' if signed else 'u'}{kind}_with_overflow")(x, y)
+            broke = b.extract_value(pair, 1)
+        self.fault_if(b, broke, op, f"{op.name} overflow<{flag}>: the result overflows {t}")
 
 
 @_handler("arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui")
@@ -682,6 +711,10 @@ def _float_cast(self, b, op):
     to = llvm_type(op.results[0].type)
     if op.name == "arith.extf":
         return b.fpext(x, to)
+    mode = op.attributes.get("roundingmode")
+    if mode is not None and mode.value != 0:
+        raise IRError(f"the CPU backend cannot translate arith.truncf with rounding mode "
+                      f"'{arith_dialect.ROUNDING_MODES[mode.value]}' (only to_nearest_even)", op.loc)
     if isinstance(x.type, ir.DoubleType) and isinstance(to, ir.HalfType):
         return _f64_to_f16(self, b, x, to)  # LLVM would call __truncdfhf2, which the JIT cannot link
     return b.fptrunc(x, to)
@@ -1326,3 +1359,69 @@ def _check_view(self, b, op, t, src_v, src, offset, sizes) -> None:
     self.fault_if(b, bad, op, memref_dialect.view_does_not_fit(t))
     misaligned = b.and_(offset, ir.Constant(I64, _item_bytes(t) - 1))
     self.fault_if(b, b.icmp_unsigned("!=", misaligned, ir.Constant(I64, 0)), op, memref_dialect.view_misaligned(t))
+
+
+# ---- memref.global and the hints -------------------------------------------------------------------
+
+
+def _global(tr: Translation, op) -> None:
+    """A memref.global as an internal LLVM global of its bytes (read-only when ``constant``)."""
+    t = op.type
+    elem = llvm_type(t.element_type)
+    n = max(1, t.num_elements or 0)
+    array_t = ir.ArrayType(elem, n)
+    g = ir.GlobalVariable(tr.module, array_t, name=tr.module.get_unique_name(f"irc.global.{op.sym_name}"))
+    g.linkage = "internal"
+    g.global_constant = op.is_constant
+    align = op.attributes.get("alignment")
+    g.align = max(16, align.value if align is not None else 16)
+    init = op.initial_value
+    if init is None:
+        g.initializer = ir.Constant(array_t, None)
+    else:
+        values = np.broadcast_to(init.array, t.shape).reshape(-1) if t.shape else init.array.reshape(-1)
+        if isinstance(elem, ir.IntType):
+            items = [ir.Constant(elem, int(v)) for v in values]
+        else:
+            items = [ir.Constant(elem, float(v)) for v in values]
+        g.initializer = ir.Constant(array_t, items or [ir.Constant(elem, 0)])
+    tr.globals[op.sym_name] = g
+
+
+@_handler("memref.get_global")
+def _get_global(self, b, op):
+    t = op.results[0].type
+    data = b.bitcast(self.tr.globals[op.global_name], PTR)
+    return _descriptor(b, t, data, [ir.Constant(I64, d) for d in t.shape])
+
+
+@_handler("memref.cast")
+def _memref_cast(self, b, op):
+    """The same descriptor; a size the cast makes static is checked against the buffer's."""
+    mem = self.value(op.operands[0])
+    src, t = op.operands[0].type, op.results[0].type
+    sizes = _sizes(b, mem, t.rank)
+    for d, (was, now) in enumerate(zip(src.shape, t.shape)):
+        if was is None and now is not None:
+            self.fault_if(b, b.icmp_unsigned("!=", sizes[d], ir.Constant(I64, now)), op,
+                          memref_dialect.cast_mismatch(t))
+    return mem
+
+
+@_handler("memref.rank")
+def _memref_rank(self, b, op):
+    return ir.Constant(I64, op.operands[0].type.rank)
+
+
+@_handler("memref.prefetch")
+def _prefetch(self, b, op):
+    """A hint only: nothing to do for the program's values (LLVM places its own prefetches)."""
+
+
+@_handler("memref.assume_alignment")
+def _assume_alignment(self, b, op):
+    mem = self.value(op.operands[0])
+    address = b.ptrtoint(b.extract_value(mem, 0), I64)
+    low_bits = b.and_(address, ir.Constant(I64, op.alignment - 1))
+    self.fault_if(b, b.icmp_unsigned("!=", low_bits, ir.Constant(I64, 0)), op, memref_dialect.misaligned(op.alignment))
+    return mem

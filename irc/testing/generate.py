@@ -739,8 +739,38 @@ class _FunctionWriter:
             self.load(self.rng.choice(buffers))
         elif r < 0.9:
             self.store(self.rng.choice(buffers))
+        elif any(self.vectorisable(b) for b in buffers) and self.rng.random() < 0.6:
+            self.vector_update(self.rng.choice([b for b in buffers if self.vectorisable(b)]))
         else:
             self.dim_or_copy(buffers)
+
+    @staticmethod
+    def vectorisable(buf: _Buffer) -> bool:
+        """A float buffer whose rows have a static length: a vector of its row stays in bounds."""
+        return buf.element in FLOAT_TYPES and isinstance(buf.dims[-1], int)
+
+    def vector_update(self, buf: _Buffer) -> None:
+        """A run of a row through vector ops (vector.load, broadcast or from_elements, lane-wise
+        addf/subf/mulf/fma, vector.store): the interpreter's numpy lanes against LLVM's vectors."""
+        rng, elem = self.rng, buf.element
+        row = buf.dims[-1]
+        size = rng.randint(1, row)
+        idx = self.indices(buf)[:-1] + [self.constant("index", rng.randint(0, row - size))]
+        vt = f"vector<{size}x{elem}>"
+        loaded = self.fresh()
+        self.emit(f"{loaded} = vector.load {buf.name}[{', '.join(idx)}] : {buf.type}, {vt}")
+        other = self.fresh()
+        if rng.random() < 0.7:
+            self.emit(f"{other} = vector.broadcast {self.special_operand(elem)} : {elem} to {vt}")
+        else:
+            self.emit(f"{other} = vector.from_elements {', '.join(self.pick(elem) for _ in range(size))} : {vt}")
+        result = self.fresh()
+        op = rng.choice(["addf", "subf", "mulf", "fma"])
+        if op == "fma":
+            self.emit(f"{result} = math.fma {other}, {loaded}, {other} : {vt}")
+        else:
+            self.emit(f"{result} = arith.{op} {loaded}, {other} : {vt}")
+        self.emit(f"vector.store {result}, {buf.name}[{', '.join(idx)}] : {buf.type}, {vt}")
 
     def size_value(self) -> str:
         """A dynamic size in [1, 8]."""

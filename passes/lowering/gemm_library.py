@@ -1,4 +1,4 @@
-"""irc's own GEMM as a library function: sizes known at run time, both operands packed.
+"""irc's own GEMM as a library function: sizes known at run time, operands packed where it pays.
 
 ``tensor-to-loops{gemm-library=true}`` lowers a large f32/f64 ``graph.matmul`` to a call of
 ``@irc_gemm_f32_<tile>_<blocks>`` (``SYMBOL``; two ``i1`` arguments say whether an operand's
@@ -26,12 +26,17 @@ zero padding gives every tile the full MR x NR kernel: an edge tile is computed
 in a small buffer that C's valid part is copied into and out of, so there is no
 slow path for sizes that are not multiples of the tile (the same kernel code runs
 on C or on that buffer, chosen by an ``scf.if`` that yields the memref: one kernel
-to compile).  The micro-kernel is the one of
-matmul.py (MR x NR accumulators as iter_args, one ``math.fma`` a term, LLVM's
-SLP vectoriser making NR-lane vectors); the tile and block sizes come from the
-same host figures (``vector-bits``, ``vector-registers``, ``l1-bytes``,
-``l3-bytes``).  The first K panel of a tile starts its sums from zero, later ones
-from C, so every element is a sum of fused steps in k order within a panel.
+to compile).  Packing pays only for reuse: a block of A that one column panel uses
+(``panels == 1``), and B (not B^T) when at most ``B_IN_PLACE_ROWS`` rows of tiles
+use its panels, are read in place by the same kernel, which takes each operand as
+(buffer, starts, k step).  The micro-kernel is vector code: MR accumulators of
+type ``vector<NRxT>`` as iter_args, each k step one vector load of B's panel row,
+MR broadcasts of A's elements and MR vector ``math.fma``; the tile and block
+sizes come from matmul.py's host figures (``vector-bits``, ``vector-registers``,
+``l1-bytes``, ``l3-bytes``).  Every K panel of a tile sums from zero, and its sum
+is added to the base (D or zero in the first panel, C after) with one more fused
+step, ``alpha * sum + base``, so every element is a sum of fused steps in k order
+within a panel.
 
 The function trusts nothing but its buffers' sizes: if A, B and C do not agree, or
 the scratch buffers are too small for the blocking (``Blocking.scratch_sizes`` says

@@ -394,3 +394,19 @@ func.func @mm(%a: tensor<{a_shape}x{kind}>, %b: tensor<{k}x{n}x{kind}>) -> tenso
     want = np.full((m, n), np.nan, dtype)
     lib[name](a_buf, b_buf, want, *scratch(deep, m, n, k, dtype), ta, False, want, 1.0, False, 0, n)
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_batch_of_one_row_products_streams_b():
+    src = """
+func.func @bmm(%a: tensor<3x1x40xf32>, %b: tensor<3x40x50xf32>) -> tensor<3x1x50xf32> {
+  %c = graph.batch_matmul %a, %b : (tensor<3x1x40xf32>, tensor<3x40x50xf32>) -> tensor<3x1x50xf32>
+  func.return %c : tensor<3x1x50xf32>
+}"""
+    exe = irc.compile(irc.parse(src))
+    lowered, _ = exe.bmm.lower(((3, 1, 40), (3, 40, 50)))
+    assert any(op.name == "vector.load" for op in lowered.walk())
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((3, 1, 40)).astype(np.float32), rng.standard_normal((3, 40, 50)).astype(np.float32)
+    got = exe.bmm(a, b)
+    for i in range(3):
+        assert within_sum_bound(got[i], a[i], b[i])

@@ -153,7 +153,9 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
              extern: dict, owned: bool = False) -> Executable:
     """``compile`` after its checks; irc's tensor pipeline calls it on the modules it lowers
     (which may declare irc's own runtime functions, see cpu/blas.py), with ``owned`` (see
-    ``prepare``)."""
+    ``prepare``) and without this cache (its specialisation cache keys them already, by the
+    program before lowering: printing the lowered module for a second key costs more than
+    the hits it would find)."""
     tensor_funcs = [f for f in module.functions if not f.is_declaration and tensor_function.has_tensors(f)]
     if tensor_funcs:
         if blas is None:
@@ -179,10 +181,12 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
     link_extras = _link_extras(lowered, extern)
     cpu, features = engine.host_cpu()
     budget = stack.stack_budget()
-    key = _cache.key(lowered.print(), _source_identity(module), {**asdict(options), "stack_budget": budget},
-                     cpu, features)
-    # Machine code in memory is linked to its externs' addresses; the disk holds it unlinked.
-    memory_key = key + repr(sorted(link_extras["imports"].items()))
+    key = memory_key = None
+    if cache:
+        key = _cache.key(lowered.print(), _source_identity(module), {**asdict(options), "stack_budget": budget},
+                         cpu, features)
+        # Machine code in memory is linked to its externs' addresses; the disk holds it unlinked.
+        memory_key = key + repr(sorted(link_extras["imports"].items()))
     hit = _memory_cache.get(memory_key) if cache else None
     if hit is not None:
         _memory_cache.move_to_end(memory_key)

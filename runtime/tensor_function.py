@@ -373,7 +373,7 @@ class TensorFunction:
             work = seg.attributes.get("work")
             segments.append((name.value, tuple(e.value for e in rng.elements) if rng is not None else None,
                              work.value if work is not None else 0))
-        exe = compile_module(module, **self.compile_options, owned=True)
+        exe = compile_module(module, **{**self.compile_options, "cache": False}, owned=True)
         arena_bytes = arena.value if arena is not None else None
         if disk_key is not None and exe.cache_entry is not None:
             from . import specialization_cache

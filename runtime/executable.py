@@ -44,6 +44,7 @@ class CompileOptions:
     checks: bool = True
     bounds_checks: bool = False
     fast_math: bool = False
+    loop_unrolling: bool = True  # LLVM's unroller; tensor specialisations run without it (tensor_function.py)
 
     def validate(self) -> None:
         if self.target not in ("cpu", "gpu"):
@@ -282,7 +283,7 @@ def _machine_code(lowered, options: CompileOptions, stack_budget: int, timings: 
     t = time.perf_counter()
     tm = engine.target_machine(options.opt_level)
     try:
-        llmod = engine.optimize(text, options.opt_level, tm)
+        llmod = engine.optimize(text, options.opt_level, tm, options.loop_unrolling)
     except RuntimeError as e:  # LLVM rejected our IR: a bug in irc
         raise IRError(f"internal error: LLVM rejected the translated module: {e}") from None
     code = tm.emit_object(llmod)

@@ -26,7 +26,7 @@ from . import cache as _cache
 from . import tensor_function
 from .cpu import blas as blas_runtime
 from .cpu import callconv, engine, fastcall, gemm_library, stack, symbols
-from .cpu.translate import Options, translate
+from .cpu.translate import Options, internal_only, translate
 
 CPU_STAGES = [
     ("lower structured control flow", "scf-to-cf"),
@@ -176,7 +176,7 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
     start = time.perf_counter()
     lowered = prepare(module, options.opt_level, owned)
     timings["irc passes"] = time.perf_counter() - start
-    funcs = [f for f in lowered.functions if not f.is_declaration]
+    funcs = [f for f in lowered.functions if not f.is_declaration and not internal_only(f)]
     names = [symbols.jit_symbol(f.sym_name) for f in funcs]
     exports = names + [fastcall.fast_name(f.sym_name) for f in funcs if fastcall.has_fast_entry(f.function_type)]
     link_extras = _link_extras(lowered, extern)

@@ -217,11 +217,15 @@ class DenseAttr(Attribute):
     def __init__(self, array, type: Type):
         dtype = np.float32 if str(type.element_type) == "bf16" else numpy_dtype(type)
         arr = np.array(array, dtype=dtype)
-        if arr.shape != tuple(type.shape):
-            if arr.size == 0 and 0 in type.shape:
-                arr = np.zeros(type.shape, dtype=dtype)  # 'dense<[]>' of any empty shape
-            else:
-                arr = np.broadcast_to(arr, type.shape).copy()
+        shape = tuple(type.shape)
+        if arr.shape != shape and arr.size == 0 and 0 in shape:
+            arr = np.zeros(shape, dtype=dtype)  # 'dense<[]>' of any empty shape
+        elif arr.size == 1 or (arr.size > 1 and arr.shape == shape and _is_splat(arr)):
+            # A splat (``dense<0.0> : tensor<1024x1024xf32>``) is one element seen at every
+            # position: no megabytes to build, copy, compare or hash for a constant of zeros.
+            arr = np.broadcast_to(arr.reshape(-1)[:1].reshape(()), shape)
+        elif arr.shape != shape:
+            arr = np.broadcast_to(arr, shape).copy()
         arr.setflags(write=False)
         self.array = arr
         self.type = type
@@ -232,7 +236,10 @@ class DenseAttr(Attribute):
         return self.array.size > 0 and _is_splat(self.array)
 
     def _key(self):
-        return (self.type, self.array.tobytes())
+        a = self.array
+        if a.size > 1 and not any(a.strides):  # a splat (see __init__)
+            return (self.type, "splat", a.reshape(-1)[:1].tobytes())
+        return (self.type, a.tobytes())
 
     def __hash__(self) -> int:
         if self._hash is None:
@@ -249,6 +256,8 @@ class DenseAttr(Attribute):
 
 def _is_splat(a: np.ndarray) -> bool:
     """All elements equal, bit for bit (so NaN splats and -0.0 are exact)."""
+    if not any(a.strides):  # one element seen everywhere (DenseAttr's splats)
+        return True
     flat = np.ascontiguousarray(a).reshape(-1)
     if a.dtype.kind == "f":
         flat = flat.view(f"u{a.itemsize}")

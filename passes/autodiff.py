@@ -215,6 +215,8 @@ class Reverse:
         # The trip count of each scf.while copied with a counter, and the counters' increments.
         self.trip_counts: dict[Operation, Value] = {}
         self.counter_ops: set[Operation] = set()
+        # Each scf.for copied with a tape of its carries (autodiff_scf.taped_for): its own carries.
+        self.tapes: dict[Operation, int] = {}
 
     # The function every caller uses: params + one cotangent per float result -> results + one
     # cotangent per float parameter.
@@ -269,7 +271,7 @@ class Reverse:
         (the copies, the terminator's operands mapped).  With ``count`` (the copies' adjoint
         follows), each ``scf.while`` with float results is copied with a trip counter, which
         its adjoint reads (autodiff_scf); the counters' own ops are never copied."""
-        from .autodiff_scf import counted_while
+        from .autodiff_scf import _constant_trips, counted_while, taped_for, uses_tape
 
         ops: list[Operation] = []
         term = block.terminator
@@ -280,6 +282,9 @@ class Reverse:
                 continue
             if count and isinstance(op, WhileOp) and any(is_float(t) for t in op.result_types):
                 ops.append(counted_while(self, b, op, vmap))
+            elif count and isinstance(op, ForOp) and any(is_float(t) for t in op.result_types) \
+                    and uses_tape(op.result_types, _constant_trips(op)):
+                ops.append(taped_for(self, b, op, vmap))
             else:
                 ops.append(b.insert(op.clone(vmap)))
         return ops, [vmap.get(v, v) for v in term.operands]

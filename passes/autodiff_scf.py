@@ -4,13 +4,15 @@ The derivative of a loop is loops: the gradient function keeps ``scf`` ops over 
 every graph-level pass, and the compiler, apply to it as to the forward.
 
 **Reverse mode of an ``scf.for`` with a known trip count: a tape.**  The adjoint of
-iteration k needs the carry s_k that entered it.  A forward copy of the loop stores each
-carry in a *tape*, a tensor of N slices (``graph.dynamic_update_slice`` at the trip's index;
-a scalar carry as a slice of one element), and the reverse loop reads s_k back with
-``graph.dynamic_slice`` and runs step k's adjoint (which recomputes the body's
-intermediates, as ``scf.if``'s adjoint does).  Cost, in runs of the loop body: N for the
-forward, N for the taping copy, N for the intermediates and N adjoint bodies; memory: the
-tape, N times the carries' bytes (bufferization updates it in place, one slice per trip).
+iteration k needs the carry s_k that entered it.  The forward copy of the loop
+(``taped_for``, made by ``copy_ops``) also stores each carry in a *tape*, a tensor of N
+slices (``graph.dynamic_update_slice`` at the trip's index; a scalar carry as a slice of
+one element), and the reverse loop reads s_k back with ``graph.dynamic_slice`` and runs step
+k's adjoint (which recomputes the body's intermediates, as ``scf.if``'s adjoint does).
+Cost, in runs of the loop body: N for the forward, N for the intermediates and N adjoint
+bodies; memory: the tape, N times the carries' bytes (bufferization updates it in place,
+one slice per trip).  A loop that only ``run``-style code copies (no adjoint follows) gets
+its tape from a taping loop in the adjoint instead.
 The tape is used when its bytes are at most ``TAPE_BYTES`` (256 MiB), the carries are
 tensors of static shape or scalars (not ``index``) and the trip count is a constant (a
 static shape for the tape); otherwise the scheme below.
@@ -87,6 +89,56 @@ def counted_while(rev, b: Builder, op: WhileOp, vmap: dict) -> WhileOp:
     return new
 
 
+def taped_for(rev, b: Builder, op: ForOp, vmap: dict) -> ForOp:
+    """A copy of ``op`` at ``b`` that also stores the carry entering each trip in a tape (one
+    more carry per carry, the tapes its last results), for the adjoint to read
+    (``_taped_steps``); its tape writes are counter ops, which copies of its body leave out."""
+    m = len(op.inits)
+    n = _constant_trips(op)
+    inits = [b.wrap(vmap.get(v, v)) for v in op.inits]
+    tapes = [_empty_tape(b, v.type, n) for v in inits]
+    body = op.body
+    new_body = Block([body.args[0].type, *[v.type for v in inits], *[t.type for t in tapes]],
+                     arg_names=[*(a.name_hint for a in body.args), *["tape"] * m])
+    bounds = [vmap.get(v, v) for v in op.operands[:3]]
+    new = b.insert(ForOp([*bounds, *[v.value for v in inits], *[t.value for t in tapes]],
+                         [*op.result_types, *[t.type for t in tapes]], dict(op.attributes),
+                         regions=[Region([new_body])], loc=op.loc))
+    vmap[body.args[0]] = new_body.args[0]
+    for a, na in zip(body.args[1:], new_body.args[1:]):
+        vmap[a] = na
+    with b.at(new_body):
+        iv = b.wrap(new_body.args[0])
+        k = _trip_index(b, iv, op)
+        states = [b.wrap(a) for a in new_body.args[1:1 + m]]
+        written = [_tape_write(b, b.wrap(t), s, k) for t, s in zip(new_body.args[1 + m:], states)]
+        rev.counter_ops.update(new_body.ops)  # the tape writes (and the trip index): not the body's
+        _, outs = rev.copy_ops(b, body, vmap, count=False)
+        b.insert(YieldOp([*outs, *[w.value for w in written]], [], loc=op.loc))
+    for old, r in zip(op.results, new.results):
+        vmap[old] = r
+    rev.tapes[new] = m
+    return new
+
+
+def _trip_index(b: Builder, iv: V, op: ForOp) -> V:
+    """The trip number of induction variable ``iv`` of ``op`` (constant bounds), as an index."""
+    from irc.dialects.scf import signed_value
+
+    lb, step = (signed_value(constant_value(v).value, v.type) for v in (op.lower_bound, op.step))
+    k = _to_index(b, iv)
+    if lb:
+        k = k - lb
+    return k if step == 1 else b.op("arith.divsi", k, b.index(step))
+
+
+def _empty_tape(b: Builder, t, n: int) -> V:
+    """Zeros of shape (n, *t's shape) (a scalar's tape is (n,))."""
+    elem = t.element_type if isinstance(t, TensorType) else t
+    zero = b.const(0.0 if isinstance(elem, FloatType) else 0, elem)
+    return b.splat(zero, TensorType([n, *(t.shape if isinstance(t, TensorType) else ())], elem))
+
+
 def backprop_loop(rev, b: Builder, op: Operation, cots: list, adj: Adjoints) -> None:
     if isinstance(op, ForOp):
         return _backprop_for(rev, b, op, cots, adj)
@@ -135,11 +187,15 @@ def _backprop_for(rev, b: Builder, op: ForOp, cots: list, adj: Adjoints) -> None
     def forward_step(k, states):
         return rev.copy_ops(b, body, body_map(k, states), count=False)[1]
 
-    inits = [b.wrap(v) for v in op.inits]
+    m = rev.tapes.get(op, len(op.inits))  # a taped copy (taped_for): its tapes are its last carries
+    inits = [b.wrap(v) for v in op.inits[:m]]
     final = [_or_zeros(b, cots[i], op.results[i]) for i in floats]
     known = _constant_trips(op)
     with b.located(op.loc):
-        if floats and uses_tape(op.result_types, known):
+        if op in rev.tapes and floats:
+            cot_init, cot_free = _taped_steps(b, known, inits, final, free, floats, forward_step, step_adjoint,
+                                              [b.wrap(t) for t in op.results[m:]])
+        elif floats and uses_tape(op.result_types, known):
             cot_init, cot_free = _taped_steps(b, known, inits, final, free, floats, forward_step, step_adjoint)
         else:
             cot_init, cot_free = _reverse_steps(b, n, inits, final, free, floats, run, step_adjoint, known)
@@ -302,22 +358,19 @@ def _tape_read(b: Builder, tape: V, k: V, t) -> V:
     return b.reshape(window, list(t.shape))
 
 
-def _taped_steps(b: Builder, n: int, inits: list, final: list, free: list, floats: list, step, step_adjoint):
-    """``_reverse_steps`` with a tape: a forward loop stores s_k (k < n) in one tape per carry,
-    ``step(k, s_k)`` giving s_{k+1}; the reverse loop reads s_k back for ``step_adjoint``."""
+def _taped_steps(b: Builder, n: int, inits: list, final: list, free: list, floats: list, step, step_adjoint,
+                 tapes: list | None = None):
+    """``_reverse_steps`` with a tape: the forward copy wrote ``tapes`` (``taped_for``), or here a
+    forward loop stores s_k (k < n) in one tape per carry, ``step(k, s_k)`` giving s_{k+1}; the
+    reverse loop reads s_k back for ``step_adjoint``."""
     m, nf = len(inits), len(floats)
-    tapes = []
-    for v in inits:
-        t = v.type
-        elem = t.element_type if isinstance(t, TensorType) else t
-        zero = b.const(0.0 if isinstance(elem, FloatType) else 0, elem)
-        tapes.append(b.splat(zero, TensorType([n, *(t.shape if isinstance(t, TensorType) else ())], elem)))
-    with b.for_(0, n, 1, inits=[*inits, *tapes]) as record:
-        record.iv.value.name_hint = "trip"
-        states = record.args[:m]
-        written = [_tape_write(b, tape, s, record.iv) for tape, s in zip(record.args[m:], states)]
-        record.yield_(*step(record.iv, states), *written)
-    tapes = record.results[m:]
+    if tapes is None:
+        with b.for_(0, n, 1, inits=[*inits, *[_empty_tape(b, v.type, n) for v in inits]]) as record:
+            record.iv.value.name_hint = "trip"
+            states = record.args[:m]
+            written = [_tape_write(b, tape, s, record.iv) for tape, s in zip(record.args[m:], states)]
+            record.yield_(*step(record.iv, states), *written)
+        tapes = record.results[m:]
     with b.for_(0, n, 1, inits=[*final, *[b.zeros_like(v) for v in free]]) as back:
         _name(back, "back", nf)
         k = b.index(n - 1) - back.iv

@@ -26,7 +26,7 @@ from . import cache as _cache
 from . import tensor_function
 from .cpu import blas as blas_runtime
 from .cpu import callconv, engine, fastcall, gemm_library, stack, symbols
-from .cpu.translate import Options, translate
+from .cpu.translate import Options, internal_only, translate
 
 CPU_STAGES = [
     ("lower structured control flow", "scf-to-cf"),
@@ -44,6 +44,7 @@ class CompileOptions:
     checks: bool = True
     bounds_checks: bool = False
     fast_math: bool = False
+    loop_unrolling: bool = True  # LLVM's unroller; tensor specialisations run without it (tensor_function.py)
 
     def validate(self) -> None:
         if self.target not in ("cpu", "gpu"):
@@ -153,7 +154,9 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
              extern: dict, owned: bool = False) -> Executable:
     """``compile`` after its checks; irc's tensor pipeline calls it on the modules it lowers
     (which may declare irc's own runtime functions, see cpu/blas.py), with ``owned`` (see
-    ``prepare``)."""
+    ``prepare``) and without this cache (its specialisation cache keys them already, by the
+    program before lowering: printing the lowered module for a second key costs more than
+    the hits it would find)."""
     tensor_funcs = [f for f in module.functions if not f.is_declaration and tensor_function.has_tensors(f)]
     if tensor_funcs:
         if blas is None:
@@ -173,16 +176,18 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
     start = time.perf_counter()
     lowered = prepare(module, options.opt_level, owned)
     timings["irc passes"] = time.perf_counter() - start
-    funcs = [f for f in lowered.functions if not f.is_declaration]
+    funcs = [f for f in lowered.functions if not f.is_declaration and not internal_only(f)]
     names = [symbols.jit_symbol(f.sym_name) for f in funcs]
     exports = names + [fastcall.fast_name(f.sym_name) for f in funcs if fastcall.has_fast_entry(f.function_type)]
     link_extras = _link_extras(lowered, extern)
     cpu, features = engine.host_cpu()
     budget = stack.stack_budget()
-    key = _cache.key(lowered.print(), _source_identity(module), {**asdict(options), "stack_budget": budget},
-                     cpu, features)
-    # Machine code in memory is linked to its externs' addresses; the disk holds it unlinked.
-    memory_key = key + repr(sorted(link_extras["imports"].items()))
+    key = memory_key = None
+    if cache:
+        key = _cache.key(lowered.print(), _source_identity(module), {**asdict(options), "stack_budget": budget},
+                         cpu, features)
+        # Machine code in memory is linked to its externs' addresses; the disk holds it unlinked.
+        memory_key = key + repr(sorted(link_extras["imports"].items()))
     hit = _memory_cache.get(memory_key) if cache else None
     if hit is not None:
         _memory_cache.move_to_end(memory_key)
@@ -278,7 +283,7 @@ def _machine_code(lowered, options: CompileOptions, stack_budget: int, timings: 
     t = time.perf_counter()
     tm = engine.target_machine(options.opt_level, reloc="pic")  # constants RIP-relative: see there
     try:
-        llmod = engine.optimize(text, options.opt_level, tm)
+        llmod = engine.optimize(text, options.opt_level, tm, options.loop_unrolling)
     except RuntimeError as e:  # LLVM rejected our IR: a bug in irc
         raise IRError(f"internal error: LLVM rejected the translated module: {e}") from None
     code = tm.emit_object(llmod)

@@ -731,3 +731,22 @@ def test_tape_rule_counts_bytes():
     assert not uses_tape([carry], None)  # the trip count is not a constant
     assert not uses_tape([carry, index], 10)  # an index carry has no tape
     assert not uses_tape([TensorType([None, 3], f64)], 10)
+
+
+@pytest.mark.parametrize("body,types", [(rnn_const, [T(2, 3), T(3, 3), T(2, 3)]),
+                                        (taped_mixed, [T(3), T(3), f64, T(3)])])
+def test_forward_over_reverse_through_the_tape(body, types):
+    """jvp of the taped vjp (dynamic_slice and dynamic_update_slice's tangent rules) against
+    central differences of the vjp along a random direction."""
+    m = build(body, types)
+    irc.passes.run(m, "vjp{func=f},jvp{func=f_vjp}")
+    irc.verify(m)
+    args = [normal(*t.shape) if isinstance(t, TensorType) else 0.3 for t in types]
+    points = [*args, *cotangents(run(m, "f", *args))]
+    direction = [normal(*np.shape(a)) if np.ndim(a) else 0.7 for a in points]
+    n = len(run(m, "f_vjp", *points))
+    tangents = run(m, "f_vjp_jvp", *points, *direction)[n:]
+    hi = run(m, "f_vjp", *[a + EPS * d for a, d in zip(points, direction)])
+    lo = run(m, "f_vjp", *[a - EPS * d for a, d in zip(points, direction)])
+    for t, h, lo_ in zip(tangents, hi, lo):
+        np.testing.assert_allclose(t, (np.asarray(h) - np.asarray(lo_)) / (2 * EPS), rtol=1e-6, atol=1e-7)

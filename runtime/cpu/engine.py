@@ -63,8 +63,9 @@ def target_machine(opt_level: int = 2, cpu: str | None = None, features: str | N
                                         codemodel="jitdefault" if reloc == "default" else "default")
 
 
-def optimize(ir_text: str, opt_level: int, tm) -> llvm.ModuleRef:
-    """Parse, verify and optimise LLVM IR with LLVM's new pass manager at -O``opt_level``."""
+def optimize(ir_text: str, opt_level: int, tm, loop_unrolling: bool = True) -> llvm.ModuleRef:
+    """Parse, verify and optimise LLVM IR with LLVM's new pass manager at -O``opt_level``
+    (without the loop unroller if ``loop_unrolling`` is false: the vectoriser still interleaves)."""
     _init()
     mod = llvm.parse_assembly(ir_text)
     mod.triple = tm.triple
@@ -74,6 +75,7 @@ def optimize(ir_text: str, opt_level: int, tm) -> llvm.ModuleRef:
         pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
         pto.loop_vectorization = opt_level >= 2
         pto.slp_vectorization = opt_level >= 2
+        pto.loop_unrolling = loop_unrolling
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
     return mod

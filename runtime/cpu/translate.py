@@ -192,6 +192,15 @@ _ICMP = {"eq": ("==", True), "ne": ("!=", True), "slt": ("<", True), "sle": ("<=
 _FCMP = {"eq": "==", "gt": ">", "ge": ">=", "lt": "<", "le": "<=", "ne": "!="}
 
 
+def internal_only(func) -> bool:
+    """Whether ``func`` has no entry callable from outside the module: a private ``noinline``
+    function (outline-loops' shared loop nests), which only the module's own functions call
+    (through its body).  Its public entry is internal, and irc.compile does not export it."""
+    visibility = func.attributes.get("sym_visibility")
+    return (not func.is_declaration and "noinline" in func.attributes and visibility is not None
+            and visibility.value == "private")
+
+
 def translate(module, options: Options | None = None, *, mangle: bool = False) -> Translation:
     """Translate every function of a CFG-level module (run scf-to-cf first).
 
@@ -218,6 +227,8 @@ def translate(module, options: Options | None = None, *, mangle: bool = False) -
             raise IRError(str(e), op.loc) from None
         symbol = jit_symbol(op.sym_name) if mangle and not op.is_declaration else op.sym_name
         fn = ir.Function(mod, fnty, name=symbol)
+        if internal_only(op):  # called from the module alone: LLVM drops the unused entry
+            fn.linkage = "internal"
         funcs[op.sym_name] = fn
         tr.symbols[op.sym_name] = symbol
         tr.signatures[op.sym_name] = op.function_type

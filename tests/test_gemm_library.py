@@ -132,10 +132,10 @@ def test_blocking_for_the_host():
         assert gl.parse_symbol(gl.symbol(FloatType("f64"), blocking))[1] == blocking
 
 
-@pytest.mark.parametrize("shape", [(70, 130, 90), (100, 10, 300), (64, 64, 64), (1, 1, 1), (3, 5, 2), (5, 40, 3)])
-def test_tensor_functions_call_the_library_for_all_but_narrow_products(shape):
-    """Products wider than half the host's register tile call the library; narrower ones
-    (10 columns, where a tile of 32 or 16 would be mostly padding) are inline loops."""
+@pytest.mark.parametrize("shape", [(70, 130, 90), (100, 10, 300), (64, 64, 64), (3, 1, 1), (3, 5, 2), (5, 40, 3)])
+def test_tensor_functions_call_the_library_for_large_products(shape):
+    """Every 2-D f32 product of three or more rows calls the library (narrow ones run its
+    half-width kernel); A is read transposed in place."""
     m, n, k = shape
     src = f"""
 func.func @mm(%a: tensor<{k}x{m}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n}xf32> {{
@@ -146,18 +146,36 @@ func.func @mm(%a: tensor<{k}x{m}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m}x{n
     exe = irc.compile(irc.parse(src), blas=False)
     lowered, _ = exe.mm.lower(((k, m), (k, n)))
     declared = [f.sym_name for f in lowered.functions if f.is_declaration]
-    from irc.runtime.tensor_function import host_vectors
-
-    bits, registers = host_vectors()
-    if 2 * n <= gl.Blocking.for_host(FloatType("f32"), dict(vector_bits=bits, vector_registers=registers)).nr:
-        assert declared == []
-    else:
-        assert len(declared) == 1 and gl.parse_symbol(declared[0]) is not None
-        (call,) = [op for op in lowered.walk() if op.name == "func.call" and op.callee == declared[0]]
-        flags = [irc.patterns.constant_value(v) for v in call.operands[5:7]]  # a_transposed, b_transposed
-        assert [bool(f.value) for f in flags] == [True, False]  # A read transposed in place
+    assert len(declared) == 1 and gl.parse_symbol(declared[0]) is not None
+    (call,) = [op for op in lowered.walk() if op.name == "func.call" and op.callee == declared[0]]
+    flags = [irc.patterns.constant_value(v) for v in call.operands[5:7]]  # a_transposed, b_transposed
+    assert [bool(f.value) for f in flags] == [True, False]  # A read transposed in place
     a, b, a_buf, _ = operands(m, n, k, np.float32, (True, False))
     assert within_sum_bound(exe.mm(a_buf, b), a, b)
+
+
+EVEN = gl.Blocking(mr=3, nr=8, mc=6, kc=5, nc=16)  # nr/2 = NARROW_MIN_LANES: a half-width kernel too
+
+
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+@pytest.mark.parametrize("transposed", [(False, False), (True, True)])
+def test_narrow_edge_panels_run_the_half_width_kernel_and_agree(kind, transposed):
+    """Panels of at most NR/2 columns (n % 8 in 1..4 here, and n < 8) take the half-width
+    kernel, the others the full one; interpreted and compiled agree bit for bit, and with numpy."""
+    assert EVEN.nr // 2 >= gl.NARROW_MIN_LANES
+    dtype = np.float32 if kind == "f32" else np.float64
+    name = gl.symbol(FloatType(kind), EVEN)
+    module = gl.build(name)
+    exe = irc.compile(module, cache=False)
+    for m, n, k in [(7, 3, 9), (5, 12, 7), (14, 20, 11), (4, 8, 3), (9, 6, 12)]:
+        a, b, a_buf, b_buf = operands(m, n, k, dtype, transposed, seed=m * 100 + n)
+        runs = []
+        for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
+            c = np.full((m, n), np.nan, dtype)
+            run(a_buf, b_buf, c, *scratch(EVEN, m, n, k, dtype), *transposed, c, 1.0, False, 0, n)
+            runs.append(c)
+        assert within_sum_bound(runs[0], a, b), (m, n, k)
+        np.testing.assert_array_equal(runs[1], runs[0])
 
 
 def test_integer_and_batched_products_stay_inline():

@@ -56,17 +56,15 @@ from .matmul import MC, block_sizes, tile_sizes
 
 
 def wants_library(op, inputs, options: dict, transposed=None) -> bool:
-    """A 2-D f32/f64 ``graph.matmul`` of static shape wider than half the host's register tile.
+    """A 2-D f32/f64 ``graph.matmul`` of static shape, unless matmul.py's ``RowStream`` takes it
+    (one or two rows, B not transposed: a matrix-vector product that reads B once in order).
 
     The library is compiled once (and cached on disk), while inline loops with a full register
     tile cost LLVM about 0.05 s per product to compile (8 products of a small MLP's training
     step came to 10,000 ops of IR); the call and the packing of a small product cost
-    microseconds.  A narrow product (the 10 columns of a classifier's last layer) stays inline:
-    its loops are specialised to its width, so they waste no lanes on padding, and they compile
-    in about 0.06 s where a library function of a narrower tile took 0.5 s
-    (docs/benchmarks.md, "GEMM").  So does a product of one or two rows whose B is not
-    transposed (``transposed``: which operand buffers hold a transpose): matmul.py's
-    ``RowStream``, a matrix-vector product that reads B once in order."""
+    microseconds.  A narrow product (a classifier's 10 columns) runs the library's half-width
+    kernel (``NARROW_MIN_LANES``).  ``options`` (the host's) and ``transposed`` (which operand
+    buffers hold a transpose) are what the choice depends on."""
     if op.name != "graph.matmul" or len(inputs) != 2:
         return False
     a, b = (v.type for v in inputs)
@@ -76,9 +74,7 @@ def wants_library(op, inputs, options: dict, transposed=None) -> bool:
         return False
     from .matmul import streams_rows
 
-    if streams_rows(a.element_type, op.operands[0].type.shape[0], transposed):
-        return False
-    return 2 * b.shape[1] > Blocking.for_host(a.element_type, options).nr
+    return not streams_rows(a.element_type, op.operands[0].type.shape[0], transposed)
 
 
 SYMBOL = re.compile(r"irc_gemm_(f32|f64)_(\d{1,3})x(\d{1,3})_(\d{1,4})x(\d{1,4})x(\d{1,6})")
@@ -395,7 +391,15 @@ class PackedGemm:
             with target.else_():  # the base is in the buffer already: D is not read there
                 target.yield_(self.tile_view, lb.index(0), lb.index(nr), self.tile_view)
         buf, c_at, ldc, d = target.results
-        self._kernel(buf, d, c_at, ldc, first & whole, a, b, kc)
+        half = nr // 2
+        if nr % 2 or half < NARROW_MIN_LANES:
+            self._kernel(buf, d, c_at, ldc, first & whole, a, b, kc, nr)
+        else:  # an edge panel of at most NR/2 columns (a 10-column product) takes half the lanes
+            with lb.if_(cols <= half) as narrow:
+                with narrow.then_():
+                    self._kernel(buf, d, c_at, ldc, first & whole, a, b, kc, half)
+                with narrow.else_():
+                    self._kernel(buf, d, c_at, ldc, first & whole, a, b, kc, nr)
         with lb.if_(edge) as copy_out:
             with copy_out.then_():
                 self._copy_edge(rows, cols, row, col, self.c, to_tile=False)
@@ -410,9 +414,9 @@ class PackedGemm:
                 else:
                     lb.store(lb.load(self.tile, [t]), matrix, [at])
 
-    def _kernel(self, c, d, c_at, ldc, first, a, b, kc) -> None:
-        """MR x NR sums over kc steps of A's rows and B's panel (``a``, ``b``: see ``_a_source``,
-        ``_b_source``), from zero; then each element of ``c`` (rows
+    def _kernel(self, c, d, c_at, ldc, first, a, b, kc, width: int) -> None:
+        """MR x ``width`` sums over kc steps of A's rows and the first ``width`` columns of B's
+        panel (``a``, ``b``: see ``_a_source``, ``_b_source``), from zero; then each element of ``c`` (rows
         ``ldc`` apart from ``c_at``) becomes base + alpha * sum, one fused multiply-add, the base
         being ``d``'s element (zero without add_d) where ``first`` holds and ``c``'s own after.
 
@@ -420,7 +424,7 @@ class PackedGemm:
         each k step loads the panel's row once and does MR vector fused multiply-adds with A's
         elements broadcast, the same sums, in the same order, as scalar code would do, written
         so that LLVM need not vectorise anything (compile time: docs/benchmarks.md)."""
-        lb, mr, nr = self.lb, self.bl.mr, self.bl.nr
+        lb, mr, nr = self.lb, self.bl.mr, width
         rows = [c_at + r * ldc for r in range(mr)]
         zeros = lb.splat_vector(self.zero, nr)
         a_buf, a_rows, a_step = a
@@ -449,6 +453,10 @@ class PackedGemm:
         for i, acc, start in zip(rows, loop.results, base.results):
             lb.vector_store(lb.op("math.fma", alpha, acc, start), c, [i])
 
+
+NARROW_MIN_LANES = 4
+"""Smallest half tile width for which the library carries a second, half-width kernel for
+narrow edge panels (a 10-column product's one panel runs 16 lanes, not 32: twice as fast)."""
 
 B_IN_PLACE_ROWS = 4
 """Rows of tiles (MR rows each) up to which B is read in place rather than packed."""

@@ -4,8 +4,8 @@ A loop nest lowered from a tensor op often has an outermost ``scf.for`` whose
 iterations are independent (the ``parallel`` attribute: each iteration writes its
 own output elements).  For a function whose body is a straight sequence of such
 loops, other loops and side-effect-free scalar ops, this pass adds *segment*
-functions ``@f.seg0``, ``@f.seg1``, ...: each takes ``@f``'s parameters and
-runs one part of it - a parallel loop, over a sub-range given by two extra
+functions ``@f.seg0``, ``@f.seg1``, ...: each takes the parameters of ``@f`` that it
+reads (``params``: their positions in ``@f``'s, in order) and runs one part of it - a parallel loop, over a sub-range given by two extra
 ``index`` parameters ``%lo``, ``%hi`` (which must be a multiple of the step
 apart from the loop's lower bound), or a run of serial loops.  Each segment
 recomputes the constants, views and sizes it uses.  Running the segments in
@@ -15,7 +15,12 @@ single thread and the interpreter run), so each loop is compiled once, in its se
 Other top-level ops without results (copies, stores, serial loops) run in the
 serial segments, in order.
 
-``@f`` gets ``segments = ["f.seg0", ...]``; a parallel segment gets
+A segment takes only what it reads because a lowered graph has one parameter per weight,
+input, output and arena, and one segment per loop nest: a 2-layer GPT-2's backward graph
+has about 100 segments and 80 parameters, and segments that took them all were most of
+its LLVM IR and of its compile time.
+
+``@f`` gets ``segments = ["f.seg0", ...]``; every segment gets ``params``; a parallel segment gets
 ``parallel_range = [lb, ub, step]`` and ``work``, the number of ops it executes
 (an estimate: what starting threads must be worth).  A function that allocates at
 its top level or returns values is left alone, and so is one where a value made once
@@ -145,23 +150,33 @@ def _needed_prologue(loops, entry) -> list:
     return [op for op in entry.ops if op in needed]
 
 
+def _params_read(func, ops) -> list[int]:
+    """The positions of ``func``'s parameters that ``ops`` (and the ops nested in them) read."""
+    position = {a: k for k, a in enumerate(func.args)}
+    read = {position[v] for op in ops for inner in op.walk() for v in inner.operands if v in position}
+    return sorted(read)
+
+
 def build_segment(func, name: str, loops, bounds):
     from irc.dialects.func import FuncOp, ReturnOp
 
-    ft = func.function_type
-    extra = [index, index] if bounds else []
-    seg = FuncOp.build(name, FunctionType([*ft.inputs, *extra], []),
-                       arg_names=[a.name_hint for a in func.args] + (["lo", "hi"] if bounds else []))
-    body = seg.body.entry
-    value_map = dict(zip(func.args, body.args))
     entry = func.body.entry
-    for op in _needed_prologue(loops, entry):
+    prologue = _needed_prologue(loops, entry)
+    params = _params_read(func, [*prologue, *loops])
+    inputs = [func.args[k] for k in params]
+    extra = [index, index] if bounds else []
+    seg = FuncOp.build(name, FunctionType([*(a.type for a in inputs), *extra], []),
+                       arg_names=[a.name_hint for a in inputs] + (["lo", "hi"] if bounds else []))
+    seg.attributes["params"] = ArrayAttr(IntegerAttr(k, i64) for k in params)
+    body = seg.body.entry
+    value_map = dict(zip(inputs, body.args))
+    for op in prologue:
         body.append(op.clone(value_map))
     for loop in loops:
         new = loop.clone(value_map)
         if bounds:
-            new.set_operand(0, body.args[len(ft.inputs)])
-            new.set_operand(1, body.args[len(ft.inputs) + 1])
+            new.set_operand(0, body.args[len(inputs)])
+            new.set_operand(1, body.args[len(inputs) + 1])
             seg.attributes["parallel_range"] = ArrayAttr(IntegerAttr(b, i64) for b in bounds)
             seg.attributes["work"] = IntegerAttr(estimated_work(loop), i64)
         body.append(new)
@@ -214,8 +229,9 @@ def _call_segments(func, plan, names) -> None:
     ret = func.body.entry.terminator
     b = Builder(loc=func.loc, reuse_constants=True).before_op(ret)
     for (ops, bounds), name in zip(plan, names):
-        module_ops[name].attributes["noinline"] = UnitAttr()
-        args = list(func.args)
+        seg = module_ops[name]
+        seg.attributes["noinline"] = UnitAttr()
+        args = [func.args[k.value] for k in seg.attributes["params"].elements]
         if bounds:
             args += [b.index(bounds[0]).value, b.index(bounds[1]).value]
         call = CallOp.build(name, args, [])

@@ -342,14 +342,16 @@ def test_a_specialisation_record_is_checked_field_by_field(tmp_path):
     from irc.runtime import specialization_cache as sc
 
     good = {"functions": {"f": {"inputs": [{"memref": [4, None], "element": "f32"}, "index"], "results": []}},
-            "out_shapes": [[4]], "arena_bytes": None, "in_place": [[0, 1]], "segments": [["f", [0, 4, 1], 9]],
+            "out_shapes": [[4]], "arena_bytes": None, "in_place": [[0, 1]],
+            "segments": [["f", [0, 4, 1], 9, [0, 1]]],
             "declared": ["irc_gemm_f32_8x32_96x512x8192"]}
     sc.store("ab" * 32, good, object_cache.Entry(b"\x7fELF", [("m", (1, 2))]), str(tmp_path))
     record, entry = sc.load("ab" * 32, str(tmp_path))
     assert record == good and entry.faults == [("m", (1, 2))]
     decl = sc.declarations(record)["f"]
     assert str(decl.function_type) == "(memref<4x?xf32>, index) -> ()"
-    for field, bad in [("out_shapes", [["4"]]), ("in_place", [[0]]), ("segments", [["f", [0, 4], 1]]),
+    for field, bad in [("out_shapes", [["4"]]), ("in_place", [[0]]), ("segments", [["f", [0, 4], 1, [0]]]),
+                       ("segments", [["f", None, 1]]),
                        ("declared", [3]), ("arena_bytes", "big"), ("functions", [])]:
         sc.store("cd" * 32, {**good, field: bad}, object_cache.Entry(b"", []), str(tmp_path))
         assert sc.load("cd" * 32, str(tmp_path)) is None  # dropped, never used

@@ -135,9 +135,9 @@ def estimated_work(loop) -> int:
     return trips * per_trip
 
 
-def _needed_prologue(loops, entry) -> list:
-    """The top-level clonable ops the loops use, transitively, in program order (not the
-    segment's own ops: a pure op on a local value is one of them)."""
+def _needed_prologue(loops, entry, position: dict) -> list:
+    """The top-level clonable ops the loops use, transitively, in program order (``position``:
+    each top-level op's index; not the segment's own ops: a pure op on a local value is one of them)."""
     needed: set = set()
     own = set(loops)
     stack = [v for loop in loops for op in loop.walk() for v in op.operands]
@@ -147,7 +147,7 @@ def _needed_prologue(loops, entry) -> list:
         if op is not None and op.parent is entry and op not in needed and op not in own and _clonable(op):
             needed.add(op)
             stack.extend(op.operands)
-    return [op for op in entry.ops if op in needed]
+    return sorted(needed, key=position.__getitem__)
 
 
 def _params_read(func, ops) -> list[int]:
@@ -157,11 +157,11 @@ def _params_read(func, ops) -> list[int]:
     return sorted(read)
 
 
-def build_segment(func, name: str, loops, bounds):
+def build_segment(func, name: str, loops, bounds, position: dict):
     from irc.dialects.func import FuncOp, ReturnOp
 
     entry = func.body.entry
-    prologue = _needed_prologue(loops, entry)
+    prologue = _needed_prologue(loops, entry, position)
     params = _params_read(func, [*prologue, *loops])
     inputs = [func.args[k] for k in params]
     extra = [index, index] if bounds else []
@@ -205,9 +205,10 @@ class SplitParallel(Pass):
                 continue
             names = []
             anchor = func
+            position = {op: k for k, op in enumerate(func.body.entry.ops)}
             for k, (loops, bounds) in enumerate(plan):
                 name = f"{func.sym_name}.seg{k}"
-                seg = build_segment(func, name, loops, bounds)
+                seg = build_segment(func, name, loops, bounds, position)
                 seg.attributes["segment_of"] = StringAttr(func.sym_name)
                 module.body.insert_after(seg, anchor)
                 anchor = seg

@@ -5,9 +5,10 @@ iterations are independent (the ``parallel`` attribute: each iteration writes it
 own output elements).  For a function whose body is a straight sequence of such
 loops, other loops and side-effect-free scalar ops, this pass adds *segment*
 functions ``@f.seg0``, ``@f.seg1``, ...: each takes the parameters of ``@f`` that it
-reads (``params``: their positions in ``@f``'s, in order) and runs one part of it - a parallel loop, over a sub-range given by two extra
-``index`` parameters ``%lo``, ``%hi`` (which must be a multiple of the step
-apart from the loop's lower bound), or a run of serial loops.  Each segment
+reads (``params``: their positions in ``@f``'s, in order) and runs one part of it - a
+parallel loop, over a sub-range given by two extra ``index`` parameters ``%lo``, ``%hi``
+(which must be a multiple of the step apart from the loop's lower bound), or a run of
+serial loops.  Each segment
 recomputes the constants, views and sizes it uses.  Running the segments in
 order, every parallel one over any partition of its range, is ``@f``; ``@f``
 itself becomes exactly that, calls of its segments in order over their whole ranges (what a
@@ -20,8 +21,8 @@ input, output and arena, and one segment per loop nest: a 2-layer GPT-2's backwa
 has about 100 segments and 80 parameters, and segments that took them all were most of
 its LLVM IR and of its compile time.
 
-``@f`` gets ``segments = ["f.seg0", ...]``; every segment gets ``params``; a parallel segment gets
-``parallel_range = [lb, ub, step]`` and ``work``, the number of ops it executes
+``@f`` gets ``segments = ["f.seg0", ...]``; every segment gets ``params``; a parallel
+segment gets ``parallel_range = [lb, ub, step]`` and ``work``, the number of ops it executes
 (an estimate: what starting threads must be worth).  A function that allocates at
 its top level or returns values is left alone, and so is one where a value made once
 (a load, a loop's or a call's result: it belongs to the serial segment that makes it)

@@ -323,3 +323,55 @@ def test_graph_is_split_around_an_unknown_op():
 def test_bert_gradients():
     """BERT's backward: expanded (stride-0) outputs, the token-type gather, the attention mask."""
     assert_gradients(bert(), weighted_sum, torch.randint(0, 100, (2, 7)))
+
+
+# ---- scatter-add: embedding gradients and index_put ---------------------------------------------------
+
+
+def test_embedding_gradient_is_a_scatter_add(monkeypatch):
+    """The backward of an embedding (repeated tokens, a vocabulary far wider than the batch) is
+    one ``graph.scatter_add``, not a one-hot product; its gradient equals eager's."""
+    from irc.torch import runtime
+
+    modules = []
+    convert = runtime.convert
+
+    def recording(gm, inputs, *args, **kwargs):
+        graph = convert(gm, inputs, *args, **kwargs)
+        modules.append(graph.module)
+        return graph
+
+    monkeypatch.setattr(runtime, "convert", recording)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.out = nn.Embedding(1000, 16), nn.Linear(16, 4)
+
+        def forward(self, ids):
+            return self.out(torch.tanh(self.emb(ids)))
+
+    ids = torch.tensor([[3, 999, 3, 7], [7, 3, 0, 512]])
+    assert_gradients(Net(), weighted_sum, ids)
+    names = [op.name for m in modules for op in m.walk()]
+    assert "graph.scatter_add" in names
+    shapes = [r.type.shape for m in modules for op in m.walk() if op.name == "graph.matmul" for r in op.results]
+    assert all(1000 not in s for s in shapes)  # no [1000, tokens] one-hot product
+
+
+@pytest.mark.parametrize("where", ["rows", "pairs", "columns"])
+def test_index_put_accumulate_adds_repeated_indices(where):
+    class Put(nn.Module):
+        def forward(self, x, v, i, j):
+            if where == "rows":
+                return torch.index_put(x, (i,), v, accumulate=True) * 2
+            if where == "pairs":
+                return torch.index_put(x, (i, j), v, accumulate=True) * 2
+            return torch.ops.aten.index_put(x, [None, j], v, True) * 2
+
+    x = torch.randn(6, 5, 3)
+    i, j = torch.tensor([[0, 5, 0], [-1, 2, 0]]), torch.tensor([[1, 1, 4], [0, 1, -5]])
+    v = {"rows": torch.randn(2, 3, 5, 3), "pairs": torch.randn(3, 3), "columns": torch.randn(6, 2, 3, 3)}[where]
+    want, got = infer(Put(), x, v, i, j)
+    assert_close(got, want)
+    assert COUNTS == {"irc": 1}

@@ -629,23 +629,28 @@ def _torch_gather(cx, node, x, dim, index, sparse_grad=False):
 
 @converts(aten.index_put.default)
 def _index_put(cx, node, x, indices, values, accumulate=False):
-    """``x.index_put_([i], v, accumulate=True)`` (the gradient of an embedding lookup): the rows
-    of ``v`` summed into ``x`` at ``i``, as ``one_hot(i)^T @ v``.  Exact for finite values,
-    but it costs rows x indices x width: fine for small tables, slow for a large vocabulary."""
+    """``x.index_put_(indices, v, accumulate=True)`` (the gradient of an embedding lookup or
+    of ``x[i]``) with integer index tensors on adjacent dimensions: one ``graph.scatter_add``
+    along the indexed dimensions taken as one, at the flat positions ``_index`` gathers from
+    (repeated indices add up, in index order)."""
     if not accumulate:
         cx.fail("index_put without accumulate (its result depends on which duplicate index wins)")
     used = [k for k, i in enumerate(indices) if i is not None]
-    if used != [0] or indices[0].elem is i1 or not x.is_float:
-        cx.fail("only a float tensor indexed by one integer tensor along dimension 0")
-    idx = indices[0]
-    n, rows = math.prod(idx.shape), x.shape[0]
-    width = math.prod(x.shape[1:])
-    hit = reshape(cx, convert_to(cx, idx, i64), [n, 1]).eq(const(cx, np.arange(rows).reshape(1, rows), i64))
-    grid = tensor_type([n, rows], x.elem)
-    one_hot = cx.b.select(hit, cx.b.const(1.0, grid), cx.b.const(0.0, grid))
-    values = reshape(cx, broadcast(cx, values, [*idx.shape, *x.shape[1:]]), [n, width])
-    total = cx.b.matmul(cx.b.transpose(one_hot, [1, 0]), values)
-    return x + reshape(cx, total, x.shape)
+    if not used or used != list(range(used[0], used[-1] + 1)) or any(indices[k].elem is i1 for k in used):
+        cx.fail("only integer index tensors on adjacent dimensions (no masks)")
+    first, last = used[0], used[-1] + 1
+    shape = list(x.shape)
+    bshape = list(np.broadcast_shapes(*[indices[k].shape for k in used]))
+    flat_index = None
+    for k in used:
+        idx = convert_to(cx, indices[k], i64)
+        idx = cx.b.select(idx < 0, idx + shape[k], idx)
+        term = broadcast(cx, idx * math.prod(shape[k + 1:last]), bshape)
+        flat_index = term if flat_index is None else flat_index + term
+    table = reshape(cx, x, [*shape[:first], math.prod(shape[first:last]), *shape[last:]])
+    updates = broadcast(cx, convert_to(cx, values, x.elem), [*shape[:first], *bshape, *shape[last:]])
+    total = cx.b.tensor_op("graph.scatter_add", table, flat_index, updates, axis=first)
+    return reshape(cx, total, shape)
 
 
 @converts(aten.clamp.default, aten.clamp.Tensor)

@@ -3,6 +3,7 @@ against onnx's reference evaluator, and the errors for unknown operators and dam
 
 from __future__ import annotations
 
+import ast
 import warnings
 
 import numpy as np
@@ -175,3 +176,64 @@ def test_cli_import_writes_ir_that_runs(tmp_path, capsys):
     damaged.write_bytes(b"\x00garbage")
     assert main(["import", str(damaged)]) == 1
     assert "bad.onnx: not a readable ONNX model" in capsys.readouterr().err
+
+
+def test_cli_import_to_a_checkpoint_holds_the_weights_as_parameters(tmp_path, capsys):
+    """``irc import m.onnx -o m.irc``: the initializers are the checkpoint's parameters (the
+    IR has no weight constants); irc.load and ``irc run m.irc @x.npy`` give torch's numbers."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 5)).eval()
+    model[1].running_mean.uniform_(-1, 1)
+    path = export(model, torch.randn(1, 3, 8, 8), tmp_path / "m.onnx", dynamic_batch=True)
+    out = tmp_path / "m.irc"
+    assert main(["import", path, "-o", str(out), "--shape", "x=2x3x8x8"]) == 0
+    weights = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    loaded = irc.load(out)
+    assert set(loaded.params) and set(loaded.params) <= set(weights)
+    for name, value in loaded.params.items():
+        np.testing.assert_array_equal(value, weights[name])  # the file's bytes, not a copy in the IR
+    big = [t for t in weights.values() if t.size > 16]
+    text = loaded.module.print()
+    assert big and "dense<[" not in text.replace("dense<[]>", "")  # no weight written as a constant
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(loaded(x.numpy()), want, rtol=1e-5, atol=1e-5)
+    np.save(tmp_path / "x.npy", x.numpy())
+    capsys.readouterr()
+    assert main(["run", str(out), f"@{tmp_path / 'x.npy'}"]) == 0
+    printed = np.array(ast.literal_eval(capsys.readouterr().out.strip()), np.float32)  # one line per result
+    np.testing.assert_allclose(printed, want, rtol=1e-5, atol=1e-5)
+
+
+def test_checkpoint_of_a_hand_built_graph_against_the_reference_evaluator(tmp_path):
+    """Initializers read as values become parameters; one read only as a Reshape's shape (known
+    while importing) is not one; two outputs come back as a tuple."""
+    rng = np.random.default_rng(5)
+    f = TensorProto.FLOAT
+    w = rng.standard_normal((6, 4)).astype(np.float32)
+    table = rng.standard_normal((10, 6)).astype(np.float32)
+    N = helper.make_node
+    model = graph_model([N("Gather", ["table", "ids"], ["emb"]),             # [2, 3, 6]
+                         N("Reshape", ["emb", "shape"], ["flat"]),           # [6, 6]
+                         N("MatMul", ["flat", "w"], ["h"]),                  # [6, 4]
+                         N("Tanh", ["h"], ["y"]), N("ReduceSum", ["y"], ["s"], keepdims=0)],
+                        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])],
+                        [helper.make_tensor_value_info("y", f, [6, 4]), helper.make_tensor_value_info("s", f, [])],
+                        [tensor("table", table), tensor("w", w), tensor("shape", np.array([6, 6], np.int64))])
+    onnx.checker.check_model(model)
+    path = tmp_path / "g.onnx"
+    onnx.save(model, str(path))
+    out = tmp_path / "g.irc"
+    irc.onnx.save_checkpoint(irc.onnx.load(path), [(2, 3)], out)
+    loaded = irc.load(out)
+    assert sorted(loaded.params) == ["table", "w"]  # "shape" was used while importing only
+    ids = rng.integers(0, 10, (2, 3)).astype(np.int64)
+    want = ReferenceEvaluator(model).run(None, {"ids": ids})
+    got = loaded(ids)
+    assert isinstance(got, tuple) and len(got) == 2
+    for g, w_ in zip(got, want):
+        np.testing.assert_allclose(g, w_, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(loaded.interpret(ids)[0], want[0], rtol=1e-5, atol=1e-5)

@@ -140,13 +140,29 @@ def test_unknown_operator_is_an_error_naming_file_node_and_operator(tmp_path):
 def test_unsupported_form_is_an_error_naming_the_node(tmp_path):
     f = TensorProto.FLOAT
     w = np.ones((2, 1, 3, 3), np.float32)
-    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], name="dilated", dilations=[2, 2])],
+    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], name="lopsided", pads=[0, 0, 1, 1])],
                         [helper.make_tensor_value_info("x", f, [1, 1, 8, 8])],
-                        [helper.make_tensor_value_info("y", f, [1, 2, 4, 4])], [tensor("w", w)])
+                        [helper.make_tensor_value_info("y", f, [1, 2, 7, 7])], [tensor("w", w)])
+    path = tmp_path / "lopsided.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(irc.onnx.OnnxImportError, match=r"lopsided\.onnx: node 'lopsided' \(Conv\).*asymmetric pads"):
+        irc.onnx.load(path)(np.zeros((1, 1, 8, 8), np.float32))
+
+
+def test_dilated_conv_against_the_reference_evaluator(tmp_path):
+    f = TensorProto.FLOAT
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((4, 2, 3, 2)).astype(np.float32)
+    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], dilations=[2, 3], strides=[1, 2],
+                                          pads=[1, 1, 1, 1], group=1)],
+                        [helper.make_tensor_value_info("x", f, [2, 2, 9, 10])],
+                        [helper.make_tensor_value_info("y", f, [2, 4, 7, 5])], [tensor("w", w)])
+    onnx.checker.check_model(model)
     path = tmp_path / "dilated.onnx"
     onnx.save(model, str(path))
-    with pytest.raises(irc.onnx.OnnxImportError, match=r"dilated\.onnx: node 'dilated' \(Conv\).*dilations"):
-        irc.onnx.load(path)(np.zeros((1, 1, 8, 8), np.float32))
+    x = rng.standard_normal((2, 2, 9, 10)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(irc.onnx.load(path)(x), want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("content", [b"", b"not a model at all \x00\xff\x17", b"\x08\x07\x12"])

@@ -283,10 +283,10 @@ def test_unknown_op_falls_back_with_one_line():
 
 
 def test_unsupported_form_falls_back_with_one_line():
-    conv = nn.Conv2d(3, 4, 3, dilation=2)
-    x = torch.randn(1, 3, 9, 9)
+    conv = nn.Conv3d(3, 4, 3)
+    x = torch.randn(1, 3, 5, 5, 5)
     compiled = torch.compile(conv, backend="irc")
-    with pytest.warns(IrcFallbackWarning, match=r"aten\.convolution.*dilation"):
+    with pytest.warns(IrcFallbackWarning, match=r"aten\.convolution.*3-d convolution"):
         with torch.no_grad():
             got = compiled(x)
     with torch.no_grad():
@@ -375,3 +375,40 @@ def test_index_put_accumulate_adds_repeated_indices(where):
     want, got = infer(Put(), x, v, i, j)
     assert_close(got, want)
     assert COUNTS == {"irc": 1}
+
+
+# ---- dilated, transposed and grouped convolutions ---------------------------------------------------
+
+
+CONVOLUTIONS = {
+    "dilated": lambda: nn.Conv2d(3, 4, 3, dilation=2, padding=1, stride=2),
+    "dilated-1d": lambda: nn.Conv1d(3, 4, 3, dilation=3),
+    "dilated-grouped": lambda: nn.Conv2d(4, 6, (3, 2), dilation=(1, 2), groups=2, padding=(1, 0)),
+    "transposed": lambda: nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1),
+    "transposed-dilated": lambda: nn.ConvTranspose2d(3, 4, (2, 3), stride=(1, 2), dilation=(2, 1), padding=(2, 0)),
+    "transposed-grouped": lambda: nn.ConvTranspose2d(4, 6, 3, stride=3, groups=2, padding=2),
+    "transposed-1d": lambda: nn.ConvTranspose1d(3, 2, 4, stride=2, padding=1),
+}
+
+
+@pytest.mark.parametrize("kind", CONVOLUTIONS)
+def test_dilated_and_transposed_convolutions(kind):
+    """Forward (irc, no fallback) against eager, and the gradients of input, weight and bias
+    against an f64 reference."""
+    conv = CONVOLUTIONS[kind]()
+    x = torch.randn(2, conv.in_channels, *((9,) if "1d" in kind else (9, 8)))
+    want, got = infer(conv, x)
+    assert_close(got, want)
+    assert COUNTS == {"irc": 1}
+    torch._dynamo.reset()
+    COUNTS.clear()
+
+    class WithInputGradient(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.x = conv, nn.Parameter(x.clone())
+
+        def forward(self, scale):
+            return self.conv(self.x * scale)
+
+    assert_gradients(WithInputGradient(), weighted_sum, torch.tensor(1.5))

@@ -306,13 +306,23 @@ def _symmetric_pads(attrs, n: int = 2) -> list[int]:
     return pads[:n]
 
 
+def _dilated_kernel(cx, w, dilations) -> V:
+    """A dilated convolution's kernel as an ordinary one, with zeros between its taps (exact for
+    finite inputs; an infinite input under a gap makes NaN, as 0 * inf)."""
+    from irc.dialects import tensor_grad as grad
+
+    for axis, d in zip((2, 3), dilations):
+        if d != 1:
+            w = grad.window(cx.b, grad.dilate(cx.b, w, axis, d), axis, 0, -(d - 1))
+    return w
+
+
 @operator("Conv")
 def _conv(cx, node, inputs, attrs):
     x, w = cx.value(inputs[0]), cx.value(inputs[1])
     if len(x.shape) != 4:
         raise Unsupported(f"a {len(x.shape) - 2}-d convolution")
-    if any(d != 1 for d in attrs.get("dilations", [1, 1])):
-        raise Unsupported(f"dilations {attrs['dilations']}")
+    w = _dilated_kernel(cx, w, list(attrs.get("dilations", [1, 1])))
     groups = attrs.get("group", 1)
     stride, pads = list(attrs.get("strides", [1, 1])), _symmetric_pads(attrs)
     if groups == 1:

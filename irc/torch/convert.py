@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from irc.attributes import FloatAttr
-from irc.builder import Builder, V
+from irc.builder import Builder, Listener, V
 from irc.dialects import tensor as T
 from irc.dialects import tensor_grad as grad
 from irc.types import FloatType, IntegerType, TensorType, Type, f32, f64, i1, i8, i16, i32, i64
@@ -750,34 +750,66 @@ def _arange(cx, node, *args, **kwargs):
 # ---- convolution ---------------------------------------------------------------------------------
 
 
-def _conv_form(cx, x, w, stride, padding, dilation, transposed, output_padding, groups):
-    """The convolution as conv2d operands: 1-d convolutions get a height of 1."""
-    if transposed:
-        cx.fail("transposed convolution")
-    if any(d != 1 for d in dilation):
-        cx.fail(f"dilation {list(dilation)}")
+def _conv_form(cx, x, w, stride, padding, dilation, output_padding):
+    """The convolution's operands and window as 2-d ones: a 1-d convolution gets a height of 1."""
     if len(x.shape) == 3:
         x = reshape(cx, x, [x.shape[0], x.shape[1], 1, x.shape[2]])
         w = reshape(cx, w, [w.shape[0], w.shape[1], 1, w.shape[2]])
-        stride, padding = [1, stride[0]], [0, padding[0]]
-    elif len(x.shape) != 4:
+        return x, w, [1, stride[0]], [0, padding[0]], [1, dilation[0]], [0, output_padding[0]]
+    if len(x.shape) != 4:
         cx.fail(f"{len(x.shape) - 2}-d convolution")
-    return x, w, list(stride), list(padding)
+    return x, w, list(stride), list(padding), list(dilation), list(output_padding)
+
+
+def _spread(cx, v, axis: int, step: int) -> V:
+    """``step - 1`` zeros between neighbours along ``axis`` (length (n - 1) * step + 1)."""
+    if step == 1:
+        return v
+    return grad.window(cx.b, grad.dilate(cx.b, v, axis, step), axis, 0, -(step - 1))
+
+
+def _dilated_kernel(cx, w, dilation) -> V:
+    """The kernel of a dilated convolution as an ordinary one: zeros between its taps.
+
+    Exact for finite inputs (the zeros add exact zeros); an infinite input under a gap tap
+    makes NaN where torch, which skips the gaps, does not."""
+    return _spread(cx, _spread(cx, w, 2, dilation[0]), 3, dilation[1])
+
+
+def _conv2d(cx, x, w, stride, padding, dilation, transposed, output_padding, groups) -> V:
+    """A torch convolution (NCHW input; OIHW weight, or IOHW when ``transposed``) built from
+    ``graph.conv2d``: one per group, joined along the channels.  A transposed convolution is
+    the ordinary one over the input spread by the stride (zeros between its pixels) and padded
+    by ``dilation * (k - 1) - padding`` (plus ``output_padding`` at the end), with the kernel's
+    channels swapped and its taps flipped."""
+    b = cx.b
+    cin = x.shape[1] // groups
+    cout = w.shape[0] // groups if not transposed else w.shape[1]
+    parts = []
+    for g in range(groups):
+        xg = _slice(cx, x, 1, g * cin, (g + 1) * cin) if groups > 1 else x
+        if not transposed:
+            wg = _slice(cx, w, 0, g * cout, (g + 1) * cout) if groups > 1 else w
+            parts.append(b.built(T.Conv2DOp.build(xg.value, _dilated_kernel(cx, wg, dilation).value, stride,
+                                                  padding)))
+            continue
+        wg = _slice(cx, w, 0, g * cin, (g + 1) * cin) if groups > 1 else w
+        kernel = grad.reverse(b, grad.reverse(b, b.transpose(wg, [1, 0, 2, 3]), 2), 3)
+        for axis in (2, 3):
+            k, d, p = w.shape[axis], dilation[axis - 2], padding[axis - 2]
+            xg = _spread(cx, xg, axis, stride[axis - 2])
+            xg = grad.window(b, xg, axis, d * (k - 1) - p, d * (k - 1) - p + output_padding[axis - 2])
+        parts.append(b.built(T.Conv2DOp.build(xg.value, _dilated_kernel(cx, kernel, dilation).value, [1, 1],
+                                              [0, 0])))
+    return parts[0] if len(parts) == 1 else b.tensor_op("graph.concat", *parts, axis=1)
 
 
 @converts(aten.convolution.default)
 def _convolution(cx, node, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     rank = len(x.shape)
-    x4, w4, stride, padding = _conv_form(cx, x, w, stride, padding, dilation, transposed, output_padding, groups)
-    b = cx.b
-    if groups == 1:
-        y = b.built(T.Conv2DOp.build(x4.value, w4.value, stride, padding))
-    else:  # one convolution per group, joined along the channels
-        cin, cout = x4.shape[1] // groups, w4.shape[0] // groups
-        parts = [b.built(T.Conv2DOp.build(_slice(cx, x4, 1, g * cin, (g + 1) * cin).value,
-                                          _slice(cx, w4, 0, g * cout, (g + 1) * cout).value, stride, padding))
-                 for g in range(groups)]
-        y = b.tensor_op("graph.concat", *parts, axis=1)
+    x4, w4, stride, padding, dilation, output_padding = _conv_form(cx, x, w, stride, padding, dilation,
+                                                                   output_padding)
+    y = _conv2d(cx, x4, w4, stride, padding, dilation, transposed, output_padding, groups)
     if bias is not None:
         y = y + broadcast(cx, reshape(cx, bias, [1, bias.shape[0], 1, 1]), y.shape)
     if rank == 3:
@@ -785,17 +817,55 @@ def _convolution(cx, node, x, w, bias, stride, padding, dilation, transposed, ou
     return y
 
 
+class _Recorder(Listener):
+    """The ops a builder inserts, in order (``_vjp_of``)."""
+
+    def __init__(self):
+        self.ops = []
+
+    def op_inserted(self, op) -> None:
+        self.ops.append(op)
+
+
+def _vjp_of(cx, build, inputs: list, g) -> list:
+    """The cotangents of ``inputs`` for ``y = build(*inputs)`` and ``y``'s cotangent ``g``: the
+    ops ``build`` makes, differentiated by their own gradient rules in reverse order (the
+    forward ops left behind are dead, and go)."""
+    from irc.passes.autodiff import apply_vjp
+
+    b = cx.b
+    saved, recorder = b.listener, _Recorder()
+    b.listener = recorder
+    try:
+        y = build(*inputs)
+    finally:
+        b.listener = saved
+    cots = {y.value: g}
+    for op in reversed(recorder.ops):
+        outs = [cots.get(r) for r in op.results]
+        if all(c is None for c in outs) or not op.operands:  # a constant: nothing to pass back to
+            continue
+        grads = apply_vjp(b, op, [V(b, v) for v in op.operands], [V(b, r) for r in op.results], outs)
+        for v, d in zip(op.operands, grads):
+            if d is not None:
+                d = b.wrap(d)
+                cots[v] = cots[v] + d if v in cots else d
+    return [cots.get(v.value) if cots.get(v.value) is not None else b.zeros_like(v) for v in inputs]
+
+
 @converts(aten.convolution_backward.default)
 def _convolution_backward(cx, node, g, x, w, bias_sizes, stride, padding, dilation, transposed,
                           output_padding, groups, output_mask):
-    """irc's own conv2d gradient rule (``tensor_grad.conv2d_vjp``) on the forward op."""
-    if groups != 1:
-        cx.fail("gradient of a grouped convolution")
+    """The gradient rules of the ops the forward convolution is built from (``_conv2d``), in reverse."""
     rank = len(x.shape)
-    x4, w4, stride, padding = _conv_form(cx, x, w, stride, padding, dilation, transposed, output_padding, groups)
+    x4, w4, stride, padding, dilation, output_padding = _conv_form(cx, x, w, stride, padding, dilation,
+                                                                   output_padding)
     g4 = reshape(cx, g, [g.shape[0], g.shape[1], 1, g.shape[2]]) if rank == 3 else g
-    forward = T.Conv2DOp.build(x4.value, w4.value, stride, padding)
-    dx, dw = grad.conv2d_vjp(cx.b, forward, x4, w4, g4)
+
+    def forward(xv, wv):
+        return _conv2d(cx, xv, wv, stride, padding, dilation, transposed, output_padding, groups)
+
+    dx, dw = _vjp_of(cx, forward, [x4, w4], g4)
     dx = reshape(cx, dx, x.shape) if output_mask[0] else None
     dw = reshape(cx, dw, w.shape) if output_mask[1] else None
     db = cx.b.reduce("sum", g, [0, *range(2, rank)]) if output_mask[2] else None

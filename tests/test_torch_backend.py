@@ -412,3 +412,38 @@ def test_dilated_and_transposed_convolutions(kind):
             return self.conv(self.x * scale)
 
     assert_gradients(WithInputGradient(), weighted_sum, torch.tensor(1.5))
+
+
+@pytest.mark.parametrize("norm_first, activation, masked", [(False, "relu", False), (False, "gelu", True),
+                                                            (True, "gelu", True)])
+def test_transformer_encoder_layer_fast_path(norm_first, activation, masked):
+    """In eval without gradients PyTorch runs the layer as one fused op
+    (``_transformer_encoder_layer_fwd``), which irc compiles as its parts."""
+    model = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, activation=activation,
+                                       norm_first=norm_first)
+    x = torch.randn(2, 5, 32)
+    mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2]) if masked else None
+    model.eval()
+    compiled = torch.compile(model, backend="irc")
+    seen = []
+    ctx = irc_only()
+    try:
+        with torch.no_grad():
+            want = model(x, src_key_padding_mask=mask)
+            from irc.torch import runtime
+            convert = runtime.convert
+
+            def recording(gm, inputs, *args, **kwargs):
+                seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+                return convert(gm, inputs, *args, **kwargs)
+
+            runtime.convert = recording
+            try:
+                got = compiled(x, src_key_padding_mask=mask)
+            finally:
+                runtime.convert = convert
+    finally:
+        ctx.__exit__(None, None, None)
+    assert any("_transformer_encoder_layer_fwd" in t for t in seen)  # the fast path, not its decomposition
+    assert_close(got, want)
+    assert COUNTS == {"irc": 1}

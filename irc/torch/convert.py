@@ -928,6 +928,83 @@ def _flash_attention_backward(cx, node, g, q, k, v, out, lse, dropout_p, is_caus
     return _bmm(cx, ds, k) * s, _bmm(cx, _swap(cx, ds), q) * s, dv
 
 
+def _linear(cx, x, weight, bias) -> V:
+    """``x @ weight^T + bias`` over the last dimension of ``x`` (any leading dimensions)."""
+    lead = list(x.shape[:-1])
+    flat = reshape(cx, x, [math.prod(lead), x.shape[-1]])
+    y = cx.b.matmul(flat, cx.b.transpose(weight, [1, 0]))
+    y = y + broadcast(cx, reshape(cx, bias, [1, bias.shape[0]]), y.shape)
+    return reshape(cx, y, [*lead, weight.shape[0]])
+
+
+def _layer_norm(cx, x, weight, bias, eps) -> V:
+    """Layer norm over the last dimension (biased variance, as torch)."""
+    mean = cx.b.reduce("mean", x, [len(x.shape) - 1], True)
+    d = x - broadcast(cx, mean, x.shape)
+    var = cx.b.reduce("mean", d * d, [len(x.shape) - 1], True)
+    y = d * broadcast(cx, (var + float(eps)).rsqrt(), x.shape)
+    row = [1] * (len(x.shape) - 1) + [x.shape[-1]]
+    return y * broadcast(cx, reshape(cx, weight, row), x.shape) + broadcast(cx, reshape(cx, bias, row), x.shape)
+
+
+def _multi_head_attention(cx, x, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type):
+    """torch's fused self-attention (``_native_multi_head_attention`` on x, x, x): one
+    projection to q, k and v, softmax(q k^T / sqrt(d)) v per head with ``mask`` (true: not
+    attended; ``mask_type`` 0: [L, S], 1: a key padding mask [B, S], 2: [B, H, L, S]; a row
+    with every key masked gives zeros, as torch's masked softmax), then the output projection."""
+    n, length, width = x.shape
+    head = width // num_heads
+    qkv = _linear(cx, x, qkv_weight, qkv_bias)  # [B, L, 3E]
+
+    def heads(k):
+        part = _slice(cx, qkv, 2, k * width, (k + 1) * width)
+        return cx.b.transpose(reshape(cx, part, [n, length, num_heads, head]), [0, 2, 1, 3])  # [B, H, L, D]
+
+    q, k, v = heads(0), heads(1), heads(2)
+    scores = _bmm(cx, q, _swap(cx, k)) * (1.0 / math.sqrt(head))  # [B, H, L, L]
+    allowed = None
+    if mask is not None:
+        if mask_type == 1 or (mask_type is None and list(mask.shape) == [n, length]):
+            mask = reshape(cx, mask, [n, 1, 1, length])
+        elif len(mask.shape) == 2:
+            mask = reshape(cx, mask, [1, 1, *mask.shape])
+        mask = broadcast(cx, mask, scores.shape)
+        if mask.elem is i1:
+            allowed = cx.b.reduce("max", cx.b.select(mask, cx.b.zeros_like(scores), cx.b.ones_like(scores)),
+                                  [3], True)
+            mask = cx.b.select(mask, cx.b.full_like(scores, -math.inf), cx.b.zeros_like(scores))
+        scores = scores + convert_to(cx, mask, scores.elem)
+    probs = scores.softmax(3)
+    if allowed is not None:  # rows with no key left: zeros, not 0/0
+        keep = broadcast(cx, allowed, probs.shape) > 0.0
+        probs = cx.b.select(keep, probs, cx.b.zeros_like(probs))
+    out = cx.b.transpose(_bmm(cx, probs, v), [0, 2, 1, 3])  # [B, L, H, D]
+    return _linear(cx, reshape(cx, out, [n, length, width]), proj_weight, proj_bias)
+
+
+@converts(aten._transformer_encoder_layer_fwd.default)
+def _transformer_encoder_layer(cx, node, src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                               use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
+                               ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, mask=None, mask_type=None):
+    """``nn.TransformerEncoderLayer``'s fused inference path (PyTorch's fast path), as its parts:
+    self-attention, residual, layer norm, feed-forward (erf GELU or ReLU), residual, layer norm
+    (the norms first with ``norm_first``)."""
+    if len(src.shape) != 3:
+        cx.fail(f"a rank-{len(src.shape)} input (irc takes a batch-first [B, L, E] one)")
+    x = _layer_norm(cx, src, norm_weight_1, norm_bias_1, eps) if norm_first else src
+    x = _multi_head_attention(cx, x, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type)
+    x = x + src
+    if not norm_first:
+        x = _layer_norm(cx, x, norm_weight_1, norm_bias_1, eps)
+    residual = x
+    if norm_first:
+        x = _layer_norm(cx, x, norm_weight_2, norm_bias_2, eps)
+    h = _linear(cx, x, ffn_weight_1, ffn_bias_1)
+    h = h * 0.5 * ((h * (1 / math.sqrt(2))).erf() + 1.0) if use_gelu else h.maximum(0.0)
+    x = _linear(cx, h, ffn_weight_2, ffn_bias_2) + residual
+    return x if norm_first else _layer_norm(cx, x, norm_weight_2, norm_bias_2, eps)
+
+
 # ---- normalisation ---------------------------------------------------------------------------------
 
 

@@ -253,3 +253,43 @@ def test_checkpoint_of_a_hand_built_graph_against_the_reference_evaluator(tmp_pa
     for g, w_ in zip(got, want):
         np.testing.assert_allclose(g, w_, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(loaded.interpret(ids)[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_exported_transformer_blocks_with_a_causal_mask(tmp_path):
+    """Two pre-norm transformer blocks (fused qkv projection split in three, causal mask from
+    Trilu and Not, LayerNormalization, Gelu), exported with symbolic batch and length."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, d=32, h=4):
+            super().__init__()
+            self.h, self.qkv, self.proj = h, nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x):
+            b, n, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+            q, k, v = (t.reshape(b, n, self.h, d // self.h).transpose(1, 2) for t in (q, k, v))
+            att = (q @ k.transpose(-1, -2)) / math.sqrt(d // self.h)
+            causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+            att = att.masked_fill(~causal, float("-inf")).softmax(-1)
+            x = x + self.proj((att @ v).transpose(1, 2).reshape(b, n, d))
+            return x + self.ff(self.ln2(x))
+
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(), Block()).eval()
+    path = str(tmp_path / "blocks.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.randn(2, 7, 32),), path, dynamo=False, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch", 1: "length"}})
+    imported = irc.onnx.load(path)
+    for shape in ((2, 7, 32), (1, 4, 32)):
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            want = model(x).numpy()
+        np.testing.assert_allclose(imported(x.numpy()), want, rtol=1e-5, atol=1e-5)

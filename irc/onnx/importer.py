@@ -487,6 +487,49 @@ def _slice(cx, x: V, axis: int, start: int, size: int, step: int = 1) -> V:
     return cx.b.built(T.SliceOp.build(x.value, offsets, sizes, strides))
 
 
+@operator("Split")
+def _split(cx, node, inputs, attrs):
+    """Pieces along ``axis``: the sizes given as the second input, or ``num_outputs`` (the
+    outputs' count) pieces as equal as ONNX makes them (the last one smaller)."""
+    x = inputs[0]
+    shape = shape_of(x)
+    axis = int(attrs.get("axis", 0)) % len(shape)
+    if len(inputs) > 1 and inputs[1] is not None:
+        if not known(inputs[1]):
+            raise Unsupported("split sizes computed at run time")
+        sizes = [int(n) for n in inputs[1]]
+    else:
+        count = int(attrs.get("num_outputs", len(node.output)))
+        piece = -(-shape[axis] // count)
+        sizes = [min(piece, shape[axis] - k * piece) for k in range(count)]
+    starts = np.cumsum([0, *sizes[:-1]])
+    if known(x):
+        return [np.take(x, np.arange(st, st + n), axis=axis) for st, n in zip(starts, sizes)]
+    return [_slice(cx, cx.value(x), axis, int(st), n) for st, n in zip(starts, sizes)]
+
+
+@operator("Not")
+def _not(cx, node, inputs, attrs):
+    if known(inputs[0]):
+        return [np.logical_not(inputs[0])]
+    return [cx.b.binary(None, "arith.xori", cx.value(inputs[0]), True)]
+
+
+@operator("Trilu")
+def _trilu(cx, node, inputs, attrs):
+    """The upper (``upper=1``) or lower triangle of the last two dimensions, from diagonal ``k``."""
+    x = inputs[0]
+    k = int(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else 0
+    upper = bool(attrs.get("upper", 1))
+    if known(x):
+        return [np.triu(x, k) if upper else np.tril(x, k)]
+    x = cx.value(x)
+    rows, cols = x.shape[-2:]
+    keep = np.triu(np.ones((rows, cols), bool), k) if upper else np.tril(np.ones((rows, cols), bool), k)
+    mask = _to(cx, cx.value(np.broadcast_to(keep, x.shape).copy()), x.shape)
+    return [cx.b.select(mask, x, cx.b.zeros_like(x))]
+
+
 @operator("Slice")
 def _slice_op(cx, node, inputs, attrs):
     x = inputs[0]

@@ -31,6 +31,8 @@ is read by another segment.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from irc.attributes import ArrayAttr, IntegerAttr, StringAttr, UnitAttr
 from irc.passmanager import Pass
 from irc.patterns import constant_value
@@ -62,8 +64,11 @@ def _parallel_bounds(loop):
     return [b.value for b in bounds]
 
 
-def plan_segments(func) -> list[tuple[list, list | None]] | None:
+def plan_segments(func, min_work: int = 0) -> list[tuple[list, list | None]] | None:
     """[(top-level ops, parallel range or None)] for ``func``, or None if it cannot be split.
+
+    A parallel loop estimated to do less than ``min_work`` ops runs serially, in a serial
+    segment with its neighbours: a runtime would not start threads for it anyway.
 
     An op that makes a value once (a load, a loop's result, a call's result) and the pure
     ops computing from it are *local* to the serial segment they fall in: each segment is a
@@ -87,6 +92,8 @@ def plan_segments(func) -> list[tuple[list, list | None]] | None:
         if op.name in ("memref.alloc", "memref.alloca"):
             return None
         bounds = _parallel_bounds(op) if op.name in ("scf.for", "func.call") else None
+        if bounds is not None and min_work and estimated_work(op) < min_work:
+            bounds = None
         if bounds is None:
             if any(k != len(segments) for k in reads_local):  # a value of an earlier segment
                 return None
@@ -191,17 +198,19 @@ def build_segment(func, name: str, loops, bounds, position: dict):
     return seg
 
 
+@dataclass
 class SplitParallel(Pass):
     """Add segment functions that run a function's parallel loops over sub-ranges (for threads)."""
 
     name = "split-parallel"
+    min_work: int = 0  # a parallel loop of fewer ops (its ``work``) joins a serial segment
 
     def run(self, module, stats) -> None:
         for func in list(module.functions):
             if func.is_declaration or "segments" in func.attributes or "parallel_range" in func.attributes \
                     or "segment_of" in func.attributes:
                 continue
-            plan = plan_segments(func)
+            plan = plan_segments(func, self.min_work)
             if plan is None:
                 continue
             names = []

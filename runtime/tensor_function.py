@@ -13,7 +13,7 @@ runs the tensor pipeline on a copy of the module::
     6. approximate math        math-approx                (when the pass is registered)
     7. clean up                canonicalize,cse,licm
     8. share loop nests        outline-loops              twin loop nests: one function
-    9. split for threads       split-parallel             (with threads > 1)
+    9. split for threads       split-parallel             (with threads > 1; loops worth a thread)
 
 and then compiles the result like any scalar module (``executable.CPU_STAGES``).
 irc computes the output shapes and allocates the outputs (or writes into the
@@ -118,8 +118,10 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
     for name, pipeline in TENSOR_STAGES[1:] + [("split for threads", "split-parallel")]:
         if (part == "body" and name in FINISHING_STAGES) or (part == "finish" and name not in FINISHING_STAGES):
             continue
-        if name == "split for threads" and options.threads <= 1:
-            continue
+        if name == "split for threads":
+            if options.threads <= 1:
+                continue
+            pipeline = f"split-parallel{{min-work={MIN_WORK_PER_THREAD}}}"  # what _invoke would split
         if name == "approximate math" and not (options.math_approx and "math-approx" in PASSES):
             continue
         if name == "plan memory" and not outputs_for_temporaries:

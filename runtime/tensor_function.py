@@ -35,7 +35,7 @@ import numpy as np
 
 from irc.checks import check_array
 from irc.diagnostics import IRError
-from irc.types import FloatType, IntegerType, TensorType, numpy_dtype
+from irc.types import FloatType, IntegerType, TensorType, index, numpy_dtype
 
 TENSOR_STAGES = [
     ("specialise shapes", "specialize-shapes"),
@@ -454,8 +454,10 @@ class TensorFunction:
             if self.name not in funcs or any(name not in funcs for name, *_ in segments):
                 raise ValueError("the entry or a segment is missing")
             inputs = funcs[self.name].function_type.inputs
-            if any(k >= len(inputs) for *_, params in segments for k in params):
-                raise ValueError("a segment's parameter is not the entry's")
+            for name, rng, _, params in segments:  # a segment takes the entry's parameters it names
+                if any(not 0 <= k < len(inputs) for k in params) or list(funcs[name].function_type.inputs) != \
+                        [inputs[k] for k in params] + ([index, index] if rng is not None else []):
+                    raise ValueError(f"segment {name} does not take the entry's parameters it names")
             links = runtime_links(record["declared"])
             library, addresses = engine.load([symbols.jit_symbol(n) for n in funcs], object_code=entry.object_code,
                                              **links)

@@ -529,6 +529,7 @@ func.func @f(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>, %c: tensor<?x3x4xf32>, %d
   %22 = tensor.extract %c[%n, %n, %n] : tensor<?x3x4xf32>
   %23 = tensor.extract %3[] : tensor<f32>
   %24 = graph.gather %a, %16 {axis = 1} : (tensor<3x4xf32>, tensor<?x?xi32>) -> tensor<3x?x?xf32>
+  %25 = graph.scatter_add %a, %16, %24 {axis = 1} : (tensor<3x4xf32>, tensor<?x?xi32>, tensor<3x?x?xf32>) -> tensor<3x4xf32>
   func.return %7 : tensor<3x5xf32>
 }
 """

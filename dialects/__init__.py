@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     gpu,
     graph,
     graph_dynamic,
+    graph_scatter,
     math,
     memref,
     scf,
@@ -16,5 +17,5 @@ from . import (  # noqa: F401
     vector,
 )
 
-__all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "graph", "graph_dynamic", "math", "memref",
-           "scf", "tensor", "vector"]
+__all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "graph", "graph_dynamic", "graph_scatter", "math",
+           "memref", "scf", "tensor", "vector"]

@@ -1230,6 +1230,11 @@ class GatherOp(NaryOp):
     def jvp(self, b, x, y, t):
         return [b.tensor_op(self.name, t[0], x[1], axis=_int(self.attributes, "axis"))]
 
+    def vjp(self, b, x, y, g):
+        """``g``'s slices added back where they were read: ``graph.scatter_add`` (graph_scatter.py)."""
+        zeros = b.zeros_like(x[0])
+        return [b.tensor_op("graph.scatter_add", zeros, x[1], g[0], axis=_int(self.attributes, "axis")), None]
+
 
 # ---- softmax --------------------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@
     irc run MODEL.irc [--interp] [--] ARGS...        (a checkpoint written by irc.save)
     irc compile FILE|- --emit llvm|asm|obj -o OUT
     irc passes
-    irc import MODEL.onnx [-o OUT.ir] [--shape NAME=2x3x32x32]...   (needs the onnx package)
+    irc import MODEL.onnx [-o OUT.ir|OUT.irc] [--shape NAME=2x3x32x32]...   (needs the onnx package)
     irc repl [FILE]                                  (passes step by step: undo, diff, bisect...)
     irc view FILE [--func F] [--cfg | --dataflow] -o OUT.svg|png|dot
     irc --version
@@ -484,12 +484,13 @@ def _compile_gpu(args) -> int:
 
 
 def cmd_import(args) -> int:
-    """An ONNX model as irc text (``func.func @main``, its weights as constants)."""
+    """An ONNX model as irc text (``func.func @main``, its weights as constants), or with
+    ``-o NAME.irc`` as a checkpoint whose parameters are the weights (``irc run NAME.irc``)."""
     try:
         import onnx  # noqa: F401
     except ImportError:
         raise UsageError("irc import needs the onnx package (pip install onnx)") from None
-    from irc.onnx import OnnxImportError, load
+    from irc.onnx import OnnxImportError, load, save_checkpoint
 
     given = {}
     for item in args.shape or []:
@@ -512,6 +513,9 @@ def cmd_import(args) -> int:
         if given:
             raise UsageError(f"--shape names no input of the model: {', '.join(given)} "
                              f"(inputs: {', '.join(model.inputs)})")
+        if args.output and args.output.endswith(".irc"):
+            save_checkpoint(model, shapes, args.output)
+            return EXIT_OK
         text = model.module(*shapes).print()
     except OnnxImportError as e:
         sys.stderr.write(f"irc: error: {e}\n")
@@ -724,9 +728,11 @@ def build_parser() -> argparse.ArgumentParser:
     passes = sub.add_parser("passes", help="list every pass with its one-line description")
     passes.set_defaults(func=cmd_passes)
 
-    imp = sub.add_parser("import", help="import an ONNX model as irc IR (weights as constants)")
+    imp = sub.add_parser("import", help="import an ONNX model as irc IR (weights as constants) or as a "
+                                        "checkpoint (-o NAME.irc: weights as its parameters)")
     imp.add_argument("file", help="an .onnx file")
-    imp.add_argument("-o", "--output", help="write the IR here instead of standard output")
+    imp.add_argument("-o", "--output", help="write the IR here instead of standard output; a name ending in .irc "
+                                            "gets a checkpoint (irc run NAME.irc, irc.load)")
     imp.add_argument("--shape", action="append", metavar="NAME=DIMS",
                      help="the shape of an input with symbolic sizes, e.g. input=8x3x32x32 (repeatable)")
     imp.set_defaults(func=cmd_import)

@@ -4,10 +4,11 @@ A loop nest lowered from a tensor op often has an outermost ``scf.for`` whose
 iterations are independent (the ``parallel`` attribute: each iteration writes its
 own output elements).  For a function whose body is a straight sequence of such
 loops, other loops and side-effect-free scalar ops, this pass adds *segment*
-functions ``@f.seg0``, ``@f.seg1``, ...: each takes ``@f``'s parameters and
-runs one part of it - a parallel loop, over a sub-range given by two extra
-``index`` parameters ``%lo``, ``%hi`` (which must be a multiple of the step
-apart from the loop's lower bound), or a run of serial loops.  Each segment
+functions ``@f.seg0``, ``@f.seg1``, ...: each takes the parameters of ``@f`` that it
+reads (``params``: their positions in ``@f``'s, in order) and runs one part of it - a
+parallel loop, over a sub-range given by two extra ``index`` parameters ``%lo``, ``%hi``
+(which must be a multiple of the step apart from the loop's lower bound), or a run of
+serial loops.  Each segment
 recomputes the constants, views and sizes it uses.  Running the segments in
 order, every parallel one over any partition of its range, is ``@f``; ``@f``
 itself becomes exactly that, calls of its segments in order over their whole ranges (what a
@@ -15,8 +16,13 @@ single thread and the interpreter run), so each loop is compiled once, in its se
 Other top-level ops without results (copies, stores, serial loops) run in the
 serial segments, in order.
 
-``@f`` gets ``segments = ["f.seg0", ...]``; a parallel segment gets
-``parallel_range = [lb, ub, step]`` and ``work``, the number of ops it executes
+A segment takes only what it reads because a lowered graph has one parameter per weight,
+input, output and arena, and one segment per loop nest: a 2-layer GPT-2's backward graph
+has about 100 segments and 80 parameters, and segments that took them all were most of
+its LLVM IR and of its compile time.
+
+``@f`` gets ``segments = ["f.seg0", ...]``; every segment gets ``params``; a parallel
+segment gets ``parallel_range = [lb, ub, step]`` and ``work``, the number of ops it executes
 (an estimate: what starting threads must be worth).  A function that allocates at
 its top level or returns values is left alone, and so is one where a value made once
 (a load, a loop's or a call's result: it belongs to the serial segment that makes it)
@@ -24,6 +30,8 @@ is read by another segment.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from irc.attributes import ArrayAttr, IntegerAttr, StringAttr, UnitAttr
 from irc.passmanager import Pass
@@ -56,8 +64,11 @@ def _parallel_bounds(loop):
     return [b.value for b in bounds]
 
 
-def plan_segments(func) -> list[tuple[list, list | None]] | None:
+def plan_segments(func, min_work: int = 0) -> list[tuple[list, list | None]] | None:
     """[(top-level ops, parallel range or None)] for ``func``, or None if it cannot be split.
+
+    A parallel loop estimated to do less than ``min_work`` ops runs serially, in a serial
+    segment with its neighbours: a runtime would not start threads for it anyway.
 
     An op that makes a value once (a load, a loop's result, a call's result) and the pure
     ops computing from it are *local* to the serial segment they fall in: each segment is a
@@ -81,6 +92,8 @@ def plan_segments(func) -> list[tuple[list, list | None]] | None:
         if op.name in ("memref.alloc", "memref.alloca"):
             return None
         bounds = _parallel_bounds(op) if op.name in ("scf.for", "func.call") else None
+        if bounds is not None and min_work and estimated_work(op) < min_work:
+            bounds = None
         if bounds is None:
             if any(k != len(segments) for k in reads_local):  # a value of an earlier segment
                 return None
@@ -130,9 +143,9 @@ def estimated_work(loop) -> int:
     return trips * per_trip
 
 
-def _needed_prologue(loops, entry) -> list:
-    """The top-level clonable ops the loops use, transitively, in program order (not the
-    segment's own ops: a pure op on a local value is one of them)."""
+def _needed_prologue(loops, entry, position: dict) -> list:
+    """The top-level clonable ops the loops use, transitively, in program order (``position``:
+    each top-level op's index; not the segment's own ops: a pure op on a local value is one of them)."""
     needed: set = set()
     own = set(loops)
     stack = [v for loop in loops for op in loop.walk() for v in op.operands]
@@ -142,26 +155,36 @@ def _needed_prologue(loops, entry) -> list:
         if op is not None and op.parent is entry and op not in needed and op not in own and _clonable(op):
             needed.add(op)
             stack.extend(op.operands)
-    return [op for op in entry.ops if op in needed]
+    return sorted(needed, key=position.__getitem__)
 
 
-def build_segment(func, name: str, loops, bounds):
+def _params_read(func, ops) -> list[int]:
+    """The positions of ``func``'s parameters that ``ops`` (and the ops nested in them) read."""
+    position = {a: k for k, a in enumerate(func.args)}
+    read = {position[v] for op in ops for inner in op.walk() for v in inner.operands if v in position}
+    return sorted(read)
+
+
+def build_segment(func, name: str, loops, bounds, position: dict):
     from irc.dialects.func import FuncOp, ReturnOp
 
-    ft = func.function_type
-    extra = [index, index] if bounds else []
-    seg = FuncOp.build(name, FunctionType([*ft.inputs, *extra], []),
-                       arg_names=[a.name_hint for a in func.args] + (["lo", "hi"] if bounds else []))
-    body = seg.body.entry
-    value_map = dict(zip(func.args, body.args))
     entry = func.body.entry
-    for op in _needed_prologue(loops, entry):
+    prologue = _needed_prologue(loops, entry, position)
+    params = _params_read(func, [*prologue, *loops])
+    inputs = [func.args[k] for k in params]
+    extra = [index, index] if bounds else []
+    seg = FuncOp.build(name, FunctionType([*(a.type for a in inputs), *extra], []),
+                       arg_names=[a.name_hint for a in inputs] + (["lo", "hi"] if bounds else []))
+    seg.attributes["params"] = ArrayAttr(IntegerAttr(k, i64) for k in params)
+    body = seg.body.entry
+    value_map = dict(zip(inputs, body.args))
+    for op in prologue:
         body.append(op.clone(value_map))
     for loop in loops:
         new = loop.clone(value_map)
         if bounds:
-            new.set_operand(0, body.args[len(ft.inputs)])
-            new.set_operand(1, body.args[len(ft.inputs) + 1])
+            new.set_operand(0, body.args[len(inputs)])
+            new.set_operand(1, body.args[len(inputs) + 1])
             seg.attributes["parallel_range"] = ArrayAttr(IntegerAttr(b, i64) for b in bounds)
             seg.attributes["work"] = IntegerAttr(estimated_work(loop), i64)
         body.append(new)
@@ -175,24 +198,27 @@ def build_segment(func, name: str, loops, bounds):
     return seg
 
 
+@dataclass
 class SplitParallel(Pass):
     """Add segment functions that run a function's parallel loops over sub-ranges (for threads)."""
 
     name = "split-parallel"
+    min_work: int = 0  # a parallel loop of fewer ops (its ``work``) joins a serial segment
 
     def run(self, module, stats) -> None:
         for func in list(module.functions):
             if func.is_declaration or "segments" in func.attributes or "parallel_range" in func.attributes \
                     or "segment_of" in func.attributes:
                 continue
-            plan = plan_segments(func)
+            plan = plan_segments(func, self.min_work)
             if plan is None:
                 continue
             names = []
             anchor = func
+            position = {op: k for k, op in enumerate(func.body.entry.ops)}
             for k, (loops, bounds) in enumerate(plan):
                 name = f"{func.sym_name}.seg{k}"
-                seg = build_segment(func, name, loops, bounds)
+                seg = build_segment(func, name, loops, bounds, position)
                 seg.attributes["segment_of"] = StringAttr(func.sym_name)
                 module.body.insert_after(seg, anchor)
                 anchor = seg
@@ -214,8 +240,9 @@ def _call_segments(func, plan, names) -> None:
     ret = func.body.entry.terminator
     b = Builder(loc=func.loc, reuse_constants=True).before_op(ret)
     for (ops, bounds), name in zip(plan, names):
-        module_ops[name].attributes["noinline"] = UnitAttr()
-        args = list(func.args)
+        seg = module_ops[name]
+        seg.attributes["noinline"] = UnitAttr()
+        args = [func.args[k.value] for k in seg.attributes["params"].elements]
         if bounds:
             args += [b.index(bounds[0]).value, b.index(bounds[1]).value]
         call = CallOp.build(name, args, [])

@@ -65,9 +65,10 @@ def make_entry(function, spec, shapes: tuple, name: str):
     indent = "    " if spec.arena_bytes is None else "        "
     lines += [f"{indent}try:", f"{indent}    args = ({', '.join(c_args)},)", f"{indent}except _refused:",
               f"{indent}    return _full({', '.join(params)})"]
-    for k, (c_function, raise_fault, extra) in enumerate(calls):
+    for k, (c_function, raise_fault, picks, extra) in enumerate(calls):
         env[f"_c{k}"], env[f"_fault{k}"] = c_function, raise_fault
-        lines += [f"{indent}status = _c{k}(*args{''.join(f', {int(x)}' for x in extra)})",
+        taken = ["*args"] if picks is None else [f"args[{int(i)}]" for i in picks]
+        lines += [f"{indent}status = _c{k}({', '.join(taken + [str(int(x)) for x in extra])})",
                   f"{indent}if status: _fault{k}(status)"]
     if spec.arena_bytes is not None:
         lines += ["    finally:", "        _arenas.append(arena)"]
@@ -78,23 +79,24 @@ def make_entry(function, spec, shapes: tuple, name: str):
 
 
 def _c_calls(spec, threads: int) -> list | None:
-    """The C calls one call of ``spec`` makes, in order: ``(c_function, raise_fault, extra
-    arguments)``; None where a segment would run on several threads (``TensorFunction._invoke``
+    """The C calls one call of ``spec`` makes, in order: ``(c_function, raise_fault, positions of
+    the entry's C arguments it takes or None for all, extra arguments)``; None where a segment would run on several threads (``TensorFunction._invoke``
     decides that from the same figures, which are constants of the specialisation)."""
     from .tensor_function import MIN_WORK_PER_THREAD
 
     if threads <= 1 or not spec.segments:
-        return [(spec.c_function, spec.wrapper.raise_fault, ())]
+        return [(spec.c_function, spec.wrapper.raise_fault, None, ())]
     calls = []
-    for wrapper, rng, work in spec.segments:
-        if rng is None:
-            calls.append((wrapper.c_function, wrapper.raise_fault, ()))
+    for seg in spec.segments:
+        wrapper = seg.wrapper
+        if seg.range is None:
+            calls.append((wrapper.c_function, wrapper.raise_fault, seg.c_params, ()))
             continue
-        lb, ub, step = rng
+        lb, ub, step = seg.range
         trips = max(0, -(-(ub - lb) // step))
-        if min(threads, trips, max(1, work // MIN_WORK_PER_THREAD)) > 1:
+        if min(threads, trips, max(1, seg.work // MIN_WORK_PER_THREAD)) > 1:
             return None
-        calls.append((wrapper.c_function, wrapper.raise_fault, (lb, ub)))
+        calls.append((wrapper.c_function, wrapper.raise_fault, seg.c_params, (lb, ub)))
     return calls
 
 

@@ -80,8 +80,9 @@ def _check_record(r) -> None:
           and (r.get("arena_bytes") is None or ints([r["arena_bytes"]]))
           and isinstance(r.get("in_place"), list) and all(ints(p) and len(p) == 2 for p in r["in_place"])
           and isinstance(r.get("segments"), list)
-          and all(isinstance(s, list) and len(s) == 3 and isinstance(s[0], str)
-                  and (s[1] is None or ints(s[1]) and len(s[1]) == 3) and ints([s[2]]) for s in r["segments"])
+          and all(isinstance(s, list) and len(s) == 4 and isinstance(s[0], str)
+                  and (s[1] is None or ints(s[1]) and len(s[1]) == 3) and ints([s[2]]) and ints(s[3])
+                  for s in r["segments"])
           and isinstance(r.get("declared"), list) and all(isinstance(d, str) for d in r["declared"]))
     if not ok:
         raise ValueError("not a specialisation record")
@@ -91,13 +92,14 @@ def record(module, name: str, out_shapes: list, arena_bytes, segments: list, in_
     """What calling the specialisation needs, from its lowered ``module``: the signatures of
     the functions it calls from Python (the entry and the thread segments), and the runtime
     symbols it declares."""
-    wanted = {name, *(seg for seg, _, _ in segments)}
+    wanted = {name, *(seg for seg, *_ in segments)}
     return {"functions": {f.sym_name: {"inputs": [_type_json(t) for t in f.function_type.inputs],
                                        "results": [_type_json(t) for t in f.function_type.results]}
                           for f in module.functions if f.sym_name in wanted},
             "out_shapes": [list(s) for s in out_shapes], "arena_bytes": arena_bytes,
             "in_place": sorted([list(p) for p in in_place]),
-            "segments": [[seg, list(rng) if rng is not None else None, work] for seg, rng, work in segments],
+            "segments": [[seg, list(rng) if rng is not None else None, work, list(params)]
+                         for seg, rng, work, params in segments],
             "declared": sorted(f.sym_name for f in module.functions if f.is_declaration)}
 
 

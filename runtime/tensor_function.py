@@ -14,7 +14,7 @@ runs the tensor pipeline on a copy of the module::
                                                           where the host has FMA instructions)
     7. clean up                canonicalize,cse,licm
     8. share loop nests        outline-loops              twin loop nests: one function
-    9. split for threads       split-parallel             (with threads > 1)
+    9. split for threads       split-parallel             (with threads > 1; loops worth a thread)
    10. small code for size     optsize-small-loops        LLVM skips vectorising small loops
 
 and then compiles the result like any scalar module (``executable.CPU_STAGES``).
@@ -38,7 +38,7 @@ import numpy as np
 
 from irc.checks import check_array
 from irc.diagnostics import IRError
-from irc.types import FloatType, IntegerType, TensorType, numpy_dtype
+from irc.types import FloatType, IntegerType, TensorType, index, numpy_dtype
 
 TENSOR_STAGES = [
     ("specialise shapes", "specialize-shapes"),
@@ -132,8 +132,10 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
                                                ("small code for size", "optsize-small-loops")]:
         if (part == "body" and name in FINISHING_STAGES) or (part == "finish" and name not in FINISHING_STAGES):
             continue
-        if name == "split for threads" and options.threads <= 1:
-            continue
+        if name == "split for threads":
+            if options.threads <= 1:
+                continue
+            pipeline = f"split-parallel{{min-work={MIN_WORK_PER_THREAD}}}"  # what _invoke would split
         if name == "approximate math" and not (options.math_approx and "math-approx" in PASSES):
             continue
         if name == "approximate math" and host_fma():
@@ -220,11 +222,37 @@ def _bind_constants(func, values: dict) -> None:
         arg.replace_all_uses_with(const.results[0])
 
 
+@dataclass(frozen=True)
+class Segment:
+    """One segment of ``split-parallel`` as the runtime calls it: ``wrapper`` on the entry's
+    arguments at ``params`` (or its C function on the entry's C arguments at ``c_params``:
+    addresses and sizes), then, for a parallel segment, a sub-range of ``range`` (lb, ub, step)."""
+
+    wrapper: object
+    range: tuple | None
+    work: int
+    params: tuple
+    c_params: tuple
+
+
+def c_positions(inputs, params) -> tuple:
+    """The positions in a call's C arguments of the parameters at ``params``, for a function
+    taking ``inputs``: a memref is its address and one size per dimension, a scalar itself."""
+    from irc.types import MemRefType
+
+    starts, at = [], 0
+    for t in inputs:
+        starts.append(at)
+        at += 1 + t.rank if isinstance(t, MemRefType) else 1
+    return tuple(starts[k] + j for k in params
+                 for j in range(1 + inputs[k].rank if isinstance(inputs[k], MemRefType) else 1))
+
+
 class Specialization:
     """Machine code for one tuple of argument shapes, and what calling it needs."""
 
     def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int | None, segments: list,
-                 in_place: frozenset = frozenset()):
+                 in_place: frozenset = frozenset(), inputs: list = ()):
         self.executable = executable  # keeps the machine code alive
         self.in_place = in_place  # (output, input) pairs that may share one buffer (out_aliasing.py)
         self.wrapper = executable[name]
@@ -232,8 +260,10 @@ class Specialization:
         self.out_shapes = out_shapes
         self.arena_bytes = arena_bytes  # None: the function takes no arena
         self.arenas: list[np.ndarray] = []  # a free list: one arena per concurrent call
-        # (wrapper, (lb, ub, step) or None, work) per segment when the function runs on threads
-        self.segments = [(executable[seg], rng, work) for seg, rng, work in segments]
+        # what runs the function on threads: from (name, (lb, ub, step) or None, work, params), and
+        # the entry's parameter types ``inputs``
+        self.segments = [Segment(executable[seg], rng, work, tuple(params), c_positions(inputs, params))
+                         for seg, rng, work, params in segments]
         self.timings: dict[str, float] = {}  # seconds per stage of making it (--timing)
 
 
@@ -353,6 +383,16 @@ class TensorFunction:
                 other.erase()
 
     def _specialize(self, shapes: tuple, sizes: tuple = (), aliased: bool = False) -> Specialization:
+        """``specialization``'s work, with Python's cyclic collector paused (irc.gcpause): lowering
+        a graph builds and drops hundreds of thousands of objects, and in a process that holds
+        many (torch and a model: ~800k) each full collection scans them all - a quarter of the
+        time of a 2-layer GPT-2's first call went to the collector."""
+        from irc.gcpause import paused_gc
+
+        with paused_gc():
+            return self._specialize_now(shapes, sizes, aliased)
+
+    def _specialize_now(self, shapes: tuple, sizes: tuple, aliased: bool) -> Specialization:
         from .executable import _compile as compile_module
         from .out_aliasing import in_place_safe
 
@@ -386,7 +426,8 @@ class TensorFunction:
             rng = seg.attributes.get("parallel_range")
             work = seg.attributes.get("work")
             segments.append((name.value, tuple(e.value for e in rng.elements) if rng is not None else None,
-                             work.value if work is not None else 0))
+                             work.value if work is not None else 0,
+                             [e.value for e in seg.attributes["params"].elements]))
         # LLVM's unroller grows the vectorised loops of tensor code (which the vectoriser has
         # interleaved already) for no measured gain: ~15% of LLVM's time on a training step.
         options = dataclasses.replace(self.compile_options["options"], loop_unrolling=False)
@@ -397,7 +438,7 @@ class TensorFunction:
 
             record = specialization_cache.record(module, self.name, outs, arena_bytes, segments, in_place)
             specialization_cache.store(disk_key, record, exe.cache_entry, self.compile_options.get("cache_dir"))
-        spec = Specialization(exe, self.name, outs, arena_bytes, segments, in_place)
+        spec = Specialization(exe, self.name, outs, arena_bytes, segments, in_place, func.function_type.inputs)
         spec.timings = {**timings, **{k: v for k, v in exe.stats.items() if isinstance(v, float) and k != "total"}}
         return spec
 
@@ -430,9 +471,15 @@ class TensorFunction:
         record, entry = hit
         try:
             funcs = specialization_cache.declarations(record)
-            segments = [(name, tuple(rng) if rng is not None else None, work) for name, rng, work in record["segments"]]
-            if self.name not in funcs or any(name not in funcs for name, _, _ in segments):
+            segments = [(name, tuple(rng) if rng is not None else None, work, params)
+                        for name, rng, work, params in record["segments"]]
+            if self.name not in funcs or any(name not in funcs for name, *_ in segments):
                 raise ValueError("the entry or a segment is missing")
+            inputs = funcs[self.name].function_type.inputs
+            for name, rng, _, params in segments:  # a segment takes the entry's parameters it names
+                if any(not 0 <= k < len(inputs) for k in params) or list(funcs[name].function_type.inputs) != \
+                        [inputs[k] for k in params] + ([index, index] if rng is not None else []):
+                    raise ValueError(f"segment {name} does not take the entry's parameters it names")
             links = runtime_links(record["declared"])
             library, addresses = engine.load([symbols.jit_symbol(n) for n in funcs], object_code=entry.object_code,
                                              **links)
@@ -444,7 +491,7 @@ class TensorFunction:
                      for n, f in funcs.items()}
         exe = Executable(functions, library, None, {"cache": "disk (specialisation)"})
         return Specialization(exe, self.name, [tuple(s) for s in record["out_shapes"]], record["arena_bytes"],
-                              segments, frozenset(tuple(p) for p in record["in_place"]))
+                              segments, frozenset(tuple(p) for p in record["in_place"]), inputs)
 
     # -- the call ----------------------------------------------------------------------------------------
 
@@ -564,22 +611,23 @@ class TensorFunction:
         threads = self.tensor_options.threads
         if threads <= 1 or not spec.segments:
             return _checked(spec.wrapper)(*call) if raw else spec.wrapper(*call)
-        for wrapper, rng, work in spec.segments:
-            wrapper = _checked(wrapper) if raw else wrapper
-            if rng is None:
-                wrapper(*call)
+        for seg in spec.segments:
+            wrapper = _checked(seg.wrapper) if raw else seg.wrapper
+            args = [call[k] for k in (seg.c_params if raw else seg.params)]
+            if seg.range is None:
+                wrapper(*args)
                 continue
-            lb, ub, step = rng
+            lb, ub, step = seg.range
             trips = max(0, -(-(ub - lb) // step))
-            n = min(threads, trips, max(1, work // MIN_WORK_PER_THREAD))
+            n = min(threads, trips, max(1, seg.work // MIN_WORK_PER_THREAD))
             if n <= 1:
-                wrapper(*call, lb, ub)
+                wrapper(*args, lb, ub)
                 continue
             # n chunks of whole trips; the calling thread runs the first (ctypes drops the GIL).
             cuts = [lb + step * (trips * i // n) for i in range(n)] + [ub]
-            futures = [_pool(threads).submit(wrapper, *call, cuts[i], cuts[i + 1]) for i in range(1, n)]
+            futures = [_pool(threads).submit(wrapper, *args, cuts[i], cuts[i + 1]) for i in range(1, n)]
             try:
-                wrapper(*call, cuts[0], cuts[1])
+                wrapper(*args, cuts[0], cuts[1])
             finally:
                 for f in futures:
                     f.result()

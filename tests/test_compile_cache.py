@@ -342,17 +342,55 @@ def test_a_specialisation_record_is_checked_field_by_field(tmp_path):
     from irc.runtime import specialization_cache as sc
 
     good = {"functions": {"f": {"inputs": [{"memref": [4, None], "element": "f32"}, "index"], "results": []}},
-            "out_shapes": [[4]], "arena_bytes": None, "in_place": [[0, 1]], "segments": [["f", [0, 4, 1], 9]],
+            "out_shapes": [[4]], "arena_bytes": None, "in_place": [[0, 1]],
+            "segments": [["f", [0, 4, 1], 9, [0, 1]]],
             "declared": ["irc_gemm_f32_8x32_96x512x8192"]}
     sc.store("ab" * 32, good, object_cache.Entry(b"\x7fELF", [("m", (1, 2))]), str(tmp_path))
     record, entry = sc.load("ab" * 32, str(tmp_path))
     assert record == good and entry.faults == [("m", (1, 2))]
     decl = sc.declarations(record)["f"]
     assert str(decl.function_type) == "(memref<4x?xf32>, index) -> ()"
-    for field, bad in [("out_shapes", [["4"]]), ("in_place", [[0]]), ("segments", [["f", [0, 4], 1]]),
+    for field, bad in [("out_shapes", [["4"]]), ("in_place", [[0]]), ("segments", [["f", [0, 4], 1, [0]]]),
+                       ("segments", [["f", None, 1]]),
                        ("declared", [3]), ("arena_bytes", "big"), ("functions", [])]:
         sc.store("cd" * 32, {**good, field: bad}, object_cache.Entry(b"", []), str(tmp_path))
         assert sc.load("cd" * 32, str(tmp_path)) is None  # dropped, never used
     for bad_type in ({"memref": [-1], "element": "f32"}, "f128", {"memref": [2], "element": {"memref": [1]}}, 7):
         with pytest.raises(ValueError):
             sc.declarations({"functions": {"f": {"inputs": [bad_type], "results": []}}})
+
+
+THREADED_CHILD = textwrap.dedent("""\
+    import json, sys, numpy as np, irc
+    text = '''
+    func.func @f(%x: tensor<256x512xf32>, %w: tensor<512x256xf32>, %b: tensor<256xf32>) -> tensor<256x256xf32> {
+      %z = graph.matmul %x, %w : (tensor<256x512xf32>, tensor<512x256xf32>) -> tensor<256x256xf32>
+      %bb = graph.broadcast %b : tensor<256xf32> to tensor<256x256xf32>
+      %s = arith.addf %z, %bb : tensor<256x256xf32>
+      %e = math.tanh %s : tensor<256x256xf32>
+      func.return %e : tensor<256x256xf32>
+    }'''
+    exe = irc.compile(irc.parse(text), cache_dir=sys.argv[1], threads=2)
+    rng = np.random.default_rng(4)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((256, 512), (512, 256), (256,)))
+    y = exe.f(x, w, b)
+    spec = next(iter(exe.f._specializations.values()))
+    print(json.dumps({"cache": spec.executable.stats.get("cache"), "y": float(np.abs(y).sum()),
+                      "segments": [list(s.params) for s in spec.segments]}))
+    """)
+
+
+def test_a_specialisation_cut_into_thread_segments_loads_from_disk(tmp_path):
+    """The segments' parameters (split-parallel's ``params``) come back from the disk entry, and
+    the threaded call from disk gives the same numbers."""
+    def child():
+        proc = subprocess.run([sys.executable, "-c", THREADED_CHILD, str(tmp_path)], capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout)
+
+    first, second = child(), child()
+    assert first["cache"] != "disk (specialisation)" and second["cache"] == "disk (specialisation)"
+    assert first["segments"] and first["segments"] == second["segments"]
+    assert any(len(params) < 4 for params in first["segments"])  # not every parameter: only those read
+    assert second["y"] == first["y"]

@@ -382,7 +382,7 @@ func.func @mm(%a: tensor<96x300xf32>, %b: tensor<300x200xf32>) -> tensor<96x200x
     np.testing.assert_array_equal(two.mm(a, b), one.mm(a, b))
     assert within_sum_bound(two.mm(a, b), a, b)
     spec = next(iter(two.mm._specializations.values()))
-    assert any(rng is not None and work >= (96 * 200 * 300) // 2 for _, rng, work in spec.segments)
+    assert any(seg.range is not None and seg.work >= (96 * 200 * 300) // 2 for seg in spec.segments)
 
 
 @pytest.mark.parametrize("kind", ["f32", "f64"])

@@ -3,6 +3,7 @@ against onnx's reference evaluator, and the errors for unknown operators and dam
 
 from __future__ import annotations
 
+import ast
 import warnings
 
 import numpy as np
@@ -139,13 +140,29 @@ def test_unknown_operator_is_an_error_naming_file_node_and_operator(tmp_path):
 def test_unsupported_form_is_an_error_naming_the_node(tmp_path):
     f = TensorProto.FLOAT
     w = np.ones((2, 1, 3, 3), np.float32)
-    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], name="dilated", dilations=[2, 2])],
+    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], name="lopsided", pads=[0, 0, 1, 1])],
                         [helper.make_tensor_value_info("x", f, [1, 1, 8, 8])],
-                        [helper.make_tensor_value_info("y", f, [1, 2, 4, 4])], [tensor("w", w)])
+                        [helper.make_tensor_value_info("y", f, [1, 2, 7, 7])], [tensor("w", w)])
+    path = tmp_path / "lopsided.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(irc.onnx.OnnxImportError, match=r"lopsided\.onnx: node 'lopsided' \(Conv\).*asymmetric pads"):
+        irc.onnx.load(path)(np.zeros((1, 1, 8, 8), np.float32))
+
+
+def test_dilated_conv_against_the_reference_evaluator(tmp_path):
+    f = TensorProto.FLOAT
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((4, 2, 3, 2)).astype(np.float32)
+    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], dilations=[2, 3], strides=[1, 2],
+                                          pads=[1, 1, 1, 1], group=1)],
+                        [helper.make_tensor_value_info("x", f, [2, 2, 9, 10])],
+                        [helper.make_tensor_value_info("y", f, [2, 4, 7, 5])], [tensor("w", w)])
+    onnx.checker.check_model(model)
     path = tmp_path / "dilated.onnx"
     onnx.save(model, str(path))
-    with pytest.raises(irc.onnx.OnnxImportError, match=r"dilated\.onnx: node 'dilated' \(Conv\).*dilations"):
-        irc.onnx.load(path)(np.zeros((1, 1, 8, 8), np.float32))
+    x = rng.standard_normal((2, 2, 9, 10)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(irc.onnx.load(path)(x), want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("content", [b"", b"not a model at all \x00\xff\x17", b"\x08\x07\x12"])
@@ -175,3 +192,104 @@ def test_cli_import_writes_ir_that_runs(tmp_path, capsys):
     damaged.write_bytes(b"\x00garbage")
     assert main(["import", str(damaged)]) == 1
     assert "bad.onnx: not a readable ONNX model" in capsys.readouterr().err
+
+
+def test_cli_import_to_a_checkpoint_holds_the_weights_as_parameters(tmp_path, capsys):
+    """``irc import m.onnx -o m.irc``: the initializers are the checkpoint's parameters (the
+    IR has no weight constants); irc.load and ``irc run m.irc @x.npy`` give torch's numbers."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 5)).eval()
+    model[1].running_mean.uniform_(-1, 1)
+    path = export(model, torch.randn(1, 3, 8, 8), tmp_path / "m.onnx", dynamic_batch=True)
+    out = tmp_path / "m.irc"
+    assert main(["import", path, "-o", str(out), "--shape", "x=2x3x8x8"]) == 0
+    weights = {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    loaded = irc.load(out)
+    assert set(loaded.params) and set(loaded.params) <= set(weights)
+    for name, value in loaded.params.items():
+        np.testing.assert_array_equal(value, weights[name])  # the file's bytes, not a copy in the IR
+    big = [t for t in weights.values() if t.size > 16]
+    text = loaded.module.print()
+    assert big and "dense<[" not in text.replace("dense<[]>", "")  # no weight written as a constant
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(loaded(x.numpy()), want, rtol=1e-5, atol=1e-5)
+    np.save(tmp_path / "x.npy", x.numpy())
+    capsys.readouterr()
+    assert main(["run", str(out), f"@{tmp_path / 'x.npy'}"]) == 0
+    printed = np.array(ast.literal_eval(capsys.readouterr().out.strip()), np.float32)  # one line per result
+    np.testing.assert_allclose(printed, want, rtol=1e-5, atol=1e-5)
+
+
+def test_checkpoint_of_a_hand_built_graph_against_the_reference_evaluator(tmp_path):
+    """Initializers read as values become parameters; one read only as a Reshape's shape (known
+    while importing) is not one; two outputs come back as a tuple."""
+    rng = np.random.default_rng(5)
+    f = TensorProto.FLOAT
+    w = rng.standard_normal((6, 4)).astype(np.float32)
+    table = rng.standard_normal((10, 6)).astype(np.float32)
+    N = helper.make_node
+    model = graph_model([N("Gather", ["table", "ids"], ["emb"]),             # [2, 3, 6]
+                         N("Reshape", ["emb", "shape"], ["flat"]),           # [6, 6]
+                         N("MatMul", ["flat", "w"], ["h"]),                  # [6, 4]
+                         N("Tanh", ["h"], ["y"]), N("ReduceSum", ["y"], ["s"], keepdims=0)],
+                        [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])],
+                        [helper.make_tensor_value_info("y", f, [6, 4]), helper.make_tensor_value_info("s", f, [])],
+                        [tensor("table", table), tensor("w", w), tensor("shape", np.array([6, 6], np.int64))])
+    onnx.checker.check_model(model)
+    path = tmp_path / "g.onnx"
+    onnx.save(model, str(path))
+    out = tmp_path / "g.irc"
+    irc.onnx.save_checkpoint(irc.onnx.load(path), [(2, 3)], out)
+    loaded = irc.load(out)
+    assert sorted(loaded.params) == ["table", "w"]  # "shape" was used while importing only
+    ids = rng.integers(0, 10, (2, 3)).astype(np.int64)
+    want = ReferenceEvaluator(model).run(None, {"ids": ids})
+    got = loaded(ids)
+    assert isinstance(got, tuple) and len(got) == 2
+    for g, w_ in zip(got, want):
+        np.testing.assert_allclose(g, w_, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(loaded.interpret(ids)[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def test_exported_transformer_blocks_with_a_causal_mask(tmp_path):
+    """Two pre-norm transformer blocks (fused qkv projection split in three, causal mask from
+    Trilu and Not, LayerNormalization, Gelu), exported with symbolic batch and length."""
+    torch = pytest.importorskip("torch")
+    import math
+
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, d=32, h=4):
+            super().__init__()
+            self.h, self.qkv, self.proj = h, nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.ff = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x):
+            b, n, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+            q, k, v = (t.reshape(b, n, self.h, d // self.h).transpose(1, 2) for t in (q, k, v))
+            att = (q @ k.transpose(-1, -2)) / math.sqrt(d // self.h)
+            causal = torch.tril(torch.ones(n, n, dtype=torch.bool))
+            att = att.masked_fill(~causal, float("-inf")).softmax(-1)
+            x = x + self.proj((att @ v).transpose(1, 2).reshape(b, n, d))
+            return x + self.ff(self.ln2(x))
+
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(), Block()).eval()
+    path = str(tmp_path / "blocks.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.randn(2, 7, 32),), path, dynamo=False, input_names=["x"],
+                          output_names=["y"], dynamic_axes={"x": {0: "batch", 1: "length"}})
+    imported = irc.onnx.load(path)
+    for shape in ((2, 7, 32), (1, 4, 32)):
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            want = model(x).numpy()
+        np.testing.assert_allclose(imported(x.numpy()), want, rtol=1e-5, atol=1e-5)

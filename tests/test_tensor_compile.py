@@ -390,8 +390,9 @@ def _segments_in_interpreter(module, name, args, chunks: int, rng):
     for seg_name in (s.value for s in func.attributes["segments"].elements):
         seg = next(f for f in module.functions if f.sym_name == seg_name)
         bounds = seg.attributes.get("parallel_range")
+        taken = [args[k.value] for k in seg.attributes["params"].elements]  # what the segment reads
         if bounds is None:
-            interpret(module, seg_name, *args)
+            interpret(module, seg_name, *taken)
             continue
         lb, ub, step = (e.value for e in bounds.elements)
         trips = -(-(ub - lb) // step)
@@ -399,7 +400,7 @@ def _segments_in_interpreter(module, name, args, chunks: int, rng):
         pieces = list(zip(cuts, cuts[1:]))
         rng.shuffle(pieces)
         for lo, hi in pieces:
-            interpret(module, seg_name, *args, lo, hi)
+            interpret(module, seg_name, *taken, lo, hi)
 
 
 @pytest.mark.parametrize("seed", range(0, 40, 4))
@@ -429,7 +430,7 @@ def test_threads_split_parallel_loops_and_agree_with_one_thread():
     exe = irc.compile(irc.parse(text), threads=3)
     np.testing.assert_array_equal(exe.net(x), one)
     spec = exe.net.specialization(((512, 256),))
-    assert any(rng is not None for _, rng, _ in spec.segments)
+    assert any(seg.range is not None for seg in spec.segments)
     with pytest.raises(ValueError, match="threads must be a positive integer"):
         irc.compile(irc.parse(text), threads=0)
 

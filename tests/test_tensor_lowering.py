@@ -142,6 +142,36 @@ def test_iota():
     assert_exact(cases)
 
 
+@pytest.mark.parametrize("array, stores", [
+    (np.broadcast_to(np.arange(100, dtype=np.int64), (14, 100)), 1),  # a folded broadcast of arange: affine
+    (np.arange(24, dtype=np.int32).reshape(2, 3, 4) * 3 - 5, 1),  # affine in every index
+    (np.array([[1, 5, 2], [1, 5, 2]], dtype=np.int64), 3),  # constant along axis 0, irregular along 1
+    (np.broadcast_to(np.tril(np.ones((3, 3))).astype(np.float32), (2, 4, 3, 3)), 9),  # a broadcast causal mask
+    (np.broadcast_to(np.array([True, False, True])[:, None], (3, 5)), 3),
+    (np.broadcast_to(np.array([np.nan, 1.0], np.float64), (3, 2)), 2),  # NaNs equal along the broadcast
+    (rng.standard_normal((3, 4)), 12),  # nothing regular: one store per element
+])
+def test_constants_loop_what_is_regular(array, stores):
+    """A non-splat constant: loops along the axes it is constant on, an affine integer computed,
+    the rest stored one value at a time; the same values as numpy, interpreted and compiled."""
+    from irc.builder import Builder
+    from irc.types import TensorType, f32, f64, i1, i32, i64
+
+    elem = {np.dtype(np.int64): i64, np.dtype(np.int32): i32, np.dtype(np.float32): f32,
+            np.dtype(np.float64): f64, np.dtype(np.bool_): i1}[array.dtype]
+    b = Builder()
+    module = b.module()
+    with b.function(module, "f", []):
+        b.ret(b.const(np.ascontiguousarray(array), TensorType(array.shape, elem)))
+    lowered = module.clone()
+    irc.passes.run(lowered, "tensor-to-loops")
+    assert sum(op.name == "memref.store" for op in lowered.walk()) == stores
+    out = np.zeros(array.shape, array.dtype)
+    interpret(lowered, "f", out)
+    np.testing.assert_array_equal(out, array)
+    np.testing.assert_array_equal(irc.compile(module).f(), array)
+
+
 def test_broadcast_splat_and_reductions_left_unfused():
     """Without fuse-elementwise these are lowered as the one-op graph.fused they equal."""
     cases = []

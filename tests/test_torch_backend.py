@@ -283,10 +283,10 @@ def test_unknown_op_falls_back_with_one_line():
 
 
 def test_unsupported_form_falls_back_with_one_line():
-    conv = nn.Conv2d(3, 4, 3, dilation=2)
-    x = torch.randn(1, 3, 9, 9)
+    conv = nn.Conv3d(3, 4, 3)
+    x = torch.randn(1, 3, 5, 5, 5)
     compiled = torch.compile(conv, backend="irc")
-    with pytest.warns(IrcFallbackWarning, match=r"aten\.convolution.*dilation"):
+    with pytest.warns(IrcFallbackWarning, match=r"aten\.convolution.*3-d convolution"):
         with torch.no_grad():
             got = compiled(x)
     with torch.no_grad():
@@ -323,3 +323,127 @@ def test_graph_is_split_around_an_unknown_op():
 def test_bert_gradients():
     """BERT's backward: expanded (stride-0) outputs, the token-type gather, the attention mask."""
     assert_gradients(bert(), weighted_sum, torch.randint(0, 100, (2, 7)))
+
+
+# ---- scatter-add: embedding gradients and index_put ---------------------------------------------------
+
+
+def test_embedding_gradient_is_a_scatter_add(monkeypatch):
+    """The backward of an embedding (repeated tokens, a vocabulary far wider than the batch) is
+    one ``graph.scatter_add``, not a one-hot product; its gradient equals eager's."""
+    from irc.torch import runtime
+
+    modules = []
+    convert = runtime.convert
+
+    def recording(gm, inputs, *args, **kwargs):
+        graph = convert(gm, inputs, *args, **kwargs)
+        modules.append(graph.module)
+        return graph
+
+    monkeypatch.setattr(runtime, "convert", recording)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.out = nn.Embedding(1000, 16), nn.Linear(16, 4)
+
+        def forward(self, ids):
+            return self.out(torch.tanh(self.emb(ids)))
+
+    ids = torch.tensor([[3, 999, 3, 7], [7, 3, 0, 512]])
+    assert_gradients(Net(), weighted_sum, ids)
+    names = [op.name for m in modules for op in m.walk()]
+    assert "graph.scatter_add" in names
+    shapes = [r.type.shape for m in modules for op in m.walk() if op.name == "graph.matmul" for r in op.results]
+    assert all(1000 not in s for s in shapes)  # no [1000, tokens] one-hot product
+
+
+@pytest.mark.parametrize("where", ["rows", "pairs", "columns"])
+def test_index_put_accumulate_adds_repeated_indices(where):
+    class Put(nn.Module):
+        def forward(self, x, v, i, j):
+            if where == "rows":
+                return torch.index_put(x, (i,), v, accumulate=True) * 2
+            if where == "pairs":
+                return torch.index_put(x, (i, j), v, accumulate=True) * 2
+            return torch.ops.aten.index_put(x, [None, j], v, True) * 2
+
+    x = torch.randn(6, 5, 3)
+    i, j = torch.tensor([[0, 5, 0], [-1, 2, 0]]), torch.tensor([[1, 1, 4], [0, 1, -5]])
+    v = {"rows": torch.randn(2, 3, 5, 3), "pairs": torch.randn(3, 3), "columns": torch.randn(6, 2, 3, 3)}[where]
+    want, got = infer(Put(), x, v, i, j)
+    assert_close(got, want)
+    assert COUNTS == {"irc": 1}
+
+
+# ---- dilated, transposed and grouped convolutions ---------------------------------------------------
+
+
+CONVOLUTIONS = {
+    "dilated": lambda: nn.Conv2d(3, 4, 3, dilation=2, padding=1, stride=2),
+    "dilated-1d": lambda: nn.Conv1d(3, 4, 3, dilation=3),
+    "dilated-grouped": lambda: nn.Conv2d(4, 6, (3, 2), dilation=(1, 2), groups=2, padding=(1, 0)),
+    "transposed": lambda: nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1),
+    "transposed-dilated": lambda: nn.ConvTranspose2d(3, 4, (2, 3), stride=(1, 2), dilation=(2, 1), padding=(2, 0)),
+    "transposed-grouped": lambda: nn.ConvTranspose2d(4, 6, 3, stride=3, groups=2, padding=2),
+    "transposed-1d": lambda: nn.ConvTranspose1d(3, 2, 4, stride=2, padding=1),
+}
+
+
+@pytest.mark.parametrize("kind", CONVOLUTIONS)
+def test_dilated_and_transposed_convolutions(kind):
+    """Forward (irc, no fallback) against eager, and the gradients of input, weight and bias
+    against an f64 reference."""
+    conv = CONVOLUTIONS[kind]()
+    x = torch.randn(2, conv.in_channels, *((9,) if "1d" in kind else (9, 8)))
+    want, got = infer(conv, x)
+    assert_close(got, want)
+    assert COUNTS == {"irc": 1}
+    torch._dynamo.reset()
+    COUNTS.clear()
+
+    class WithInputGradient(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.x = conv, nn.Parameter(x.clone())
+
+        def forward(self, scale):
+            return self.conv(self.x * scale)
+
+    assert_gradients(WithInputGradient(), weighted_sum, torch.tensor(1.5))
+
+
+@pytest.mark.parametrize("norm_first, activation, masked", [(False, "relu", False), (False, "gelu", True),
+                                                            (True, "gelu", True)])
+def test_transformer_encoder_layer_fast_path(norm_first, activation, masked):
+    """In eval without gradients PyTorch runs the layer as one fused op
+    (``_transformer_encoder_layer_fwd``), which irc compiles as its parts."""
+    model = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, activation=activation,
+                                       norm_first=norm_first)
+    x = torch.randn(2, 5, 32)
+    mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2]) if masked else None
+    model.eval()
+    compiled = torch.compile(model, backend="irc")
+    seen = []
+    ctx = irc_only()
+    try:
+        with torch.no_grad():
+            want = model(x, src_key_padding_mask=mask)
+            from irc.torch import runtime
+            convert = runtime.convert
+
+            def recording(gm, inputs, *args, **kwargs):
+                seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+                return convert(gm, inputs, *args, **kwargs)
+
+            runtime.convert = recording
+            try:
+                got = compiled(x, src_key_padding_mask=mask)
+            finally:
+                runtime.convert = convert
+    finally:
+        ctx.__exit__(None, None, None)
+    assert any("_transformer_encoder_layer_fwd" in t for t in seen)  # the fast path, not its decomposition
+    assert_close(got, want)
+    assert COUNTS == {"irc": 1}

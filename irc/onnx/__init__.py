@@ -5,6 +5,9 @@
 
 The graph becomes one irc function per set of input shapes (``func.func @main``, built with
 ``irc.builder.Builder``; initializers become constants), compiled with ``irc.compile``.
+``save_checkpoint(model, shapes, "model.irc")`` (``irc import model.onnx -o model.irc``) writes
+it as an irc checkpoint instead: the initializers are the checkpoint's parameters, not
+constants in the IR, and ``irc.load`` / ``irc run model.irc`` run it.
 Values whose contents are known while importing (initializers, ``Constant``, ``Shape`` of a
 static shape and what is computed from them: the shape arithmetic exporters emit before a
 ``Reshape``) are computed with numpy then and there, so the IR only has the real work.
@@ -17,6 +20,6 @@ onnx until a model is loaded.  See docs/torch.md.
 
 from __future__ import annotations
 
-from .importer import OPERATORS, Model, OnnxImportError, load, to_module
+from .importer import OPERATORS, Model, OnnxImportError, load, save_checkpoint, to_module
 
-__all__ = ["OPERATORS", "Model", "OnnxImportError", "load", "to_module"]
+__all__ = ["OPERATORS", "Model", "OnnxImportError", "load", "save_checkpoint", "to_module"]

@@ -40,13 +40,27 @@ class Unsupported(Exception):
 
 
 class Context:
-    def __init__(self, b: Builder):
+    """One import: the builder, and which initializers are function parameters.
+
+    ``weights`` maps ``id(array)`` of each initializer to its name; an initializer that the
+    graph reads as an IR value is recorded in ``read``, and is the parameter ``params[name]``
+    where one was made for it (a checkpoint's weights) rather than a constant."""
+
+    def __init__(self, b: Builder, weights: dict | None = None, params: dict | None = None):
         self.b = b
+        self.weights = weights or {}
+        self.params = params or {}
+        self.read: set[str] = set()
 
     def value(self, x, like: V | None = None) -> V:
-        """``x`` as an IR value: a numpy constant is materialised."""
+        """``x`` as an IR value: an initializer's parameter, or a numpy constant materialised."""
         if isinstance(x, V):
             return x
+        name = self.weights.get(id(x))
+        if name is not None:
+            self.read.add(name)
+            if name in self.params:
+                return self.params[name]
         a = np.asarray(x)
         elem = ELEMENT_FOR_DTYPE.get(a.dtype.type)
         if elem is None:
@@ -292,13 +306,23 @@ def _symmetric_pads(attrs, n: int = 2) -> list[int]:
     return pads[:n]
 
 
+def _dilated_kernel(cx, w, dilations) -> V:
+    """A dilated convolution's kernel as an ordinary one, with zeros between its taps (exact for
+    finite inputs; an infinite input under a gap makes NaN, as 0 * inf)."""
+    from irc.dialects import tensor_grad as grad
+
+    for axis, d in zip((2, 3), dilations):
+        if d != 1:
+            w = grad.window(cx.b, grad.dilate(cx.b, w, axis, d), axis, 0, -(d - 1))
+    return w
+
+
 @operator("Conv")
 def _conv(cx, node, inputs, attrs):
     x, w = cx.value(inputs[0]), cx.value(inputs[1])
     if len(x.shape) != 4:
         raise Unsupported(f"a {len(x.shape) - 2}-d convolution")
-    if any(d != 1 for d in attrs.get("dilations", [1, 1])):
-        raise Unsupported(f"dilations {attrs['dilations']}")
+    w = _dilated_kernel(cx, w, list(attrs.get("dilations", [1, 1])))
     groups = attrs.get("group", 1)
     stride, pads = list(attrs.get("strides", [1, 1])), _symmetric_pads(attrs)
     if groups == 1:
@@ -463,6 +487,49 @@ def _slice(cx, x: V, axis: int, start: int, size: int, step: int = 1) -> V:
     return cx.b.built(T.SliceOp.build(x.value, offsets, sizes, strides))
 
 
+@operator("Split")
+def _split(cx, node, inputs, attrs):
+    """Pieces along ``axis``: the sizes given as the second input, or ``num_outputs`` (the
+    outputs' count) pieces as equal as ONNX makes them (the last one smaller)."""
+    x = inputs[0]
+    shape = shape_of(x)
+    axis = int(attrs.get("axis", 0)) % len(shape)
+    if len(inputs) > 1 and inputs[1] is not None:
+        if not known(inputs[1]):
+            raise Unsupported("split sizes computed at run time")
+        sizes = [int(n) for n in inputs[1]]
+    else:
+        count = int(attrs.get("num_outputs", len(node.output)))
+        piece = -(-shape[axis] // count)
+        sizes = [min(piece, shape[axis] - k * piece) for k in range(count)]
+    starts = np.cumsum([0, *sizes[:-1]])
+    if known(x):
+        return [np.take(x, np.arange(st, st + n), axis=axis) for st, n in zip(starts, sizes)]
+    return [_slice(cx, cx.value(x), axis, int(st), n) for st, n in zip(starts, sizes)]
+
+
+@operator("Not")
+def _not(cx, node, inputs, attrs):
+    if known(inputs[0]):
+        return [np.logical_not(inputs[0])]
+    return [cx.b.binary(None, "arith.xori", cx.value(inputs[0]), True)]
+
+
+@operator("Trilu")
+def _trilu(cx, node, inputs, attrs):
+    """The upper (``upper=1``) or lower triangle of the last two dimensions, from diagonal ``k``."""
+    x = inputs[0]
+    k = int(inputs[1]) if len(inputs) > 1 and inputs[1] is not None else 0
+    upper = bool(attrs.get("upper", 1))
+    if known(x):
+        return [np.triu(x, k) if upper else np.tril(x, k)]
+    x = cx.value(x)
+    rows, cols = x.shape[-2:]
+    keep = np.triu(np.ones((rows, cols), bool), k) if upper else np.tril(np.ones((rows, cols), bool), k)
+    mask = _to(cx, cx.value(np.broadcast_to(keep, x.shape).copy()), x.shape)
+    return [cx.b.select(mask, x, cx.b.zeros_like(x))]
+
+
 @operator("Slice")
 def _slice_op(cx, node, inputs, attrs):
     x = inputs[0]
@@ -620,8 +687,15 @@ class Model:
         return fn(*arrays)
 
 
-def to_module(model: Model, shapes: list[tuple]):
-    """The irc module (``func.func @main``) of ``model`` for inputs of ``shapes``."""
+def to_module(model: Model, shapes: list[tuple], params: list[str] = ()):
+    """The irc module (``func.func @main``) of ``model`` for inputs of ``shapes``; the
+    initializers named in ``params`` are its first parameters (in that order), the others
+    constants in the IR."""
+    return _build(model, shapes, params)[0]
+
+
+def _build(model: Model, shapes: list[tuple], params) -> tuple:
+    """``to_module``'s module, and the names of the initializers the graph reads as values."""
     b = Builder()
     module = b.module()
     types = []
@@ -632,10 +706,13 @@ def to_module(model: Model, shapes: list[tuple]):
             raise OnnxImportError(f"{model.path}: input '{name}' has shape {list(shape)}, the model "
                                   f"declares {['?' if d is None else d for d in declared]}")
         types.append(TensorType(list(shape), elem))
-    cx = Context(b)
-    with b.function(module, "main", types, arg_names=[_ident(n) for n in model.inputs]) as args:
+    weight_types = [TensorType(list(model.weights[n].shape), ELEMENT_FOR_DTYPE[model.weights[n].dtype.type])
+                    for n in params]
+    names = [_ident(n) for n in params] + [_ident(n) for n in model.inputs]
+    with b.function(module, "main", weight_types + types, arg_names=names) as args:
+        cx = Context(b, {id(a): n for n, a in model.weights.items()}, dict(zip(params, args)))
         env: dict = dict(model.weights)
-        env.update(zip(model.inputs, args))
+        env.update(zip(model.inputs, args[len(params):]))
         env[""] = None
         for node in model.proto.graph.node:
             try:
@@ -648,7 +725,38 @@ def to_module(model: Model, shapes: list[tuple]):
                                       f"{type(e).__name__}: {e}") from None
             env.update(zip(node.output, [np.asarray(o) if isinstance(o, np.generic) else o for o in outs]))
         b.ret(*[cx.value(env[o]) for o in model.outputs])
-    return module
+    return module, cx.read
+
+
+def save_checkpoint(model: Model, shapes: list[tuple], path) -> None:
+    """Write ``model`` for inputs of ``shapes`` as an irc checkpoint (``irc.load`` reads it):
+    the initializers the graph computes with become the checkpoint's parameters, named as in
+    the ONNX file, and ``@main`` takes them first; initializers only used while importing (the
+    shapes of a ``Reshape``) and values computed from initializers stay in the IR."""
+    from irc.checkpoint import DTYPES, write
+    from irc.pytree import flatten
+
+    read = _build(model, shapes, ())[1]
+    storable = {dt.newbyteorder("=") for dt in DTYPES.values()}
+    names = sorted(n for n in read if model.weights[n].dtype.newbyteorder("=") in storable
+                   and model.weights[n].dtype.type in ELEMENT_FOR_DTYPE)  # sorted: a dict's leaf order
+    module = to_module(model, shapes, names)
+    params = {n: model.weights[n] for n in names}
+    examples = [np.zeros(shape, NUMPY_TYPES[model.proto.graph.input[k].type.tensor_type.elem_type])
+                for k, shape in zip(_input_positions(model), shapes)]
+
+    class Traced:  # what irc.checkpoint.write takes (irc.jit's trace has the same fields)
+        entry = "main"
+
+    traced = Traced()
+    traced.module = module
+    traced.in_tree = flatten((params, *examples))[1]
+    traced.out_tree = flatten(tuple(model.outputs) if len(model.outputs) > 1 else model.outputs[0])[1]
+    write(path, traced, params, *examples)
+
+
+def _input_positions(model: Model) -> list[int]:
+    return [k for k, i in enumerate(model.proto.graph.input) if i.name not in model.weights]
 
 
 def _ident(name: str) -> str:

@@ -9,7 +9,7 @@ backward graph.  Each of those becomes one irc function (``convert.py``, through
 the torch CPU tensors' memory without copies (``runtime.py``).
 
 A graph irc cannot take (an aten op without a conversion, or a form of one it does not
-compile: dilated convolutions, ``ceil_mode`` pooling...) runs in torch instead, with one
+compile: 3-d convolutions, ``ceil_mode`` pooling...) runs in torch instead, with one
 warning line naming the op and why (``IrcFallbackWarning``).
 
 Nothing here imports torch until the backend is called, so ``import irc`` stays free of it.

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from irc.attributes import FloatAttr
-from irc.builder import Builder, V
+from irc.builder import Builder, Listener, V
 from irc.dialects import graph as T
 from irc.dialects import tensor_grad as grad
 from irc.types import FloatType, IntegerType, TensorType, Type, f32, f64, i1, i8, i16, i32, i64
@@ -629,23 +629,28 @@ def _torch_gather(cx, node, x, dim, index, sparse_grad=False):
 
 @converts(aten.index_put.default)
 def _index_put(cx, node, x, indices, values, accumulate=False):
-    """``x.index_put_([i], v, accumulate=True)`` (the gradient of an embedding lookup): the rows
-    of ``v`` summed into ``x`` at ``i``, as ``one_hot(i)^T @ v``.  Exact for finite values,
-    but it costs rows x indices x width: fine for small tables, slow for a large vocabulary."""
+    """``x.index_put_(indices, v, accumulate=True)`` (the gradient of an embedding lookup or
+    of ``x[i]``) with integer index tensors on adjacent dimensions: one ``graph.scatter_add``
+    along the indexed dimensions taken as one, at the flat positions ``_index`` gathers from
+    (repeated indices add up, in index order)."""
     if not accumulate:
         cx.fail("index_put without accumulate (its result depends on which duplicate index wins)")
     used = [k for k, i in enumerate(indices) if i is not None]
-    if used != [0] or indices[0].elem is i1 or not x.is_float:
-        cx.fail("only a float tensor indexed by one integer tensor along dimension 0")
-    idx = indices[0]
-    n, rows = math.prod(idx.shape), x.shape[0]
-    width = math.prod(x.shape[1:])
-    hit = reshape(cx, convert_to(cx, idx, i64), [n, 1]).eq(const(cx, np.arange(rows).reshape(1, rows), i64))
-    grid = tensor_type([n, rows], x.elem)
-    one_hot = cx.b.select(hit, cx.b.const(1.0, grid), cx.b.const(0.0, grid))
-    values = reshape(cx, broadcast(cx, values, [*idx.shape, *x.shape[1:]]), [n, width])
-    total = cx.b.matmul(cx.b.transpose(one_hot, [1, 0]), values)
-    return x + reshape(cx, total, x.shape)
+    if not used or used != list(range(used[0], used[-1] + 1)) or any(indices[k].elem is i1 for k in used):
+        cx.fail("only integer index tensors on adjacent dimensions (no masks)")
+    first, last = used[0], used[-1] + 1
+    shape = list(x.shape)
+    bshape = list(np.broadcast_shapes(*[indices[k].shape for k in used]))
+    flat_index = None
+    for k in used:
+        idx = convert_to(cx, indices[k], i64)
+        idx = cx.b.select(idx < 0, idx + shape[k], idx)
+        term = broadcast(cx, idx * math.prod(shape[k + 1:last]), bshape)
+        flat_index = term if flat_index is None else flat_index + term
+    table = reshape(cx, x, [*shape[:first], math.prod(shape[first:last]), *shape[last:]])
+    updates = broadcast(cx, convert_to(cx, values, x.elem), [*shape[:first], *bshape, *shape[last:]])
+    total = cx.b.tensor_op("graph.scatter_add", table, flat_index, updates, axis=first)
+    return reshape(cx, total, shape)
 
 
 @converts(aten.clamp.default, aten.clamp.Tensor)
@@ -745,34 +750,66 @@ def _arange(cx, node, *args, **kwargs):
 # ---- convolution ---------------------------------------------------------------------------------
 
 
-def _conv_form(cx, x, w, stride, padding, dilation, transposed, output_padding, groups):
-    """The convolution as conv2d operands: 1-d convolutions get a height of 1."""
-    if transposed:
-        cx.fail("transposed convolution")
-    if any(d != 1 for d in dilation):
-        cx.fail(f"dilation {list(dilation)}")
+def _conv_form(cx, x, w, stride, padding, dilation, output_padding):
+    """The convolution's operands and window as 2-d ones: a 1-d convolution gets a height of 1."""
     if len(x.shape) == 3:
         x = reshape(cx, x, [x.shape[0], x.shape[1], 1, x.shape[2]])
         w = reshape(cx, w, [w.shape[0], w.shape[1], 1, w.shape[2]])
-        stride, padding = [1, stride[0]], [0, padding[0]]
-    elif len(x.shape) != 4:
+        return x, w, [1, stride[0]], [0, padding[0]], [1, dilation[0]], [0, output_padding[0]]
+    if len(x.shape) != 4:
         cx.fail(f"{len(x.shape) - 2}-d convolution")
-    return x, w, list(stride), list(padding)
+    return x, w, list(stride), list(padding), list(dilation), list(output_padding)
+
+
+def _spread(cx, v, axis: int, step: int) -> V:
+    """``step - 1`` zeros between neighbours along ``axis`` (length (n - 1) * step + 1)."""
+    if step == 1:
+        return v
+    return grad.window(cx.b, grad.dilate(cx.b, v, axis, step), axis, 0, -(step - 1))
+
+
+def _dilated_kernel(cx, w, dilation) -> V:
+    """The kernel of a dilated convolution as an ordinary one: zeros between its taps.
+
+    Exact for finite inputs (the zeros add exact zeros); an infinite input under a gap tap
+    makes NaN where torch, which skips the gaps, does not."""
+    return _spread(cx, _spread(cx, w, 2, dilation[0]), 3, dilation[1])
+
+
+def _conv2d(cx, x, w, stride, padding, dilation, transposed, output_padding, groups) -> V:
+    """A torch convolution (NCHW input; OIHW weight, or IOHW when ``transposed``) built from
+    ``graph.conv2d``: one per group, joined along the channels.  A transposed convolution is
+    the ordinary one over the input spread by the stride (zeros between its pixels) and padded
+    by ``dilation * (k - 1) - padding`` (plus ``output_padding`` at the end), with the kernel's
+    channels swapped and its taps flipped."""
+    b = cx.b
+    cin = x.shape[1] // groups
+    cout = w.shape[0] // groups if not transposed else w.shape[1]
+    parts = []
+    for g in range(groups):
+        xg = _slice(cx, x, 1, g * cin, (g + 1) * cin) if groups > 1 else x
+        if not transposed:
+            wg = _slice(cx, w, 0, g * cout, (g + 1) * cout) if groups > 1 else w
+            parts.append(b.built(T.Conv2DOp.build(xg.value, _dilated_kernel(cx, wg, dilation).value, stride,
+                                                  padding)))
+            continue
+        wg = _slice(cx, w, 0, g * cin, (g + 1) * cin) if groups > 1 else w
+        kernel = grad.reverse(b, grad.reverse(b, b.transpose(wg, [1, 0, 2, 3]), 2), 3)
+        for axis in (2, 3):
+            k, d, p = w.shape[axis], dilation[axis - 2], padding[axis - 2]
+            xg = _spread(cx, xg, axis, stride[axis - 2])
+            xg = grad.window(b, xg, axis, d * (k - 1) - p, d * (k - 1) - p + output_padding[axis - 2])
+        parts.append(b.built(T.Conv2DOp.build(xg.value, _dilated_kernel(cx, kernel, dilation).value, [1, 1],
+                                              [0, 0])))
+    return parts[0] if len(parts) == 1 else b.tensor_op("graph.concat", *parts, axis=1)
 
 
 @converts(aten.convolution.default)
 def _convolution(cx, node, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     rank = len(x.shape)
-    x4, w4, stride, padding = _conv_form(cx, x, w, stride, padding, dilation, transposed, output_padding, groups)
-    b = cx.b
-    if groups == 1:
-        y = b.built(T.Conv2DOp.build(x4.value, w4.value, stride, padding))
-    else:  # one convolution per group, joined along the channels
-        cin, cout = x4.shape[1] // groups, w4.shape[0] // groups
-        parts = [b.built(T.Conv2DOp.build(_slice(cx, x4, 1, g * cin, (g + 1) * cin).value,
-                                          _slice(cx, w4, 0, g * cout, (g + 1) * cout).value, stride, padding))
-                 for g in range(groups)]
-        y = b.tensor_op("graph.concat", *parts, axis=1)
+    x4, w4, stride, padding, dilation, output_padding = _conv_form(cx, x, w, stride, padding, dilation,
+                                                                   output_padding)
+    y = _conv2d(cx, x4, w4, stride, padding, dilation, transposed, output_padding, groups)
     if bias is not None:
         y = y + broadcast(cx, reshape(cx, bias, [1, bias.shape[0], 1, 1]), y.shape)
     if rank == 3:
@@ -780,17 +817,55 @@ def _convolution(cx, node, x, w, bias, stride, padding, dilation, transposed, ou
     return y
 
 
+class _Recorder(Listener):
+    """The ops a builder inserts, in order (``_vjp_of``)."""
+
+    def __init__(self):
+        self.ops = []
+
+    def op_inserted(self, op) -> None:
+        self.ops.append(op)
+
+
+def _vjp_of(cx, build, inputs: list, g) -> list:
+    """The cotangents of ``inputs`` for ``y = build(*inputs)`` and ``y``'s cotangent ``g``: the
+    ops ``build`` makes, differentiated by their own gradient rules in reverse order (the
+    forward ops left behind are dead, and go)."""
+    from irc.passes.autodiff import apply_vjp
+
+    b = cx.b
+    saved, recorder = b.listener, _Recorder()
+    b.listener = recorder
+    try:
+        y = build(*inputs)
+    finally:
+        b.listener = saved
+    cots = {y.value: g}
+    for op in reversed(recorder.ops):
+        outs = [cots.get(r) for r in op.results]
+        if all(c is None for c in outs) or not op.operands:  # a constant: nothing to pass back to
+            continue
+        grads = apply_vjp(b, op, [V(b, v) for v in op.operands], [V(b, r) for r in op.results], outs)
+        for v, d in zip(op.operands, grads):
+            if d is not None:
+                d = b.wrap(d)
+                cots[v] = cots[v] + d if v in cots else d
+    return [cots.get(v.value) if cots.get(v.value) is not None else b.zeros_like(v) for v in inputs]
+
+
 @converts(aten.convolution_backward.default)
 def _convolution_backward(cx, node, g, x, w, bias_sizes, stride, padding, dilation, transposed,
                           output_padding, groups, output_mask):
-    """irc's own conv2d gradient rule (``tensor_grad.conv2d_vjp``) on the forward op."""
-    if groups != 1:
-        cx.fail("gradient of a grouped convolution")
+    """The gradient rules of the ops the forward convolution is built from (``_conv2d``), in reverse."""
     rank = len(x.shape)
-    x4, w4, stride, padding = _conv_form(cx, x, w, stride, padding, dilation, transposed, output_padding, groups)
+    x4, w4, stride, padding, dilation, output_padding = _conv_form(cx, x, w, stride, padding, dilation,
+                                                                   output_padding)
     g4 = reshape(cx, g, [g.shape[0], g.shape[1], 1, g.shape[2]]) if rank == 3 else g
-    forward = T.Conv2DOp.build(x4.value, w4.value, stride, padding)
-    dx, dw = grad.conv2d_vjp(cx.b, forward, x4, w4, g4)
+
+    def forward(xv, wv):
+        return _conv2d(cx, xv, wv, stride, padding, dilation, transposed, output_padding, groups)
+
+    dx, dw = _vjp_of(cx, forward, [x4, w4], g4)
     dx = reshape(cx, dx, x.shape) if output_mask[0] else None
     dw = reshape(cx, dw, w.shape) if output_mask[1] else None
     db = cx.b.reduce("sum", g, [0, *range(2, rank)]) if output_mask[2] else None
@@ -851,6 +926,83 @@ def _flash_attention_backward(cx, node, g, q, k, v, out, lse, dropout_p, is_caus
     row = (g * out).sum(-1, keepdims=True)
     ds = probs * (dp - row)
     return _bmm(cx, ds, k) * s, _bmm(cx, _swap(cx, ds), q) * s, dv
+
+
+def _linear(cx, x, weight, bias) -> V:
+    """``x @ weight^T + bias`` over the last dimension of ``x`` (any leading dimensions)."""
+    lead = list(x.shape[:-1])
+    flat = reshape(cx, x, [math.prod(lead), x.shape[-1]])
+    y = cx.b.matmul(flat, cx.b.transpose(weight, [1, 0]))
+    y = y + broadcast(cx, reshape(cx, bias, [1, bias.shape[0]]), y.shape)
+    return reshape(cx, y, [*lead, weight.shape[0]])
+
+
+def _layer_norm(cx, x, weight, bias, eps) -> V:
+    """Layer norm over the last dimension (biased variance, as torch)."""
+    mean = cx.b.reduce("mean", x, [len(x.shape) - 1], True)
+    d = x - broadcast(cx, mean, x.shape)
+    var = cx.b.reduce("mean", d * d, [len(x.shape) - 1], True)
+    y = d * broadcast(cx, (var + float(eps)).rsqrt(), x.shape)
+    row = [1] * (len(x.shape) - 1) + [x.shape[-1]]
+    return y * broadcast(cx, reshape(cx, weight, row), x.shape) + broadcast(cx, reshape(cx, bias, row), x.shape)
+
+
+def _multi_head_attention(cx, x, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type):
+    """torch's fused self-attention (``_native_multi_head_attention`` on x, x, x): one
+    projection to q, k and v, softmax(q k^T / sqrt(d)) v per head with ``mask`` (true: not
+    attended; ``mask_type`` 0: [L, S], 1: a key padding mask [B, S], 2: [B, H, L, S]; a row
+    with every key masked gives zeros, as torch's masked softmax), then the output projection."""
+    n, length, width = x.shape
+    head = width // num_heads
+    qkv = _linear(cx, x, qkv_weight, qkv_bias)  # [B, L, 3E]
+
+    def heads(k):
+        part = _slice(cx, qkv, 2, k * width, (k + 1) * width)
+        return cx.b.transpose(reshape(cx, part, [n, length, num_heads, head]), [0, 2, 1, 3])  # [B, H, L, D]
+
+    q, k, v = heads(0), heads(1), heads(2)
+    scores = _bmm(cx, q, _swap(cx, k)) * (1.0 / math.sqrt(head))  # [B, H, L, L]
+    allowed = None
+    if mask is not None:
+        if mask_type == 1 or (mask_type is None and list(mask.shape) == [n, length]):
+            mask = reshape(cx, mask, [n, 1, 1, length])
+        elif len(mask.shape) == 2:
+            mask = reshape(cx, mask, [1, 1, *mask.shape])
+        mask = broadcast(cx, mask, scores.shape)
+        if mask.elem is i1:
+            allowed = cx.b.reduce("max", cx.b.select(mask, cx.b.zeros_like(scores), cx.b.ones_like(scores)),
+                                  [3], True)
+            mask = cx.b.select(mask, cx.b.full_like(scores, -math.inf), cx.b.zeros_like(scores))
+        scores = scores + convert_to(cx, mask, scores.elem)
+    probs = scores.softmax(3)
+    if allowed is not None:  # rows with no key left: zeros, not 0/0
+        keep = broadcast(cx, allowed, probs.shape) > 0.0
+        probs = cx.b.select(keep, probs, cx.b.zeros_like(probs))
+    out = cx.b.transpose(_bmm(cx, probs, v), [0, 2, 1, 3])  # [B, L, H, D]
+    return _linear(cx, reshape(cx, out, [n, length, width]), proj_weight, proj_bias)
+
+
+@converts(aten._transformer_encoder_layer_fwd.default)
+def _transformer_encoder_layer(cx, node, src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                               use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
+                               ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, mask=None, mask_type=None):
+    """``nn.TransformerEncoderLayer``'s fused inference path (PyTorch's fast path), as its parts:
+    self-attention, residual, layer norm, feed-forward (erf GELU or ReLU), residual, layer norm
+    (the norms first with ``norm_first``)."""
+    if len(src.shape) != 3:
+        cx.fail(f"a rank-{len(src.shape)} input (irc takes a batch-first [B, L, E] one)")
+    x = _layer_norm(cx, src, norm_weight_1, norm_bias_1, eps) if norm_first else src
+    x = _multi_head_attention(cx, x, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, mask, mask_type)
+    x = x + src
+    if not norm_first:
+        x = _layer_norm(cx, x, norm_weight_1, norm_bias_1, eps)
+    residual = x
+    if norm_first:
+        x = _layer_norm(cx, x, norm_weight_2, norm_bias_2, eps)
+    h = _linear(cx, x, ffn_weight_1, ffn_bias_1)
+    h = h * 0.5 * ((h * (1 / math.sqrt(2))).erf() + 1.0) if use_gelu else h.maximum(0.0)
+    x = _linear(cx, h, ffn_weight_2, ffn_bias_2) + residual
+    return x if norm_first else _layer_norm(cx, x, norm_weight_2, norm_bias_2, eps)
 
 
 # ---- normalisation ---------------------------------------------------------------------------------

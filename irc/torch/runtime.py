@@ -180,6 +180,12 @@ class IrcGraph:
         return out
 
     def _compile(self, args):
+        from irc.gcpause import paused_gc
+
+        with paused_gc():  # bulk IR work in a process holding torch's many objects: see TensorFunction._specialize
+            return self._convert_and_compile(args)
+
+    def _convert_and_compile(self, args):
         import irc
 
         start = time.perf_counter()

@@ -402,7 +402,10 @@ class Bufferizer:
 
     def _in_place(self, op, inputs, position: int):
         """An operand buffer the op may overwrite: elementwise (or a dynamic_update_slice's
-        operand, see ``_reads_at_output_index``), dead after this op, owned here."""
+        operand, see ``_reads_at_output_index``), dead after this op, owned here; or the
+        destination of a ``graph.scatter_add`` (which adds to it where it stands)."""
+        if op.name == "graph.scatter_add":
+            return self._scatter_destination(op, inputs, position)
         if op.name == "graph.dynamic_update_slice":
             buf = inputs[0]
             if buf in self.owned and self.roots.get(buf) is buf and self.root_last.get(buf, -1) <= position \
@@ -425,6 +428,16 @@ class Bufferizer:
                    for b, mm in zip(inputs, op.maps)):
                 return buf
         return None
+
+    def _scatter_destination(self, op, inputs, position: int):
+        """The destination's buffer, when it is dead after the op, owned here, and not read as
+        the indices or the updates."""
+        buf = inputs[0]
+        root = self.roots.get(buf)
+        if root is not buf or root not in self.owned or self.root_last.get(root, -1) > position \
+                or self.home.get(root) is not op.parent or any(self.roots.get(b) is root for b in inputs[1:]):
+            return None
+        return buf
 
     def free_dead_roots(self, op, roots) -> None:
         """Free, after ``op``, the owned ``roots`` of its block whose tensors are all dead there."""

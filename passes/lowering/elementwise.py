@@ -184,7 +184,14 @@ def _reduce_loops(lb, op, inputs, sizes, axes, ivs, accs, combine, widen):
 
 @lowering("arith.constant")
 def lower_constant(ctx, op, inputs, output) -> None:
-    """A tensor constant: a fill loop for a splat, one store per element otherwise."""
+    """A tensor constant: a fill loop for a splat; otherwise loops over the dimensions along
+    which it does not change (a broadcast that canonicalize folded), computing an integer
+    value that is affine in the indices (an ``arange``, the flat positions of a gather) and
+    storing the other values one by one.
+
+    Code grows with the number of values stored one by one, so what is regular is looped:
+    a folded ``[14, 100]`` broadcast of ``arange(100)`` was 1,400 stores (and as many lines
+    of LLVM IR) and is now one loop nest."""
     lb = ctx.lb
     attr = op.attributes["value"]
     elem = output.type.element_type
@@ -194,6 +201,58 @@ def lower_constant(ctx, op, inputs, output) -> None:
         with lb.for_(0, lb.dim(flat, 0), parallel=True) as loop:
             lb.store(value, flat, [loop.iv])
         return
-    flat = lb.flat(output)
-    for i, v in enumerate(np.asarray(attr.array).reshape(-1).tolist()):
-        lb.store(lb.const(v, elem), flat, [i])
+    array = np.asarray(attr.array)
+    if array.size == 0:
+        return
+    varying = [d for d in range(array.ndim) if not _constant_along(array, d)]
+    core = array[tuple(slice(None) if d in varying else 0 for d in range(array.ndim))]
+    affine = _affine(core) if not isinstance(elem, FloatType) and elem.width > 1 else None
+    if affine is not None:
+        base, steps = affine
+        with lb.nest(array.shape, parallel=True) as ivs:
+            value = lb.index(base)
+            for d, step in zip(varying, steps):
+                if step:
+                    value = value + ivs[d] * step
+            lb.store(lb.convert(value, elem), output, ivs)
+        return
+    if core.size == array.size:
+        flat = lb.flat(output)
+        for i, v in enumerate(array.reshape(-1).tolist()):
+            lb.store(lb.const(v, elem), flat, [i])
+        return
+    with lb.nest([array.shape[d] for d in range(array.ndim) if d not in varying], parallel=True) as ivs:
+        outer = iter(ivs)
+        loop_index = [None if d in varying else next(outer) for d in range(array.ndim)]
+        for at, v in zip(np.ndindex(core.shape), core.reshape(-1).tolist()):
+            inner = iter(at)
+            index = [next(inner) if i is None else i for i in loop_index]
+            lb.store(lb.const(v, elem), output, index)
+
+
+def _constant_along(array: np.ndarray, axis: int) -> bool:
+    """Whether ``array`` holds the same values at every index of ``axis`` (NaNs equal)."""
+    first = array.take([0], axis=axis)
+    if array.dtype.kind == "f":
+        return bool(np.all((array == first) | (np.isnan(array) & np.isnan(first))))
+    return bool(np.all(array == first))
+
+
+def _affine(core: np.ndarray) -> tuple[int, list[int]] | None:
+    """(base, one step per dimension) with ``core[i] == base + sum(step[d] * i[d])`` exactly, or
+    None: integers whose values are a linear function of their indices."""
+    if core.ndim == 0 or core.dtype.kind not in "iu":
+        return None
+    flat_first = core.reshape(-1)[0]
+    base = int(flat_first)
+    steps = []
+    for d in range(core.ndim):
+        at = [0] * core.ndim
+        if core.shape[d] > 1:
+            at[d] = 1
+        steps.append(int(core[tuple(at)]) - base if core.shape[d] > 1 else 0)
+    grid = np.indices(core.shape).reshape(core.ndim, -1)
+    expected = base + np.tensordot(np.asarray(steps, dtype=np.int64), grid, axes=1)
+    if not np.array_equal(expected.reshape(core.shape), core.astype(np.int64)):
+        return None
+    return base, steps

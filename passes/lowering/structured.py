@@ -14,7 +14,7 @@ from __future__ import annotations
 from irc.block import Block, Region
 from irc.types import TensorType
 
-from . import conv, dynamic_slice, lowering, matmul, movement, softmax  # noqa: F401 - the modules register their lowerings
+from . import conv, dynamic_slice, lowering, matmul, movement, scatter, softmax  # noqa: F401 - the modules register their lowerings
 from .elementwise import lower_fused
 
 REDUCTIONS = {"graph.reduce_sum": "sum", "graph.reduce_prod": "prod", "graph.reduce_max": "max",

@@ -320,6 +320,29 @@ def _release_function(module: ir.Module):
     return fn
 
 
+class FoldingBuilder(ir.IRBuilder):
+    """An IR builder whose ``extract_value`` of a field that an ``insert_value`` chain set
+    returns that value instead of emitting an extract.
+
+    A memref is a descriptor struct (``memref_struct``) built by inserts and read by
+    extracts; a function with many memref parameters (a segment of ``split-parallel``
+    takes all of its function's) passes each one field by field.  Without the fold, the
+    extracts and inserts were most of the LLVM IR of a transformer's graph (nine in ten
+    instructions), and of the time to print, parse and optimise it."""
+
+    def extract_value(self, agg, idx, name=""):
+        want = list(idx) if isinstance(idx, (tuple, list)) else [idx]
+        v = agg
+        while isinstance(v, ir.InsertValue):
+            have = list(v.indices)
+            if have == want:
+                return v.value
+            if have[:len(want)] == want or want[:len(have)] == have:  # overlapping fields: not a plain read
+                break
+            v = v.aggregate
+        return super().extract_value(agg, idx, name)
+
+
 def _field(b: ir.IRBuilder, struct_ptr, k: int):
     return b.gep(struct_ptr, [ir.Constant(I32, 0), ir.Constant(I32, k)])
 
@@ -333,6 +356,7 @@ class FunctionTranslator:
         self.fn = bodies[func.sym_name]
         self.options = options
         self.values: dict = {}
+        self.unbuilt_params: dict = {}  # memref parameter -> its LLVM arguments, until used (_build_param)
         self.blocks: dict = {}
         self.phis: list = []
         self.exit_blocks: dict = {}  # irc block -> the LLVM block its terminator ends up in
@@ -371,19 +395,12 @@ class FunctionTranslator:
     def run(self) -> None:
         fn, func = self.fn, self.func
         entry_ir = fn.append_basic_block("entry")
-        b = ir.IRBuilder(entry_ir)
+        b = FoldingBuilder(entry_ir)
         args = iter(fn.args)
         for arg in func.args:
             t = arg.type
-            if isinstance(t, MemRefType):
-                ptr = next(args)
-                struct = ir.Constant(memref_struct(t), ir.Undefined)
-                struct = b.insert_value(struct, ptr, 0)
-                for d in range(t.rank):
-                    struct = b.insert_value(struct, next(args), [1, d])
-                struct = b.insert_value(struct, next(args), 2)  # the allocation record
-                struct = b.insert_value(struct, next(args), 3)  # and its generation
-                self.values[arg] = struct
+            if isinstance(t, MemRefType):  # data, sizes, allocation record and its generation
+                self.unbuilt_params[arg] = [next(args) for _ in range(t.rank + 3)]
             elif isinstance(t, IntegerType) and t.width == 1:
                 self.values[arg] = b.trunc(next(args), I1)
             elif isinstance(t, FloatType) and t.kind == "f16":
@@ -426,7 +443,30 @@ class FunctionTranslator:
         # Unreachable blocks are never emitted; their phi entries were skipped above.
 
     def value(self, v):
-        return self.values[v]
+        try:
+            return self.values[v]
+        except KeyError:
+            if v not in self.unbuilt_params:
+                raise
+        return self._build_param(v)
+
+    def _build_param(self, arg):
+        """A memref parameter's descriptor, built at the end of the prologue when first used.
+
+        Built lazily because a function may take many memrefs and read few (a segment of
+        ``split-parallel`` takes every parameter of its function): an unused parameter then
+        costs no instruction, and a read of a field folds to the parameter (FoldingBuilder)."""
+        ptr, *rest = self.unbuilt_params.pop(arg)
+        b = FoldingBuilder(self.frame_block)
+        if self.frame_block.is_terminated:
+            b.position_before(self.frame_block.terminator)
+        struct = b.insert_value(ir.Constant(memref_struct(arg.type), ir.Undefined), ptr, 0)
+        for d in range(arg.type.rank):
+            struct = b.insert_value(struct, rest[d], [1, d])
+        struct = b.insert_value(struct, rest[-2], 2)  # the allocation record
+        struct = b.insert_value(struct, rest[-1], 3)  # and its generation
+        self.values[arg] = struct
+        return struct
 
     def check_stack(self, b: ir.IRBuilder, large_bytes: int = 0) -> None:
         """On entry, with the frame in place: return STACK_EXHAUSTED if it, and the large static

@@ -22,7 +22,7 @@ import numpy as np
 
 from irc.attributes import DenseAttr, IntegerAttr, StringAttr, SymbolRefAttr, TypeAttr, UnitAttr
 from irc.diagnostics import IRError
-from irc.operation import HasRecursiveEffects, Operation, Pure, ReturnLike, Terminator
+from irc.operation import Operation, Pure, ReturnLike, Terminator
 from irc.registry import syntax_rule
 from irc.semantics import Buffer, float_dtype
 from irc.syntax import Literal
@@ -39,6 +39,7 @@ from irc.types import (
 )
 
 from .gpu import check_memory_space
+from .scf import RegionRunOnce
 
 # Fault messages, worded once for the interpreter and compiled code alike.
 NEGATIVE_SIZE = "negative buffer size"
@@ -658,32 +659,18 @@ class GetGlobalOp(Operation):
         p.write(f" @{self.global_name}{p.attr_dict(self.attributes, elide=('name',))} : {self.results[0].type}")
 
 
-class AllocaScopeOp(Operation):
+class AllocaScopeOp(RegionRunOnce):
     """``%r = memref.alloca_scope -> (f32) { ... memref.alloca_scope.return %x : f32 }``.
 
-    Runs its region once; the buffers ``memref.alloca`` makes inside live until the
-    scope ends (in compiled code, until the function returns: scf-to-cf puts the
-    region in line, as it does ``scf.execute_region``).
+    Runs its region once, as ``scf.execute_region`` does (whose verifier and interpreter it
+    shares); the buffers ``memref.alloca`` makes inside live until the scope ends (in
+    compiled code, until the function returns: scf-to-cf puts the region in line).
     """
 
     name = "memref.alloca_scope"
-    traits = frozenset({HasRecursiveEffects})
     summary = "Run a region once; allocas made in it end with it."
     example = ("%r = memref.alloca_scope -> (i64) { %k = arith.constant 1 : i64 "
                "memref.alloca_scope.return %k : i64 }")
-
-    def yield_types(self, region):
-        return self.result_types
-
-    def verify_op(self) -> None:
-        if len(self.regions) != 1 or self.regions[0].is_empty or self.operands:
-            raise self.error("takes no operands and has one region with at least one block")
-        if self.regions[0].entry.args:
-            raise self.error("its region's entry block takes no arguments")
-
-    def interpret(self, interp, args):
-        _, values = interp.run_region(self.regions[0], [], interp.env)
-        return values
 
     def print_custom(self, p) -> None:
         if self.results:

@@ -421,27 +421,33 @@ def _parse_while(ctx, children):
 
 
 
-class ExecuteRegionOp(Operation):
-    """``%r = scf.execute_region -> (T) { ... }``: run a region once, which may hold
-    several blocks (and so unstructured control flow); its ``scf.yield`` gives the results."""
+class RegionRunOnce(Operation):
+    """An op without operands that runs its one region once, whose terminator gives its results
+    (``scf.execute_region``, ``memref.alloca_scope``)."""
 
-    name = "scf.execute_region"
     traits = frozenset({HasRecursiveEffects})
-    summary = "Run a region of any number of blocks once; scf.yield gives its results."
-    example = "%r = scf.execute_region -> i64 { %k = arith.constant 1 : i64 scf.yield %k : i64 }"
 
     def yield_types(self, region):
         return self.result_types
 
     def verify_op(self) -> None:
-        if len(self.regions) != 1 or self.regions[0].is_empty:
-            raise self.error("needs one region with at least one block")
+        if len(self.regions) != 1 or self.regions[0].is_empty or self.operands:
+            raise self.error("takes no operands and has one region with at least one block")
         if self.regions[0].entry.args:
             raise self.error("its region's entry block takes no arguments")
 
     def interpret(self, interp, args):
         _, values = interp.run_region(self.regions[0], [], interp.env)
         return values
+
+
+class ExecuteRegionOp(RegionRunOnce):
+    """``%r = scf.execute_region -> (T) { ... }``: run a region once, which may hold
+    several blocks (and so unstructured control flow); its ``scf.yield`` gives the results."""
+
+    name = "scf.execute_region"
+    summary = "Run a region of any number of blocks once; scf.yield gives its results."
+    example = "%r = scf.execute_region -> i64 { %k = arith.constant 1 : i64 scf.yield %k : i64 }"
 
     def print_custom(self, p) -> None:
         if self.results:

@@ -74,10 +74,10 @@ def lower(op: Operation) -> None:
         _lower_for(op)
     elif isinstance(op, IfOp):
         _lower_if(op)
-    elif isinstance(op, ExecuteRegionOp):
-        _lower_execute_region(op)
     elif isinstance(op, AllocaScopeOp):  # in line: its allocas then live until the function returns
         _lower_execute_region(op, AllocaScopeReturnOp)
+    elif isinstance(op, ExecuteRegionOp):
+        _lower_execute_region(op)
     else:
         _lower_while(op)
 

@@ -117,12 +117,15 @@ class Blocking:
         return Blocking(mr, nr, max(mr, MC - MC % mr), kc, max(nr, nc - nc % nr))
 
     def scratch_sizes(self, m: int, n: int, k: int) -> tuple[int, int]:
-        """Elements of the packed-A and packed-B buffers a product of these sizes needs."""
+        """Elements of the packed-A and packed-B buffers a product of these sizes needs (none for
+        A when the product has at most NR columns: a block of A that one panel uses is read in
+        place)."""
         def up(x: int, to: int) -> int:
             return -(-x // to) * to
 
         kc = min(self.kc, k)
-        return max(1, up(min(self.mc, m), self.mr) * kc), max(1, up(min(self.nc, n), self.nr) * kc)
+        a = 1 if n <= self.nr else max(1, up(min(self.mc, m), self.mr) * kc)
+        return a, max(1, up(min(self.nc, n), self.nr) * kc)
 
 
 def symbol(elem: FloatType, blocking: Blocking) -> str:
@@ -205,7 +208,8 @@ class PackedGemm:
         a_other = self._pick(ta, lb.dim(a, 1), lb.dim(a, 0))
         b_k, b_n = self._pick(tb, lb.dim(b, 1), lb.dim(b, 0)), self._pick(tb, lb.dim(b, 0), lb.dim(b, 1))
         kc_max = self._min(bl.kc, k)
-        need_a = self._ceil_div(self._min(bl.mc, m), bl.mr) * (bl.mr * kc_max)
+        one_panel = (col_end - col_begin) <= bl.nr  # A is then read in place (_product's pack_a)
+        need_a = self._pick(one_panel, 0, self._ceil_div(self._min(bl.mc, m), bl.mr) * (bl.mr * kc_max))
         need_b = self._ceil_div(self._min(bl.nc, n), bl.nr) * (bl.nr * kc_max)
         window = (col_begin <= col_end) & (col_end <= n)
         d_agrees = (lb.dim(d, 0).eq(m) & lb.dim(d, 1).eq(n)) | lb.compare("eq", add_d, lb.const(0, i1))

@@ -247,11 +247,13 @@ def compile_part(rounds: int) -> None:
     from irc.passes.lowering import gemm_library as gl
     from irc.runtime import executable
     from irc.runtime.cpu import engine, stack
+    from irc.runtime.cpu import gemm_library as runtime_library
     from irc.runtime.cpu.translate import Options, translate
 
     from irc.types import f32
 
-    options = executable.CompileOptions()
+    # How the runtime compiles the library (older versions: the default options).
+    options = getattr(runtime_library, "_options", executable.CompileOptions)()
     names = [gl.symbol(f32, gl.Blocking.for_host(f32, _host_options()))]
     print("| library function | build + irc passes s | translate s | LLVM optimise s | code generation s | total s |")
     print("|---|---|---|---|---|---|")
@@ -265,7 +267,8 @@ def compile_part(rounds: int) -> None:
                                                   stack.stack_budget()), mangle=True).module)
             t2 = time.process_time()
             tm = engine.target_machine(options.opt_level)
-            module = engine.optimize(text, options.opt_level, tm)
+            module = engine.optimize(text, options.opt_level, tm,
+                                     *([options.loop_unrolling] if hasattr(options, "loop_unrolling") else []))
             t3 = time.process_time()
             tm.emit_object(module)
             t4 = time.process_time()

@@ -20,14 +20,22 @@ from .. import cache as _cache
 from . import engine, symbols
 
 _loaded: dict[str, tuple] = {}  # symbol -> (JIT library, address)
+
+
+def _options():
+    """How the library is compiled: without LLVM's unroller, since the kernel is vector code
+    already and the unroller only copies the loops around it (packing, edges)."""
+    from ..executable import CompileOptions
+
+    return CompileOptions(loop_unrolling=False)
+
+
 _lock = threading.Lock()
 
 
 def _key(name: str, cpu: str, features: str) -> str:
-    from ..executable import CompileOptions
-
     h = hashlib.sha256()
-    for part in ("irc gemm library", name, json.dumps(CompileOptions().__dict__, sort_keys=True), cpu, features,
+    for part in ("irc gemm library", name, json.dumps(_options().__dict__, sort_keys=True), cpu, features,
                  _cache.compiler_fingerprint()):
         h.update(part.encode())
         h.update(b"\0")
@@ -64,7 +72,7 @@ def _load_or_build(name: str, cache_dir: str | None) -> tuple:
             return library, addresses[exported]
         except (RuntimeError, IRError):  # not ours after all, or LLVM refuses it: build it again
             _cache.discard(key, cache_dir)
-    entry = object_code(gemm_library.build(name))
+    entry = object_code(gemm_library.build(name), _options())
     _cache.store(key, entry, cache_dir)
     library, addresses = engine.load([exported], object_code=entry.object_code)
     return library, addresses[exported]

@@ -291,10 +291,11 @@ def _machine_code(lowered, options: CompileOptions, stack_budget: int, timings: 
     return text, tr, _cache.Entry(code, [(m, _loc_tuple(loc)) for m, loc in tr.faults]), extra_names
 
 
-def object_code(module, options: CompileOptions = CompileOptions()) -> _cache.Entry:
+def object_code(module, options: CompileOptions = CompileOptions(), owned: bool = False) -> _cache.Entry:
     """``module`` compiled to relocatable machine code and its fault table, not linked: for
-    runtime pieces that are cached under a key of their own (cpu/gemm_library.py)."""
-    lowered = prepare(module, options.opt_level)
+    runtime pieces that are cached under a key of their own (cpu/gemm_library.py).  ``owned``:
+    ``module`` was just built by irc for this and is lowered in place (``prepare``)."""
+    lowered = prepare(module, options.opt_level, owned=owned)
     return _machine_code(lowered, options, stack.stack_budget(), {}, fast_entries=False)[2]
 
 

@@ -95,13 +95,14 @@ MEMORY_CACHE_SIZE = 128
 _memory_cache: OrderedDict[str, tuple] = OrderedDict()
 
 
-def prepare(module, opt_level: int, owned: bool = False):
+def prepare(module, opt_level: int, owned: bool = False, simplify: bool = True):
     """Stages 1-2 on a copy of ``module``: the CFG-level module the translator takes.  The input
     and the output are verified; the passes in between are not verified one by one (``irc opt``
     does that, and the tests run every pass that way): at a few thousand ops a verification
     costs as much as a pass.  ``owned``: ``module`` is the caller's own copy, made by irc's
     passes from verified IR (the tensor pipeline's), so it is lowered in place and checked
-    once, at the output."""
+    once, at the output.  ``simplify=False`` skips the clean-up stage (for IR that irc's own
+    builder made in canonical form, where LLVM's clean-up finds the same)."""
     import irc.passes
 
     from irc.verifier import verify
@@ -111,7 +112,7 @@ def prepare(module, opt_level: int, owned: bool = False):
     else:
         verify(module)
         lowered = module.clone()
-    pipeline = "scf-to-cf" + (",canonicalize,dce" if opt_level >= 1 else "")
+    pipeline = "scf-to-cf" + (",canonicalize,dce" if opt_level >= 1 and simplify else "")
     irc.passes.run(lowered, pipeline, verify_each=False)
     verify(lowered)
     return lowered
@@ -291,11 +292,12 @@ def _machine_code(lowered, options: CompileOptions, stack_budget: int, timings: 
     return text, tr, _cache.Entry(code, [(m, _loc_tuple(loc)) for m, loc in tr.faults]), extra_names
 
 
-def object_code(module, options: CompileOptions = CompileOptions(), owned: bool = False) -> _cache.Entry:
+def object_code(module, options: CompileOptions = CompileOptions(), owned: bool = False,
+                simplify: bool = True) -> _cache.Entry:
     """``module`` compiled to relocatable machine code and its fault table, not linked: for
-    runtime pieces that are cached under a key of their own (cpu/gemm_library.py).  ``owned``:
-    ``module`` was just built by irc for this and is lowered in place (``prepare``)."""
-    lowered = prepare(module, options.opt_level, owned=owned)
+    runtime pieces that are cached under a key of their own (cpu/gemm_library.py).  ``owned``
+    and ``simplify``: as ``prepare`` takes them."""
+    lowered = prepare(module, options.opt_level, owned=owned, simplify=simplify)
     return _machine_code(lowered, options, stack.stack_budget(), {}, fast_entries=False)[2]
 
 

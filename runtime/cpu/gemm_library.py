@@ -72,7 +72,9 @@ def _load_or_build(name: str, cache_dir: str | None) -> tuple:
             return library, addresses[exported]
         except (RuntimeError, IRError):  # not ours after all, or LLVM refuses it: build it again
             _cache.discard(key, cache_dir)
-    entry = object_code(gemm_library.build(name), _options(), owned=True)
+    # Built here by irc's builder: lowered in place, and without irc's clean-up passes
+    # (LLVM's find the same in it; benchmarks/gemm.py --compile).
+    entry = object_code(gemm_library.build(name), _options(), owned=True, simplify=False)
     _cache.store(key, entry, cache_dir)
     library, addresses = engine.load([exported], object_code=entry.object_code)
     return library, addresses[exported]

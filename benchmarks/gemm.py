@@ -240,46 +240,30 @@ def blockings_part(rounds, per_round) -> None:
 
 
 def compile_part(rounds: int) -> None:
-    """CPU seconds to build the library function the f32 products of this host call, from its
-    name, with no cache: irc's build and passes, translation to LLVM IR, LLVM's optimisation and code
-    generation (the median of ``rounds`` builds; process time, so other load matters less).
+    """Seconds to build the library function the f32 products of this host call, from its name,
+    with no cache, as the runtime builds it (runtime/cpu/gemm_library.compile_object): irc's
+    build and passes, translation to LLVM IR, LLVM's optimisation and code generation (the
+    median of ``rounds`` builds; the total also as CPU time, which other load moves less).
     This is what the cold first call of an irc.jit function with a matmul pays once per host."""
-    import inspect
-
     from irc.passes.lowering import gemm_library as gl
-    from irc.runtime import executable
-    from irc.runtime.cpu import engine, stack
     from irc.runtime.cpu import gemm_library as runtime_library
-    from irc.runtime.cpu.translate import Options, translate
 
     from irc.types import f32
 
-    # How the runtime compiles the library (older versions: the default options).
-    options = getattr(runtime_library, "_options", executable.CompileOptions)()
     names = [gl.symbol(f32, gl.Blocking.for_host(f32, _host_options()))]
-    print("| library function | build + irc passes s | translate s | LLVM optimise s | code generation s | total s |")
-    print("|---|---|---|---|---|---|")
+    stages = ("build", "irc passes", "translate", "LLVM optimise", "code generation")
+    print("| library function | " + " | ".join(f"{s} s" for s in stages) + " | total CPU s |")
+    print("|---|" + "---|" * (len(stages) + 1))
     for name in names:
-        stages = {"irc": [], "translate": [], "optimise": [], "codegen": []}
+        runs, cpu = [], []
         for _ in range(rounds):
-            t0 = time.process_time()
-            lowered = executable.prepare(gl.build(name), options.opt_level,
-                                         **({"owned": True, "simplify": False}
-                                            if "simplify" in inspect.signature(executable.prepare).parameters else {}))
-            t1 = time.process_time()
-            text = str(translate(lowered, Options(options.checks, options.bounds_checks, options.fast_math,
-                                                  stack.stack_budget()), mangle=True).module)
-            t2 = time.process_time()
-            tm = engine.target_machine(options.opt_level)
-            module = engine.optimize(text, options.opt_level, tm,
-                                     *([options.loop_unrolling] if hasattr(options, "loop_unrolling") else []))
-            t3 = time.process_time()
-            tm.emit_object(module)
-            t4 = time.process_time()
-            for key, dt in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
-                stages[key].append(dt)
-        med = {k: statistics.median(v) for k, v in stages.items()}
-        print(f"| {name} | " + " | ".join(f"{med[k]:.3f}" for k in stages) + f" | {sum(med.values()):.3f} |")
+            timings: dict = {}
+            t = time.process_time()
+            runtime_library.compile_object(name, timings)
+            cpu.append(time.process_time() - t)
+            runs.append(timings)
+        print(f"| {name} | " + " | ".join(f"{statistics.median(r[s] for r in runs):.3f}" for s in stages)
+              + f" | {statistics.median(cpu):.3f} |")
 
 
 def _host_options() -> dict:

@@ -287,18 +287,23 @@ def _machine_code(lowered, options: CompileOptions, stack_budget: int, timings: 
         llmod = engine.optimize(text, options.opt_level, tm, options.loop_unrolling)
     except RuntimeError as e:  # LLVM rejected our IR: a bug in irc
         raise IRError(f"internal error: LLVM rejected the translated module: {e}") from None
+    timings["LLVM optimise"] = time.perf_counter() - t
+    t = time.perf_counter()
     code = tm.emit_object(llmod)
-    timings["LLVM optimise"] = time.perf_counter() - t  # and code generation
+    timings["code generation"] = time.perf_counter() - t
     return text, tr, _cache.Entry(code, [(m, _loc_tuple(loc)) for m, loc in tr.faults]), extra_names
 
 
 def object_code(module, options: CompileOptions = CompileOptions(), owned: bool = False,
-                simplify: bool = True) -> _cache.Entry:
+                simplify: bool = True, timings: dict | None = None) -> _cache.Entry:
     """``module`` compiled to relocatable machine code and its fault table, not linked: for
     runtime pieces that are cached under a key of their own (cpu/gemm_library.py).  ``owned``
-    and ``simplify``: as ``prepare`` takes them."""
+    and ``simplify``: as ``prepare`` takes them; ``timings`` gets the seconds of each stage."""
+    timings = {} if timings is None else timings
+    t = time.perf_counter()
     lowered = prepare(module, options.opt_level, owned=owned, simplify=simplify)
-    return _machine_code(lowered, options, stack.stack_budget(), {}, fast_entries=False)[2]
+    timings["irc passes"] = time.perf_counter() - t
+    return _machine_code(lowered, options, stack.stack_budget(), timings, fast_entries=False)[2]
 
 
 def runtime_links(declared) -> dict:

@@ -57,11 +57,8 @@ def address(name: str, cache_dir: str | None = None) -> int | None:
 
 
 def _load_or_build(name: str, cache_dir: str | None) -> tuple:
-    from irc.passes.lowering import gemm_library
 
     from irc.diagnostics import IRError
-
-    from ..executable import object_code
 
     exported = symbols.jit_symbol(name)
     key = _key(name, *engine.host_cpu())
@@ -72,12 +69,28 @@ def _load_or_build(name: str, cache_dir: str | None) -> tuple:
             return library, addresses[exported]
         except (RuntimeError, IRError):  # not ours after all, or LLVM refuses it: build it again
             _cache.discard(key, cache_dir)
-    # Built here by irc's builder: lowered in place, and without irc's clean-up passes
-    # (LLVM's find the same in it; benchmarks/gemm.py --compile).
-    entry = object_code(gemm_library.build(name), _options(), owned=True, simplify=False)
+    entry = compile_object(name)
     _cache.store(key, entry, cache_dir)
     library, addresses = engine.load([exported], object_code=entry.object_code)
     return library, addresses[exported]
+
+
+def compile_object(name: str, timings: dict | None = None):
+    """Library function ``name`` built and compiled to unlinked machine code (a cache entry);
+    ``timings`` gets the seconds of each stage (benchmarks/gemm.py --compile reports them).
+    Built here by irc's builder, the module is lowered in place and skips irc's clean-up
+    passes (LLVM's find the same in it)."""
+    import time
+
+    from irc.passes.lowering import gemm_library
+
+    from ..executable import object_code
+
+    timings = {} if timings is None else timings
+    t = time.perf_counter()
+    module = gemm_library.build(name)
+    timings["build"] = time.perf_counter() - t
+    return object_code(module, _options(), owned=True, simplify=False, timings=timings)
 
 
 def imports(declared) -> dict[str, int]:

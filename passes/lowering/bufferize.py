@@ -302,7 +302,7 @@ class Bufferizer:
         elif self.options.get("blas") and blas.wants_blas(op, list(op.operands)):
             lower = blas.lower_matmul_blas
         elif self.options.get("gemm_library") and gemm_library.wants_library(
-                op, list(op.operands), self.options, tuple(v in self.transposed for v in op.operands)):
+                op, list(op.operands), tuple(v in self.transposed for v in op.operands)):
             found = gemm_library.epilogue(op, self.position)
             if found is not None:
                 return self._lower_with_epilogue(op, *found, destination)

@@ -55,7 +55,7 @@ from irc.types import FloatType, MemRefType, i1, i64, index
 from .matmul import MC, block_sizes, tile_sizes
 
 
-def wants_library(op, inputs, options: dict, transposed=None) -> bool:
+def wants_library(op, inputs, transposed=None) -> bool:
     """A 2-D f32/f64 ``graph.matmul`` of static shape, unless matmul.py's ``RowStream`` takes it
     (one or two rows, B not transposed: a matrix-vector product that reads B once in order).
 
@@ -63,8 +63,7 @@ def wants_library(op, inputs, options: dict, transposed=None) -> bool:
     tile cost LLVM about 0.05 s per product to compile (8 products of a small MLP's training
     step came to 10,000 ops of IR); the call and the packing of a small product cost
     microseconds.  A narrow product (a classifier's 10 columns) runs the library's half-width
-    kernel (``NARROW_MIN_LANES``).  ``options`` (the host's) and ``transposed`` (which operand
-    buffers hold a transpose) are what the choice depends on."""
+    kernel (``NARROW_MIN_LANES``).  ``transposed``: which operand buffers hold a transpose."""
     if op.name != "graph.matmul" or len(inputs) != 2:
         return False
     a, b = (v.type for v in inputs)

@@ -269,8 +269,8 @@ class RowStream:
     def __init__(self, ctx, elem, m: int, n: int, k: int, a_transposed: bool):
         self.lb, self.elem = ctx.lb, elem
         self.m, self.n, self.k, self.ta = m, n, k, a_transposed
-        lanes = max(1, ctx.options.get("vector_bits", 0) or VECTOR_BITS) // elem.width
-        self.width = 2 * lanes  # two registers a step, as the GEMM's tile rows
+        # A step is as wide as a row of the GEMM's register tile (two vector registers).
+        self.width = tile_sizes(elem, ctx.options.get("vector_bits", 0), ctx.options.get("vector_registers", 0))[1]
         self.zero = self.lb.const(0, elem)
 
     def emit(self, a, a_off, b, b_off, c, c_off) -> None:

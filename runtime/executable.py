@@ -45,6 +45,7 @@ class CompileOptions:
     bounds_checks: bool = False
     fast_math: bool = False
     loop_unrolling: bool = True  # LLVM's unroller; tensor specialisations run without it (tensor_function.py)
+    llvm_passes: bool = True  # LLVM's optimisation pipeline; code generation runs at opt_level either way
 
     def validate(self) -> None:
         if self.target not in ("cpu", "gpu"):
@@ -284,7 +285,7 @@ def _machine_code(lowered, options: CompileOptions, stack_budget: int, timings: 
     t = time.perf_counter()
     tm = engine.target_machine(options.opt_level, reloc="pic")  # constants RIP-relative: see there
     try:
-        llmod = engine.optimize(text, options.opt_level, tm, options.loop_unrolling)
+        llmod = engine.optimize(text, options.opt_level if options.llvm_passes else 0, tm, options.loop_unrolling)
     except RuntimeError as e:  # LLVM rejected our IR: a bug in irc
         raise IRError(f"internal error: LLVM rejected the translated module: {e}") from None
     timings["LLVM optimise"] = time.perf_counter() - t

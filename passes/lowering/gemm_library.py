@@ -171,8 +171,8 @@ def build(name: str):
         PackedGemm(lb, elem, blocking).emit(*args)
         lb.ret()
     # Compiled for size: the kernel is vector code already and gains nothing from LLVM's
-    # unrolling and vectorising, which on the thirty loops around it (packing, edges) were a
-    # third of the library's compile time (benchmarks/gemm.py --compile; docs/benchmarks.md).
+    # unrolling and vectorising of the thirty loops around it (packing, edges).  The runtime
+    # skips LLVM's optimisation pipeline for it altogether (runtime/cpu/gemm_library.py).
     next(f for f in module.functions if f.sym_name == name).attributes["optsize"] = UnitAttr()
     return module
 

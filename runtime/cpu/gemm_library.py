@@ -23,11 +23,14 @@ _loaded: dict[str, tuple] = {}  # symbol -> (JIT library, address)
 
 
 def _options():
-    """How the library is compiled: without LLVM's unroller, since the kernel is vector code
-    already and the unroller only copies the loops around it (packing, edges)."""
+    """How the library is compiled: without LLVM's optimisation pipeline.  The kernel and the
+    packing loops are vector code already, and code generation at -O2 (loop strength
+    reduction, machine LICM and CSE, register allocation) is all they need: the machine code
+    runs as fast as after the full pipeline (measured side by side on every shape of
+    benchmarks/gemm.py), which cost about two thirds of the library's build time."""
     from ..executable import CompileOptions
 
-    return CompileOptions(loop_unrolling=False)
+    return CompileOptions(llvm_passes=False)
 
 
 _lock = threading.Lock()

@@ -80,7 +80,7 @@ def main() -> None:
     x_test, y_test, labels_test = make_data(np.random.default_rng(1), 512)
     test_accuracy = np.mean(np.argmax(forward(params, x_test), axis=1) == labels_test)
     print(f"train accuracy {accuracy:.3f}, test accuracy {test_accuracy:.3f}, "
-          f"eager numpy loss {loss(params, x_test, y_test):.4f}")
+          f"test loss {loss(params, x_test, y_test):.4f} (eager numpy)")
 
 
 if __name__ == "__main__":

@@ -71,6 +71,20 @@ def test_retrace_names_the_argument_that_changed():
         jf({"w": np.ones((2, 4), np.float32)}, np.ones(4, np.float32))
 
 
+def test_retrace_to_an_argument_that_is_not_an_array_names_it():
+    """A second call with a str where an array was: the retrace warning and then the tracer's
+    TypeError name the argument (the warning once failed to describe the str)."""
+    jf = irc.jit(lambda w, x: w @ x)
+    jf(np.ones((2, 3)), np.ones(3))
+    with pytest.warns(irc.frontend.RetraceWarning, match=r"argument 1: float64\[3\] -> a str"):
+        with pytest.raises(TypeError, match="argument 1 is a str"):
+            jf(np.ones((2, 3)), "hello")
+    scale = irc.jit(lambda a, s: a * s)
+    scale(np.ones(3), 2.0)
+    with pytest.warns(irc.frontend.RetraceWarning, match=r"argument 1: weak float\[\] -> weak int\[\]"):
+        np.testing.assert_array_equal(scale(np.ones(3), 3), np.full(3, 3.0))
+
+
 def test_dynamic_shapes_trace_once_for_all_sizes():
     traces = []
 

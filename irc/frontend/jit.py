@@ -124,8 +124,14 @@ def _param_names(fn, args: tuple, static_argnums: tuple, paths: list[str]) -> li
 
 
 def _describe(a) -> str:
+    """A cache key's leaf (``_key_aval``) as the retrace warning shows it: ``float32[4, 3]``."""
+    if len(a) == 2:  # not an array: tracing it is the error that follows
+        return f"a {a[1].__name__}"
     shape, dtype, weak = a
-    return f"{'weak ' if weak else ''}{dtype}[{', '.join('?' if d is None else str(d) for d in shape)}]"
+    if isinstance(shape, int):  # traced with ? sizes: only the rank is in the key
+        shape = (None,) * shape
+    name = dtype.__name__ if isinstance(dtype, type) else str(dtype)
+    return f"{'weak ' if weak else ''}{name}[{', '.join('?' if d is None else str(d) for d in shape)}]"
 
 
 @dataclass

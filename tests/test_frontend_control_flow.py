@@ -158,3 +158,18 @@ def test_a_training_loop_in_fori_loop_updates_the_carried_parameters_in_place():
     _, func = exe.train.lower(((8, 16), (16, 4), (32, 8), (32, 4), None))
     (loop,) = [op for op in func.body.entry.ops if op.name == "scf.for" and "parallel" not in op.attributes]
     assert not [op for op in loop.body.ops if op.name == "memref.copy"]
+
+
+@pytest.mark.parametrize("bound", [0.5, True, np.float32(1)])
+def test_fori_loop_bounds_must_be_integers(bound):
+    """A float bound would be truncated: an error at the user's line, traced or not."""
+    x = np.arange(3, dtype=np.float32)
+    with pytest.raises(TypeError, match="irc.fori_loop: lower must be an integer") as info:
+        irc.jit(lambda a: irc.fori_loop(bound, 3, lambda i, v: v * 2, a))(x)
+    assert __file__ in str(info.value)
+    with pytest.raises(TypeError, match="irc.fori_loop: upper must be an integer"):
+        irc.fori_loop(0, bound, lambda i, v: v + i, 0)
+    with pytest.raises(TypeError, match="upper must be an integer, got float64"):
+        irc.jit(lambda a, n: irc.fori_loop(0, n, lambda i, v: v * 2, a))(x, 2.0)
+    np.testing.assert_array_equal(irc.jit(lambda a, n: irc.fori_loop(0, n, lambda i, v: v * 2, a))(x, np.int32(2)),
+                                  x * 4)

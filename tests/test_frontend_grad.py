@@ -268,3 +268,16 @@ def test_eager_grad_in_a_loop_traces_once():
     for k in range(3):
         np.testing.assert_allclose(irc.grad(f)(np.full(2, float(k))), 2 * k * np.ones(2))
     assert len(traces) == 1
+
+
+def test_vjp_checks_the_cotangent_and_takes_a_number_for_a_scalar():
+    x = np.arange(3, dtype=np.float32)
+    out, pullback = irc.vjp(lambda a: {"s": np.sum(a * a), "v": a * 3}, x)
+    with pytest.raises(TypeError, match=r"the cotangent of result v must be float32\[3\], got float32\[2\]"):
+        pullback({"s": np.float32(1), "v": np.ones(2, np.float32)})
+    with pytest.raises(TypeError, match=r"the cotangent of result v must be float32\[3\], got float64\[3\]"):
+        pullback({"s": np.float32(1), "v": np.ones(3)})
+    (g,) = pullback({"s": 1.0, "v": np.ones(3, np.float32)})  # a Python number for the scalar
+    np.testing.assert_allclose(g, 2 * x + 3)
+    (g,) = irc.jit(lambda a: irc.vjp(lambda b: np.sum(b * 3), a)[1](2))(x)
+    np.testing.assert_array_equal(g, np.full(3, 6, np.float32))

@@ -117,3 +117,13 @@ def test_integer_functions():
                 a & b, a | 5, a ^ b, ~a, (a > 0) & (b > 9), ~(a > b), (a > 0) | (b < 3))
 
     check_same(irc.jit(f)(a, b), f(a, b))
+
+
+def test_transpose_checks_axes_of_a_vector():
+    """np.transpose(a, (1, 0)) of a 1-D array is a ValueError in numpy: one when traced too."""
+    x = np.arange(3, dtype=np.float32)
+    with pytest.raises(ValueError):
+        np.transpose(x, (1, 0))
+    with pytest.raises(ValueError, match="axis 1 is out of bounds"):
+        irc.jit(lambda a: np.transpose(a, (1, 0)))(x)
+    np.testing.assert_array_equal(irc.jit(lambda a: np.transpose(a, (0,)))(x), np.transpose(x, (0,)))

@@ -64,3 +64,17 @@ def test_function_checks_its_keyword_arguments():
         f(a=np.ones(4, np.float32))
     with pytest.raises(TypeError, match="irc.cond"):
         bool(a > 0)
+
+
+def test_var_and_gradients_check_their_arguments():
+    with pytest.raises(ValueError, match=r"irc.var\('a'\): sizes must not be negative"):
+        irc.var("a", (-1,), "f32")
+    with pytest.raises(TypeError, match=r"irc.var\('a'\): the shape must be a tuple of sizes, got \(2.5,\)"):
+        irc.var("a", (2.5,), "f32")
+    with pytest.raises(TypeError, match=r"irc.var\('a'\): unknown dtype 'f33'"):
+        irc.var("a", (3,), "f33")
+    b = irc.var("b", (3,), "f32")
+    with pytest.raises(TypeError, match=r"irc.gradients: the loss must be a float scalar, got float32\[3\]"):
+        irc.gradients(b * 2, [b])
+    (gb,) = irc.function(irc.gradients(np.sum(b * b), [b]))(b=np.arange(3, dtype=np.float32))
+    np.testing.assert_array_equal(gb, 2 * np.arange(3, dtype=np.float32))

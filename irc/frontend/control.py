@@ -135,6 +135,8 @@ def _scalar_like(v) -> bool:
 
 def fori_loop(lower, upper, body_fun, init_val):
     """``val = body_fun(i, val)`` for i in [lower, upper): scf.for on traced values."""
+    for name, bound in (("lower", lower), ("upper", upper)):
+        _check_integer_bound(name, bound)
     if not _traced(lower, upper, init_val) and current() is None:
         val = init_val
         for i in range(int(lower), int(upper)):
@@ -157,6 +159,15 @@ def fori_loop(lower, upper, body_fun, init_val):
         check_same_tree(tree, new_tree, "irc.fori_loop: body_fun's result")
         loop.yield_(*_values(tr, new_leaves, [v.type for v in inits]))
     return tree.unflatten([Tracer(tr, r, _weak_of(x)) for r, x in zip(loop.results, leaves)])
+
+
+def _check_integer_bound(name: str, bound) -> None:
+    """A loop bound must be an integer, as ``range`` wants: a float would be truncated."""
+    kind = bound.dtype.kind if isinstance(bound, (Tracer, np.ndarray, np.generic)) else None
+    if isinstance(bound, bool) or kind == "b" or (kind is None and not isinstance(bound, int)) \
+            or (kind is not None and kind not in "iu"):
+        what = bound.dtype if kind is not None else type(bound).__name__
+        raise TypeError(located_message(f"irc.fori_loop: {name} must be an integer, got {what}"))
 
 
 def while_loop(cond_fun, body_fun, init_val):

@@ -242,12 +242,12 @@ def transpose(a, axes=None) -> Tracer:
     tr = _trace(a)
     v = operand(tr, a)
     ndim = len(_shape(v))
-    if ndim < 2:
-        return _out(tr, v, getattr(a, "weak", False))
     if axes is not None:
         axes = _axes(axes, ndim, "numpy.transpose")
         if sorted(axes) != list(range(ndim)):
             raise ValueError(located_message(f"numpy.transpose: axes {axes} are not a permutation"))
+    if ndim < 2:
+        return _out(tr, v, getattr(a, "weak", False))
     return _out(tr, tr.builder.transpose(v, axes), getattr(a, "weak", False))
 
 

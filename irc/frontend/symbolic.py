@@ -17,6 +17,8 @@ methods as traced arrays, and the same errors.  A gradient expression evaluates 
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from irc import pytree
@@ -139,8 +141,19 @@ def var(name: str, shape=(), dtype="f32") -> Sym:
     type name such as "f32", or a numpy dtype)."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"irc.var: the name must be a non-empty string, got {name!r}")
-    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
-    return Sym(None, name=name, aval=(shape, _dtype(dtype)))
+    try:
+        shape = (operator.index(shape),) if isinstance(shape, (int, np.integer)) \
+            else tuple(operator.index(d) for d in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"irc.var({name!r}): the shape must be a tuple of sizes, got {shape!r}") from None
+    if any(d < 0 for d in shape):
+        raise ValueError(f"irc.var({name!r}): sizes must not be negative, got shape {shape}")
+    try:
+        dtype = _dtype(dtype)
+    except TypeError:
+        raise TypeError(f"irc.var({name!r}): unknown dtype {dtype!r} (an irc element type such as 'f32', "
+                        "or a numpy dtype)") from None
+    return Sym(None, name=name, aval=(shape, dtype))
 
 
 def _dtype(dtype) -> np.dtype:
@@ -162,6 +175,9 @@ def gradients(loss: Sym, wrt) -> list[Sym]:
             raise TypeError(located_message(f"irc.gradients: wrt must list vars, got {v!r}"))
     if not isinstance(loss, Sym):
         raise TypeError(located_message(f"irc.gradients: the loss must be an expression of vars, got {loss!r}"))
+    if loss.shape != () or loss.dtype.kind != "f":  # said here, not when the gradient is first compiled
+        raise TypeError(located_message(f"irc.gradients: the loss must be a float scalar, got "
+                                        f"{loss.dtype}[{', '.join(map(str, loss.shape))}]"))
     return [Sym(("grad", k), (loss, tuple(wrt))) for k in range(len(wrt))]
 
 

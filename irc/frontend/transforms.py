@@ -26,7 +26,7 @@ from irc.types import TensorType
 
 from .jit import Jitted, trace_into
 from .locations import check_same_tree, located_message
-from .tracer import Tracer, current, dtype_of_type, operand
+from .tracer import Tracer, as_tensor, convert, current, dtype_of_type, operand
 
 
 def _argnums(argnums, n: int, what: str) -> tuple[int, ...]:
@@ -58,11 +58,20 @@ def _build(fn, args: tuple, pipeline, name: str, suffix: str):
 def _call(callee: str, args: list, result_types: list) -> list[Tracer]:
     """``func.call @callee(args)`` in the current trace; its results as tracers."""
     tr = current()
-    values = [operand(tr, a) for a in args]
+    params = tr.module.lookup(callee).function_type.inputs
+    values = [_fit_scalar(tr, operand(tr, a), t) for a, t in zip(args, params)]
     results = tr.builder.call(callee, *values, results=result_types)
     if not isinstance(results, tuple):
         results = () if not result_types else (results,)
     return [Tracer(tr, r) for r in results]
+
+
+def _fit_scalar(tr, v, t):
+    """``v`` as the 0-d tensor parameter type ``t`` when it is a scalar (a Python number given
+    for a scalar result's cotangent); anything else is left to the call's verifier."""
+    if isinstance(t, TensorType) and t.rank == 0 and not isinstance(v.type, TensorType):
+        return as_tensor(tr.builder, convert(tr.builder, v, dtype_of_type(t.element_type)))
+    return v
 
 
 def _inputs(args: tuple) -> tuple[list, pytree.TreeDef]:
@@ -221,6 +230,16 @@ def vjp(fn, *primals):
         c_leaves, c_tree = pytree.flatten(cotangent)
         check_same_tree(traced.out_tree, c_tree, "irc.vjp: the cotangent")
         out_leaves = pytree.flatten(out)[0]
+        paths = pytree.leaf_paths(traced.out_tree)
+        for path, c, o in zip(paths, c_leaves, out_leaves):
+            weak = isinstance(c, (int, float)) or (isinstance(c, Tracer) and c.weak)
+            if o.dtype.kind != "f" or (weak and not o.shape):  # a Python number for a scalar
+                continue
+            c_shape = c.shape if isinstance(c, Tracer) else np.shape(c)
+            if _dtype(c) != o.dtype or tuple(c_shape) != tuple(o.shape):
+                raise TypeError(located_message(
+                    f"irc.vjp: the cotangent of result {path} must be {o.dtype}{list(o.shape)}, got "
+                    f"{_dtype(c)}{list(c_shape)}"))
         cts = [c for c, o in zip(c_leaves, out_leaves) if o.dtype.kind == "f"]
         results = _call(new, _call_args(trace, p_leaves) + cts, list(func_type.results))
         grads = iter(results[traced.out_tree.num_leaves:])

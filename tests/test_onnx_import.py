@@ -293,3 +293,54 @@ def test_exported_transformer_blocks_with_a_causal_mask(tmp_path):
         with torch.no_grad():
             want = model(x).numpy()
         np.testing.assert_allclose(imported(x.numpy()), want, rtol=1e-5, atol=1e-5)
+
+
+def test_is_nan_against_the_reference_evaluator(tmp_path):
+    """IsNaN, which torch's dynamo exporter puts around every attention softmax."""
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("IsNaN", ["x"], ["nan"]),
+             helper.make_node("Where", ["nan", "zero", "x"], ["y"])]
+    model = graph_model(nodes, [helper.make_tensor_value_info("x", f, [2, 3])],
+                        [helper.make_tensor_value_info("nan", TensorProto.BOOL, [2, 3]),
+                         helper.make_tensor_value_info("y", f, [2, 3])],
+                        [tensor("zero", np.array(0.0, np.float32))])
+    onnx.checker.check_model(model)
+    onnx.save(model, str(tmp_path / "nan.onnx"))
+    x = np.array([[1.0, np.nan, -np.inf], [np.nan, 0.0, 2.5]], np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    got = irc.onnx.load(tmp_path / "nan.onnx")(x)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "encoder_layer"])
+def test_transformers_through_torchs_dynamo_exporter(tmp_path, name):
+    """GPT-2 and BERT (2 layers, from ``transformers``) and ``nn.TransformerEncoderLayer``,
+    exported by ``torch.onnx.export(dynamo=True)`` (which needs onnxscript), equal torch eager."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxscript")
+    torch.manual_seed(0)
+    if name == "encoder_layer":
+        model = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True).eval()
+        args = (torch.randn(2, 16, 64),)
+    else:
+        transformers = pytest.importorskip("transformers")
+        if name == "gpt2":
+            config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=100, n_positions=32,
+                                             use_cache=False)
+            model = transformers.GPT2Model(config).eval()
+        else:
+            config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                             intermediate_size=128, vocab_size=100, max_position_embeddings=32)
+            model = transformers.BertModel(config).eval()
+        args = (torch.randint(0, 100, (2, 16)),)
+    path = tmp_path / f"{name}.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, str(path), dynamo=True, verbose=False)
+    with torch.no_grad():
+        want = model(*args)
+    want = want if isinstance(want, torch.Tensor) else want[0]
+    got = irc.onnx.load(path)(*[a.numpy() for a in args])
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-5)

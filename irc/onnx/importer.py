@@ -515,6 +515,15 @@ def _not(cx, node, inputs, attrs):
     return [cx.b.binary(None, "arith.xori", cx.value(inputs[0]), True)]
 
 
+@operator("IsNaN")
+def _is_nan(cx, node, inputs, attrs):
+    """NaN is the one value unordered with itself (the exporters' guard around softmax)."""
+    if known(inputs[0]):
+        return [np.isnan(inputs[0])]
+    x = cx.value(inputs[0])
+    return [cx.b.compare("uno", x, x)]
+
+
 @operator("Trilu")
 def _trilu(cx, node, inputs, attrs):
     """The upper (``upper=1``) or lower triangle of the last two dimensions, from diagonal ``k``."""

@@ -2,18 +2,23 @@
 
 UNTESTED ON HARDWARE: it is written against pycuda's documented API (``pycuda.driver``:
 ``init``, ``Device``, ``module_from_buffer``, ``Stream``, ``Event``, ``memcpy_htod_async``,
-``memcpy_dtoh_async``, ``memcpy_dtod_async``, ``pagelocked_empty``; ``pycuda.tools.DeviceMemoryPool``),
-but the machines it was written on have no GPU and no driver.  pycuda is imported lazily, so
-importing this module never fails; ``unavailable_reason()`` says why no device can be used.
+``memcpy_dtoh_async``, ``memcpy_dtod_async``, ``pagelocked_empty``, ``Function.prepare`` and
+``prepared_async_call``; ``pycuda.tools.DeviceMemoryPool``), but the machines it was written on
+have no GPU and no driver.  pycuda is imported lazily, so importing this module never fails;
+``unavailable_reason()`` says why no device can be used.  tests/test_gpu_arrays.py runs it over
+a stand-in for pycuda that simulates a device (the kernels in the interpreter's grid simulation).
 
 How it runs a program: the host function (after ``GPU_STAGES``) is straight-line code of
 ``gpu.alloc``/``gpu.memcpy``/``gpu.launch_func``/``gpu.dealloc``, ``bufferization`` casts and
-index arithmetic.  The reference interpreter walks it with this device in place of the
-simulator (``gpu_device``), so every gpu op calls the driver: allocations come from a memory
-pool reused across calls, synchronous copies and launches go to one stream (the copy back to the
-host waits for it), and async ones (``!gpu.async.token``, as ``gpu-async`` makes them) go to the
-stream of their first dependency or to one of four streams of their own, ordered by events.  The kernels are the PTX of ``render_ptx``, loaded once per module with
-``module_from_buffer`` (the JIT log of a rejected module becomes an ``IRError``).
+constants.  ``schedule.build_schedule`` reads it once into typed steps, which ``run_schedule``
+replays per call: allocations from a memory pool reused across calls, numpy inputs copied in
+through page-locked buffers, device inputs (``DeviceArray``, CUDA array interface, DLPack)
+used in place, async steps on the streams the schedule chose, ordered by events, launches with
+prepared parameter layouts.  A host function the schedule cannot express is walked by the
+reference interpreter with this device in place of the simulator (``gpu_device``): every gpu op
+then calls ``alloc``/``memcpy``/``run``/``launch`` here.  The kernels are the PTX of
+``render_ptx``, loaded once per module with ``module_from_buffer`` (the JIT log of a rejected
+module becomes an ``IRError``).
 """
 
 from __future__ import annotations
@@ -114,18 +119,32 @@ class CudaDevice:
         import pycuda.driver as cuda
         from pycuda.tools import DeviceMemoryPool
 
-        self.cuda = cuda
         self.device = cuda.Device(device)
         self.context = self.device.make_context()
         major, minor = self.device.compute_capability()
-        self.sm = sm if sm is not None else major * 10 + minor
-        self.pool = DeviceMemoryPool()
+        self._setup(cuda, DeviceMemoryPool(), device, sm if sm is not None else major * 10 + minor)
+
+    @classmethod
+    def over(cls, cuda, pool, ordinal: int = 0, sm: int = 90) -> CudaDevice:
+        """A device over a given pycuda-like module and memory pool, with no context of its own:
+        for the tests' stand-ins for pycuda, which record or simulate what the driver asks for."""
+        dev = cls.__new__(cls)
+        dev._setup(cuda, pool, ordinal, sm)
+        return dev
+
+    def _setup(self, cuda, pool, ordinal: int, sm: int) -> None:
+        self.cuda = cuda
+        self.ordinal = ordinal
+        self.sm = sm
+        self.pool = pool
         self.stream = cuda.Stream()
         self.streams = [cuda.Stream() for _ in range(4)]  # for async work without dependencies
         self.next_stream = 0
         self.asynchronous = False
         self.modules: dict = {}
         self.recorded: list | None = None  # with record(): the launches of the calls, for replay()
+        self.staging: dict = {}  # (schedule, slot) -> a page-locked buffer for that input's copies
+        self.prepared: dict = {}  # (module, kernel) -> the pycuda function, prepared for its parameters
 
     def close(self) -> None:
         self.pool.stop_holding()
@@ -194,18 +213,22 @@ class CudaDevice:
 
     def function(self, interp, op):
         """The pycuda function of ``op``'s kernel, loading the module's PTX on first use."""
-        key = (id(interp.module), op.module_name)
+        return self.kernel(interp.module, op.module_name, op.kernel_name, op.loc)
+
+    def kernel(self, lowered, module_name: str, kernel_name: str, loc=None):
+        """The pycuda function ``kernel_name`` of a lowered module, its PTX loaded once."""
+        key = (id(lowered), module_name)
         module = self.modules.get(key)
         if module is None:
             from . import render_ptx
 
-            ptx = render_ptx(interp.module, self.sm)
+            ptx = render_ptx(lowered, self.sm)
             try:
                 module = self.cuda.module_from_buffer(ptx.encode())
             except self.cuda.Error as e:
-                raise IRError(f"the CUDA driver rejected the PTX of '@{op.module_name}': {e}", op.loc) from None
+                raise IRError(f"the CUDA driver rejected the PTX of '@{module_name}': {e}", loc) from None
             self.modules[key] = module
-        return module.get_function(op.kernel_name)
+        return module.get_function(kernel_name)
 
     def launch(self, interp, op, region, grid, block, kernel_args) -> None:
         if kernel_args is None:
@@ -229,6 +252,190 @@ class CudaDevice:
         if self.recorded is not None:
             self.recorded.append((fn, params, grid, block))
 
+    # -- device arrays ----------------------------------------------------------------------------
+
+    def stream_handle(self) -> int:
+        """The handle of the stream synchronous work goes to (a DLPack producer orders its work before it)."""
+        return int(self.stream.handle)
+
+    def synchronize_context(self) -> None:
+        self.cuda.Context.synchronize()
+
+    def to_device(self, a):
+        """A ``DeviceArray`` holding a copy of numpy array ``a`` (memory from the pool)."""
+        from .arrays import DeviceArray
+
+        a = np.ascontiguousarray(a)
+        allocation = self._allocate(a.nbytes, "to_device")
+        self.cuda.memcpy_htod(int(allocation), a)
+        return DeviceArray(allocation, a.shape, a.dtype, self)
+
+    def copy_to_host(self, array) -> np.ndarray:
+        """``DeviceArray.get()``: after the work issued so far, a numpy copy."""
+        self.wait(None, None)
+        out = np.empty(array.shape, array.dtype)
+        if out.nbytes:
+            self.cuda.memcpy_dtoh(out, array.ptr)
+        return out
+
+    def _allocate(self, nbytes: int, what: str):
+        try:
+            return self.pool.allocate(max(1, nbytes))
+        except self.cuda.MemoryError:
+            raise MemoryError(f"out of device memory ({nbytes} bytes for {what})") from None
+
+    # -- the schedule of a host function (runtime/gpu/schedule.py), replayed ---------------------
+
+    def run_schedule(self, lowered, sched, args):
+        """Call a host function through its schedule: numpy arguments are copied in through
+        page-locked buffers (one per input, kept for the next call) and the results copied back
+        into new numpy arrays; device arrays (``DeviceArray``, CUDA array interface, DLPack on
+        the GPU) are read where they are, and when any argument is one the results stay on
+        the device and come back as ``DeviceArray``s."""
+        from irc.interpreter import to_runtime
+        from irc.semantics import Buffer
+
+        from . import schedule as S
+        from .arrays import DeviceArray, device_view
+
+        if len(args) != len(sched.params):
+            raise TypeError(f"@{sched.name} takes {len(sched.params)} argument(s), got {len(args)}")
+        views, hosts = [None] * len(args), [None] * len(args)
+        for i, (a, (pname, t)) in enumerate(zip(args, sched.params)):
+            what = f"argument {i} ('{pname}') of @{sched.name}"
+            view = device_view(a, what, tuple(t.shape), _dtype(t), self)
+            if view is None:
+                host = to_runtime(a, t, what)
+                hosts[i] = host.array if isinstance(host, Buffer) else host  # a memref parameter: the caller's array
+            else:
+                views[i] = view
+        on_device = any(v is not None for v in views)
+        slots: list = [None] * len(sched.slots)
+        owned: dict = {}  # slot -> the pool allocation this call made for it
+        borrowed, kept, skipped = set(), set(), set()
+        for s, info in enumerate(sched.slots):
+            if info.kind == "arg":
+                slots[s] = hosts[info.param] if views[info.param] is None else views[info.param]
+        if on_device:
+            for r in sched.results:
+                d = r.device_slot
+                if d >= 0 and d not in kept and not (sched.slots[d].borrowable and views[sched.slots[d].param]):
+                    kept.add(d)
+                    skipped.add(r.copy_step)
+        events: list = [None] * sched.tokens
+        needs_event = sched.joins_needing_events
+        cuda = self.cuda
+        for k, step in enumerate(sched.steps):
+            kind = type(step)
+            if kind is S.Alloc:
+                info = sched.slots[step.slot]
+                if info.borrowable and views[info.param] is not None:
+                    slots[step.slot] = views[info.param].ptr  # the caller's memory: no copy in
+                    borrowed.add(step.slot)
+                else:
+                    owned[step.slot] = self._allocate(info.nbytes, f"@{sched.name}")
+                    slots[step.slot] = int(owned[step.slot])
+            elif kind is S.View:
+                info = sched.slots[step.slot]
+                slots[step.slot] = slots[info.base] + info.offset
+            elif kind is S.Copy:
+                if k in skipped or (step.direction == "htod" and step.dst in borrowed):
+                    continue
+                stream = self._schedule_stream(step.stream, step.waits, events)
+                src, dst = slots[step.src], slots[step.dst]
+                if step.direction == "htod" and isinstance(src, np.ndarray):
+                    staged = self._staged(sched, step.src, src)
+                    cuda.memcpy_htod_async(dst, staged, stream)
+                elif step.direction == "htod":  # a device argument into a buffer a kernel writes
+                    cuda.memcpy_dtod_async(dst, src.ptr, sched.slots[step.dst].nbytes, stream)
+                elif step.direction == "dtoh":
+                    if dst is None:
+                        info = sched.slots[step.dst]
+                        dst = slots[step.dst] = np.empty(info.shape, info.dtype)
+                    cuda.memcpy_dtoh_async(dst, src, stream)
+                    if step.stream == S.SYNC:
+                        stream.synchronize()
+                else:
+                    cuda.memcpy_dtod_async(dst, src, sched.slots[step.src].nbytes, stream)
+                if step.token in needs_event:
+                    events[step.token] = self._event(stream)
+            elif kind is S.Launch:
+                stream = self._schedule_stream(step.stream, step.waits, events)
+                params = []
+                for what, x in step.args:
+                    if what == "slot":
+                        params.append(slots[x])
+                        params.extend(sched.slots[x].shape)
+                    else:
+                        params.append(x)
+                self._prepared(lowered, step).prepared_async_call(step.grid, step.block, stream, *params)
+                if step.token in needs_event:
+                    events[step.token] = self._event(stream)
+            elif kind is S.Join:
+                stream = self._schedule_stream(step.stream, step.waits, events)
+                if step.token in needs_event:
+                    events[step.token] = self._event(stream)
+            elif kind is S.Wait:
+                if step.tokens is None:
+                    self.wait(None, None)
+                else:
+                    for t in step.tokens:
+                        if events[t] is not None:
+                            events[t].synchronize()
+            elif kind is S.Free:
+                if step.slot not in borrowed and step.slot not in kept:
+                    owned.pop(step.slot).free()
+        self.wait(None, None)
+        out = []
+        for r in sched.results:
+            if r.param >= 0:
+                out.append(args[r.param])
+            elif r.slot < 0:
+                out.append(r.value)
+            elif r.device_slot in kept:
+                info = sched.slots[r.device_slot]
+                out.append(DeviceArray(owned[r.device_slot], info.shape, info.dtype, self))
+            else:
+                host = slots[r.slot]
+                if host is None:  # nothing was copied into it
+                    info = sched.slots[r.slot]
+                    host = np.empty(info.shape, info.dtype)
+                out.append(self.to_device(host) if on_device else host)
+        return out[0] if len(out) == 1 else tuple(out) if out else None
+
+    def _schedule_stream(self, index: int, waits, events):
+        if index < 0:  # synchronous: after everything issued before it
+            self.wait(None, None)
+            return self.stream
+        stream = self.streams[index]
+        for d in waits:
+            if events[d] is not None:
+                stream.wait_for_event(events[d])
+        return stream
+
+    def _event(self, stream):
+        event = self.cuda.Event()
+        event.record(stream)
+        return event
+
+    def _staged(self, sched, slot: int, array: np.ndarray):
+        """``array`` copied into the page-locked buffer of this input (made on first use)."""
+        key = (id(sched), slot)
+        buf = self.staging.get(key)
+        if buf is None:
+            buf = self.staging[key] = self.cuda.pagelocked_empty(array.shape, array.dtype)
+        np.copyto(buf, array)
+        return buf
+
+    def _prepared(self, lowered, launch):
+        key = (id(lowered), launch.module, launch.kernel)
+        fn = self.prepared.get(key)
+        if fn is None:
+            fn = self.kernel(lowered, launch.module, launch.kernel)
+            fn.prepare(launch.signature)
+            self.prepared[key] = fn
+        return fn
+
     def record(self) -> None:
         """Keep the launches of the calls that follow (their buffers are kept alive too), so that
         ``replay`` can time the kernels alone, without the copies of the host function."""
@@ -250,25 +457,71 @@ class CudaDevice:
 
 
 class GPUExecutable:
-    """``exe.f(*numpy arrays)``: the host functions of a lowered module run on a CUDA device.
+    """``exe.f(*arrays)``: the host functions of a lowered module run on a CUDA device.
 
-    Arrays are copied to the device and the results back (the copies the host IR spells out)."""
+    A host function that is straight-line code over static shapes (what the GPU stages make)
+    runs from its schedule (``runtime/gpu/schedule.py``: no interpreter per call), taking numpy
+    arrays (copied in through page-locked buffers, results copied back into new arrays) or
+    device arrays (read in place; the results then stay on the device as ``DeviceArray``s).
+    Any other host function is run by the interpreter with this device behind its gpu ops, on
+    numpy arrays only."""
 
     def __init__(self, lowered, device: CudaDevice | None = None):
         self.module = lowered
-        self.device = device or CudaDevice()
+        self.device = device or default_device()
+        self.schedules: dict = {}  # name -> Schedule, or the NotSchedulable reason
+
+    def schedule(self, name: str):
+        """The schedule of host function ``name``, or why it has none (a string)."""
+        from .schedule import NotSchedulable, build_schedule
+
+        if name not in self.schedules:
+            try:
+                self.schedules[name] = build_schedule(self.module, name)
+            except NotSchedulable as e:
+                self.schedules[name] = str(e)
+        return self.schedules[name]
 
     def __getattr__(self, name: str):
         from irc.interpreter import Interpreter
 
+        if name.startswith("__"):
+            raise AttributeError(name)
         self.module.function(name)  # a clear error for a name the module lacks
+        sched = self.schedule(name)
+        if not isinstance(sched, str):
+            return lambda *args: self.device.run_schedule(self.module, sched, args)
 
         def call(*args):
+            from .arrays import device_view
+
+            for i, (a, t) in enumerate(zip(args, self.module.function(name).function_type.inputs)):
+                if getattr(t, "shape", None) is not None and device_view(
+                        a, f"argument {i} of @{name}", tuple(t.shape), _dtype(t), self.device) is not None:
+                    raise TypeError(f"argument {i} of @{name} is a device array, but @{name} runs in the "
+                                    f"interpreter ({sched}): pass numpy arrays")
             interp = Interpreter(self.module)
             interp.gpu_device = self.device
             return interp.run(name, *args)
 
         return call
+
+
+_DEFAULT: CudaDevice | None = None
+
+
+def default_device() -> CudaDevice:
+    """The process's device (device 0, one context), made on first use: what ``irc.compile(m,
+    target="gpu")`` and ``irc.gpu.to_device`` share, so that their arrays meet."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = CudaDevice()
+    return _DEFAULT
+
+
+def to_device(a):
+    """``irc.gpu.to_device``: a copy of numpy array ``a`` on the default device."""
+    return default_device().to_device(a)
 
 
 def compile(module, device: CudaDevice | None = None) -> GPUExecutable:

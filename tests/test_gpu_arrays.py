@@ -75,6 +75,9 @@ class FakeCuda:
             def synchronize(self):
                 pass
 
+            def time_till(self, other):
+                return 2.0  # milliseconds
+
         self.Allocation, self.Stream, self.Event = Allocation, Stream, Event
         self.Context = types.SimpleNamespace(synchronize=lambda: fake.calls.append(("context_sync",)))
         self.pool = types.SimpleNamespace(allocate=Allocation)
@@ -415,3 +418,18 @@ def test_only_buffers_no_kernel_writes_may_borrow_the_callers_memory():
     sched = build_schedule(irc.parse(ROWSUM), "main")
     device_slots = [s for s in sched.slots if s.kind == "device"]
     assert [s.borrowable for s in device_slots] == [True, False]  # the input is only read; the output written
+
+
+def test_record_and_replay_time_the_kernels_of_a_scheduled_call():
+    """What benchmarks/gpu.py does: record a call's launches (their memory kept), replay them."""
+    text = TENSOR_PROGRAMS["mlp_softmax"]
+    fake = FakeCuda()
+    exe = _compile(text, fake)
+    exe.device.record()
+    exe.f(*_inputs(text, seed=8))
+    kernels = [c[1] for c in fake.calls if c[0] == "launch"]
+    assert len(exe.device.recorded) == len(kernels) == 4
+    assert ("free",) not in fake.calls  # the recorded launches' buffers stay allocated
+    fake.calls.clear()
+    assert exe.device.replay(repeats=3) == pytest.approx(2e-3 / 3)
+    assert [c[1] for c in fake.calls if c[0] == "launch"] == kernels * 4  # a warm-up, then three repeats

@@ -143,6 +143,7 @@ class CudaDevice:
         self.asynchronous = False
         self.modules: dict = {}
         self.recorded: list | None = None  # with record(): the launches of the calls, for replay()
+        self.recorded_memory: list = []  # the allocations those launches use, kept alive
         self.staging: dict = {}  # (schedule, slot) -> a page-locked buffer for that input's copies
         self.prepared: dict = {}  # (module, kernel) -> the pycuda function, prepared for its parameters
 
@@ -164,8 +165,10 @@ class CudaDevice:
         if buf.freed:
             raise interp.fault(op, "buffer freed twice")
         buf.freed = True
-        if self.recorded is None:  # recorded launches still use it
+        if self.recorded is None:
             buf.allocation.free()  # back to the pool
+        else:  # recorded launches still use it
+            self.recorded_memory.append(buf.allocation)
 
     def memcpy(self, interp, op, dst, src) -> None:
         cuda = self.cuda
@@ -250,7 +253,7 @@ class CudaDevice:
                 raise interp.fault(op, f"a kernel argument of type {t} is not supported by the pycuda driver")
         fn(*params, grid=grid, block=block, stream=self.stream)
         if self.recorded is not None:
-            self.recorded.append((fn, params, grid, block))
+            self.recorded.append((fn, params, grid, block, False))
 
     # -- device arrays ----------------------------------------------------------------------------
 
@@ -368,7 +371,10 @@ class CudaDevice:
                         params.extend(sched.slots[x].shape)
                     else:
                         params.append(x)
-                self._prepared(lowered, step).prepared_async_call(step.grid, step.block, stream, *params)
+                fn = self._prepared(lowered, step)
+                fn.prepared_async_call(step.grid, step.block, stream, *params)
+                if self.recorded is not None:
+                    self.recorded.append((fn, params, step.grid, step.block, True))
                 if step.token in needs_event:
                     events[step.token] = self._event(stream)
             elif kind is S.Join:
@@ -383,7 +389,11 @@ class CudaDevice:
                         if events[t] is not None:
                             events[t].synchronize()
             elif kind is S.Free:
-                if step.slot not in borrowed and step.slot not in kept:
+                if step.slot in borrowed or step.slot in kept:
+                    continue
+                if self.recorded is not None:  # recorded launches still use it
+                    self.recorded_memory.append(owned.pop(step.slot))
+                else:
                     owned.pop(step.slot).free()
         self.wait(None, None)
         out = []
@@ -440,17 +450,24 @@ class CudaDevice:
         """Keep the launches of the calls that follow (their buffers are kept alive too), so that
         ``replay`` can time the kernels alone, without the copies of the host function."""
         self.recorded = []
+        self.recorded_memory = []
 
     def replay(self, repeats: int = 10) -> float:
         """Run the recorded launches ``repeats`` times; the mean seconds per repeat (CUDA events)."""
         start, end = self.cuda.Event(), self.cuda.Event()
         self.wait(None, None)
-        for fn, params, grid, block in self.recorded:  # warm up
-            fn(*params, grid=grid, block=block, stream=self.stream)
+
+        def launch_all():
+            for fn, params, grid, block, prepared in self.recorded:
+                if prepared:
+                    fn.prepared_async_call(grid, block, self.stream, *params)
+                else:
+                    fn(*params, grid=grid, block=block, stream=self.stream)
+
+        launch_all()  # warm up
         start.record(self.stream)
         for _ in range(repeats):
-            for fn, params, grid, block in self.recorded:
-                fn(*params, grid=grid, block=block, stream=self.stream)
+            launch_all()
         end.record(self.stream)
         end.synchronize()
         return start.time_till(end) / 1e3 / repeats

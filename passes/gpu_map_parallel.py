@@ -40,7 +40,7 @@ from irc.attributes import IntegerAttr, TypeAttr
 from irc.builder import Builder
 from irc.diagnostics import IRError
 from irc.passmanager import Pass
-from irc.types import MemRefType, i32
+from irc.types import MemRefType, i32, i64
 
 from .gpu_memory import give_device_buffers, restore_tensor_signature
 
@@ -481,8 +481,10 @@ def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int) -> None:
     workgroup memory, every thread loading a few elements with consecutive threads on
     consecutive addresses of the operand; the next step's elements are loaded into registers
     before the products of this one (their latency hides behind ``bk * tm * tn`` fmas), stored
-    after a barrier.  Guards (zeros past the edges of A and B, no stores past those of C) are
-    emitted only where a size is not a multiple of its tile."""
+    after a barrier.  A thread's rows and columns come in runs of four whose first load carries
+    ``alignment = 16`` (the renderer's cue for one 16-byte shared load per run).  Guards (zeros
+    past the edges of A and B, no stores past those of C) are emitted only where a size is not
+    a multiple of its tile."""
     from irc.dialects.gpu import WORKGROUP, BarrierOp
 
     a, bmat, c, ta, tb, m, n, k, elem, add, mul = nest
@@ -570,13 +572,22 @@ def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int) -> None:
         # apart (a warp's 16 neighbouring lanes read 16 consecutive words of Bs, one per bank,
         # the other half-warp the same ones, and store 64 contiguous bytes of C).
         row_offsets, row_base = _register_layout(ty, tm, t, 4)
-        col_offsets, col_base = _register_layout(tx, tn, t, 1)
+        col_offsets, col_base = _register_layout(tx, tn, t, 4)
+
+        def aligned_load(tile, kk, base, offset, run):
+            """A load of a thread's run of four that starts at a multiple of four elements of
+            a row whose length is one too: the 16 bytes are aligned, promised to the renderer."""
+            v = b.load(tile, [kk, base + offset])
+            width = tile.type.shape[1]
+            if run == 4 and offset % 4 == 0 and width % 4 == 0:
+                v.value.defining_op.attributes["alignment"] = IntegerAttr(16, i64)
+            return v
 
         def products(accs):
             accs = list(accs)
             for kk in range(bk):
-                av = [b.load(tile_a, [kk, row_base + o]) for o in row_offsets]
-                bv = [b.load(tile_b, [kk, col_base + o]) for o in col_offsets]
+                av = [aligned_load(tile_a, kk, row_base, o, min(4, tm)) for o in row_offsets]
+                bv = [aligned_load(tile_b, kk, col_base, o, min(4, tn)) for o in col_offsets]
                 for i in range(tm):
                     for j in range(tn):
                         acc = accs[i * tn + j]

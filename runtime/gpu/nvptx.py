@@ -181,6 +181,18 @@ def _return(self, b, op):
     b.ret_void()
 
 
+@_kernel_handler("memref.load")
+def _load(self, b, op):
+    """The CPU's load, with the ``alignment`` (bytes) a pass may promise for the address: four
+    adjacent loads whose first is 16-byte aligned become one ``ld.v4`` (LLVM's load-store
+    vectoriser), which it cannot prove through the generic pointers of a kernel's buffers."""
+    value = cpu._HANDLERS["memref.load"](self, b, op)
+    align = op.attributes.get("alignment")
+    if align is not None and isinstance(value, ir.LoadInstr):
+        value.align = int(align.value)
+    return value
+
+
 @_kernel_handler("memref.alloca")
 def _alloca(self, b, op):
     from irc.dialects.gpu import PRIVATE, WORKGROUP

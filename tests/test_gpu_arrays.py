@@ -433,3 +433,16 @@ def test_record_and_replay_time_the_kernels_of_a_scheduled_call():
     fake.calls.clear()
     assert exe.device.replay(repeats=3) == pytest.approx(2e-3 / 3)
     assert [c[1] for c in fake.calls if c[0] == "launch"] == kernels * 4  # a warm-up, then three repeats
+
+
+def test_a_launch_the_device_cannot_run_is_reported_at_the_op():
+    """The schedule leaves such a launch to the interpreter's path, which names the op."""
+    text = ROWSUM.replace("%c8 = arith.constant 8 : index\n  %d", "%c8 = arith.constant 2048 : index\n  %d")
+    with pytest.raises(NotSchedulable, match="outside what a device runs"):
+        build_schedule(irc.parse(text), "main")
+    fake = FakeCuda()
+    exe = driver.GPUExecutable(irc.parse(text), _device(fake))
+    fake.lowered = exe.module
+    with pytest.raises(irc.diagnostics.InterpreterError, match="outside what a device runs"):
+        exe.main(np.zeros((4, 8), np.float32), np.zeros(4, np.float32))
+    assert not [c for c in fake.calls if c[0] == "launch"]

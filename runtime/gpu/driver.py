@@ -120,7 +120,10 @@ class CudaDevice:
         from pycuda.tools import DeviceMemoryPool
 
         self.device = cuda.Device(device)
-        self.context = self.device.make_context()
+        # The device's primary context, the one the CUDA runtime (torch, cupy, JAX) uses: their
+        # pointers are then valid in irc's kernels, and irc's in theirs.
+        self.context = self.device.retain_primary_context()
+        self.context.push()
         major, minor = self.device.compute_capability()
         self._setup(cuda, DeviceMemoryPool(), device, sm if sm is not None else major * 10 + minor)
 

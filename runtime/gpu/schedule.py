@@ -305,6 +305,8 @@ def build_schedule(module, name: str) -> Schedule:
             if kernel is None:
                 raise NotSchedulable(f"no kernel @{op.module_name}::@{op.kernel_name}")
             sizes = tuple(int(const(v)) for v in op.sizes)
+            if not _runnable(sizes):  # the interpreter's path reports it at the op
+                raise NotSchedulable("a launch outside what a device runs")
             written = _written_params(kernel)
             launch_args, fmt = [], ""
             for i, v in enumerate(op.kernel_args):
@@ -364,6 +366,14 @@ def build_schedule(module, name: str) -> Schedule:
             slot_info.param = sched.slots[copies[0][1]].param
     sched.joins_needing_events = frozenset(waited_elsewhere)
     return sched
+
+
+def _runnable(sizes: tuple) -> bool:
+    from irc.dialects.gpu import MAX_BLOCK, MAX_GRID, MAX_THREADS_PER_BLOCK
+
+    grid, block = sizes[:3], sizes[3:]
+    return all(1 <= n <= limit for n, limit in zip(grid + block, MAX_GRID + MAX_BLOCK)) \
+        and block[0] * block[1] * block[2] <= MAX_THREADS_PER_BLOCK
 
 
 def _root(sched: Schedule, s: int) -> int:

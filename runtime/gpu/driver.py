@@ -109,6 +109,16 @@ def _dtype(t: MemRefType):
     return np.dtype(storage_dtype(t))
 
 
+def _host_argument(a, t, what: str):
+    """A host argument as the interpreter takes it (checked dtype and shape); a memref
+    parameter's numpy array itself (a result may be copied into it)."""
+    from irc.interpreter import to_runtime
+    from irc.semantics import Buffer
+
+    host = to_runtime(a, t, what)
+    return host.array if isinstance(host, Buffer) else host
+
+
 class CudaDevice:
     """The simulator's interface (dialects/gpu.py ``Simulator``) on a real device."""
 
@@ -298,107 +308,96 @@ class CudaDevice:
         into new numpy arrays; device arrays (``DeviceArray``, CUDA array interface, DLPack on
         the GPU) are read where they are, and when any argument is one the results stay on
         the device and come back as ``DeviceArray``s."""
-        from irc.interpreter import to_runtime
-        from irc.semantics import Buffer
-
         from . import schedule as S
         from .arrays import DeviceArray, device_view
 
         if len(args) != len(sched.params):
             raise TypeError(f"@{sched.name} takes {len(sched.params)} argument(s), got {len(args)}")
         views, hosts = [None] * len(args), [None] * len(args)
-        for i, (a, (pname, t)) in enumerate(zip(args, sched.params)):
+        for i, (a, (pname, t, shape, dtype)) in enumerate(zip(args, sched.params)):
+            if type(a) is DeviceArray and a.device is self and a.shape == shape and a.dtype == dtype:
+                views[i] = a  # the common case, checked here without device_view's work
+                continue
             what = f"argument {i} ('{pname}') of @{sched.name}"
-            view = device_view(a, what, tuple(t.shape), _dtype(t), self)
+            view = device_view(a, what, shape, dtype, self)
             if view is None:
-                host = to_runtime(a, t, what)
-                hosts[i] = host.array if isinstance(host, Buffer) else host  # a memref parameter: the caller's array
+                hosts[i] = _host_argument(a, t, what)
             else:
                 views[i] = view
-        on_device = any(v is not None for v in views)
+        on_device = views.count(None) < len(views)
         slots: list = [None] * len(sched.slots)
         owned: dict = {}  # slot -> the pool allocation this call made for it
         borrowed, kept, skipped = set(), set(), set()
-        for s, info in enumerate(sched.slots):
+        infos = sched.slots
+        for s, info in enumerate(infos):
             if info.kind == "arg":
                 slots[s] = hosts[info.param] if views[info.param] is None else views[info.param]
         if on_device:
             for r in sched.results:
                 d = r.device_slot
-                if d >= 0 and d not in kept and not (sched.slots[d].borrowable and views[sched.slots[d].param]):
+                if d >= 0 and d not in kept and not (infos[d].borrowable and views[infos[d].param]):
                     kept.add(d)
                     skipped.add(r.copy_step)
         events: list = [None] * sched.tokens
         needs_event = sched.joins_needing_events
         cuda = self.cuda
+        alloc_, view_, copy_, launch_ = S.Alloc, S.View, S.Copy, S.Launch
         for k, step in enumerate(sched.steps):
             kind = type(step)
-            if kind is S.Alloc:
-                info = sched.slots[step.slot]
+            if kind is alloc_:
+                info = infos[step.slot]
                 if info.borrowable and views[info.param] is not None:
                     slots[step.slot] = views[info.param].ptr  # the caller's memory: no copy in
                     borrowed.add(step.slot)
                 else:
                     owned[step.slot] = self._allocate(info.nbytes, f"@{sched.name}")
                     slots[step.slot] = int(owned[step.slot])
-            elif kind is S.View:
-                info = sched.slots[step.slot]
+                continue
+            if kind is view_:
+                info = infos[step.slot]
                 slots[step.slot] = slots[info.base] + info.offset
-            elif kind is S.Copy:
+                continue
+            if kind is copy_:
                 if k in skipped or (step.direction == "htod" and step.dst in borrowed):
                     continue
                 stream = self._schedule_stream(step.stream, step.waits, events)
                 src, dst = slots[step.src], slots[step.dst]
                 if step.direction == "htod" and isinstance(src, np.ndarray):
-                    staged = self._staged(sched, step.src, src)
-                    cuda.memcpy_htod_async(dst, staged, stream)
+                    cuda.memcpy_htod_async(dst, self._staged(sched, step.src, src), stream)
                 elif step.direction == "htod":  # a device argument into a buffer a kernel writes
-                    cuda.memcpy_dtod_async(dst, src.ptr, sched.slots[step.dst].nbytes, stream)
+                    cuda.memcpy_dtod_async(dst, src.ptr, infos[step.dst].nbytes, stream)
                 elif step.direction == "dtoh":
                     if dst is None:
-                        info = sched.slots[step.dst]
+                        info = infos[step.dst]
                         dst = slots[step.dst] = np.empty(info.shape, info.dtype)
                     cuda.memcpy_dtoh_async(dst, src, stream)
-                    if step.stream == S.SYNC:
-                        stream.synchronize()
                 else:
-                    cuda.memcpy_dtod_async(dst, src, sched.slots[step.src].nbytes, stream)
-                if step.token in needs_event:
-                    events[step.token] = self._event(stream)
-            elif kind is S.Launch:
+                    cuda.memcpy_dtod_async(dst, src, infos[step.src].nbytes, stream)
+            elif kind is launch_:
                 stream = self._schedule_stream(step.stream, step.waits, events)
                 params = []
                 for what, x in step.args:
                     if what == "slot":
                         params.append(slots[x])
-                        params.extend(sched.slots[x].shape)
+                        params.extend(infos[x].shape)
                     else:
                         params.append(x)
                 fn = self._prepared(lowered, step)
                 fn.prepared_async_call(step.grid, step.block, stream, *params)
                 if self.recorded is not None:
                     self.recorded.append((fn, params, step.grid, step.block, True))
-                if step.token in needs_event:
-                    events[step.token] = self._event(stream)
-            elif kind is S.Join:
+            else:  # Join
                 stream = self._schedule_stream(step.stream, step.waits, events)
-                if step.token in needs_event:
-                    events[step.token] = self._event(stream)
-            elif kind is S.Wait:
-                if step.tokens is None:
-                    self.wait(None, None)
-                else:
-                    for t in step.tokens:
-                        if events[t] is not None:
-                            events[t].synchronize()
-            elif kind is S.Free:
-                if step.slot in borrowed or step.slot in kept:
-                    continue
-                if self.recorded is not None:  # recorded launches still use it
-                    self.recorded_memory.append(owned.pop(step.slot))
-                else:
-                    owned.pop(step.slot).free()
-        self.wait(None, None)
+            if step.token in needs_event:
+                events[step.token] = self._event(stream)
+        self._wait_streams(sched.streams)  # the host reads nothing before this
+        for s in sched.frees:
+            if s in borrowed or s in kept:
+                continue
+            if self.recorded is not None:  # recorded launches still use it
+                self.recorded_memory.append(owned.pop(s))
+            else:
+                owned.pop(s).free()
         out = []
         for r in sched.results:
             if r.param >= 0:
@@ -406,15 +405,19 @@ class CudaDevice:
             elif r.slot < 0:
                 out.append(r.value)
             elif r.device_slot in kept:
-                info = sched.slots[r.device_slot]
+                info = infos[r.device_slot]
                 out.append(DeviceArray(owned[r.device_slot], info.shape, info.dtype, self))
             else:
                 host = slots[r.slot]
                 if host is None:  # nothing was copied into it
-                    info = sched.slots[r.slot]
+                    info = infos[r.slot]
                     host = np.empty(info.shape, info.dtype)
                 out.append(self.to_device(host) if on_device else host)
         return out[0] if len(out) == 1 else tuple(out) if out else None
+
+    def _wait_streams(self, indices) -> None:
+        for i in indices:
+            (self.stream if i < 0 else self.streams[i]).synchronize()
 
     def _schedule_stream(self, index: int, waits, events):
         if index < 0:  # synchronous: after everything issued before it

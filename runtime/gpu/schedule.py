@@ -4,8 +4,8 @@ After ``GPU_STAGES`` a host function is straight-line code over static shapes: c
 arguments made host buffers (``bufferization.to_memref``), device allocations, copies and
 launches (usually ``async``, ordered by tokens), views of device buffers, waits and frees, and
 ``bufferization.to_tensor`` of the host buffers it returns.  ``build_schedule`` reads that code
-once into a list of steps (``Alloc``, ``Copy``, ``Launch``, ``View``, ``Join``, ``Wait``,
-``Free``) over numbered slots, with the stream of every asynchronous step decided here (the
+once into a list of steps (``Alloc``, ``Copy``, ``Launch``, ``View``, ``Join``) over numbered
+slots, with one wait at the end and the frees after it, with the stream of every asynchronous step decided here (the
 stream of a dependency that was the last work on its stream, else the next of ``STREAMS``) and the kernel parameters laid out; ``driver.CudaDevice.run_schedule`` replays it,
 which is Python work per step rather than per op of the host function.
 
@@ -47,10 +47,10 @@ class Slot:
     base: int = -1
     offset: int = 0
     borrowable: bool = False  # a device buffer that only receives argument ``param`` and is never written
+    nbytes: int = 0
 
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+    def __post_init__(self) -> None:
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
 
 @dataclass(frozen=True)
@@ -101,18 +101,6 @@ class Join:
 
 
 @dataclass(frozen=True)
-class Wait:
-    """``gpu.wait``: the host waits for ``tokens`` (None: for everything)."""
-
-    tokens: tuple | None
-
-
-@dataclass(frozen=True)
-class Free:
-    slot: int
-
-
-@dataclass(frozen=True)
 class Result:
     """A returned value: the host buffer ``slot``, argument ``param`` or the constant ``value``.
     ``device_slot``/``copy_step``: the whole device allocation the buffer is copied from, by
@@ -127,13 +115,20 @@ class Result:
 
 @dataclass
 class Schedule:
+    """The steps of one host function.  ``steps`` hold no host waits and no frees: the host
+    reads nothing before it returns, so one wait for ``streams`` at the end is enough, after
+    which the device buffers ``frees`` go back to the pool (a buffer's memory is therefore not
+    reused within the call that frees it, as it could be by the interpreted host function)."""
+
     name: str
-    params: list  # (name, TensorType) per argument
+    params: list  # (name, type, shape, numpy dtype) per argument
     slots: list = field(default_factory=list)
     steps: list = field(default_factory=list)
     results: list = field(default_factory=list)
     tokens: int = 0
     joins_needing_events: frozenset = frozenset()  # tokens waited on from another stream or the host
+    streams: tuple = ()  # the streams its steps use (SYNC for synchronous ones): what a full wait waits for
+    frees: list = field(default_factory=list)  # device slots freed after the final wait
 
 
 def _dtype(t) -> np.dtype:
@@ -179,7 +174,11 @@ def build_schedule(module, name: str) -> Schedule:
     func = module.function(name)
     ft = func.function_type
     args = list(func.body.entry.args)
-    sched = Schedule(name, [(a.name_hint or f"arg{i}", t) for i, (a, t) in enumerate(zip(args, ft.inputs))])
+    params = []
+    for i, (a, t) in enumerate(zip(args, ft.inputs)):
+        shaped = isinstance(t, (TensorType, MemRefType))
+        params.append((a.name_hint or f"arg{i}", t, tuple(t.shape) if shaped else None, _dtype(t) if shaped else None))
+    sched = Schedule(name, params)
     if func.body.first_block is not func.body.last_block:
         raise NotSchedulable("control flow in the host function")
     values: dict = {}  # SSA value -> ("const", v) | ("slot", n) | ("token", n) | ("tensor", param)
@@ -334,13 +333,11 @@ def build_schedule(module, name: str) -> Schedule:
                 stream, waits = place(deps)
                 token = new_token(op, stream)
                 sched.steps.append(Join(waits, token, stream))
-            else:
-                waited_elsewhere.update(deps)
-                sched.steps.append(Wait(deps if op.operands else None))
+            # A host wait: the host reads nothing before it returns, where the final wait is.
         elif n == "gpu.dealloc":
             if op.results or len(op.operands) != 1:
                 raise NotSchedulable("an asynchronous gpu.dealloc")
-            sched.steps.append(Free(operand(op.operands[0])[1]))
+            sched.frees.append(operand(op.operands[0])[1])
         elif n == "memref.dealloc":
             pass  # a host buffer: the call's arrays are Python's to free
         elif n == "bufferization.to_tensor":
@@ -365,6 +362,7 @@ def build_schedule(module, name: str) -> Schedule:
             slot_info.borrowable = True
             slot_info.param = sched.slots[copies[0][1]].param
     sched.joins_needing_events = frozenset(waited_elsewhere)
+    sched.streams = tuple(sorted({s.stream for s in sched.steps if hasattr(s, "stream")}))
     return sched
 
 

@@ -480,8 +480,8 @@ def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int) -> None:
     Each step of ``bk`` stages A's tile (transposed: ``As[k][row]``) and B's (``Bs[k][col]``) in
     workgroup memory, every thread loading a few elements with consecutive threads on
     consecutive addresses of the operand; the next step's elements are loaded into registers
-    before the products of this one (their latency hides behind ``bk * tm * tn`` fmas), stored
-    after a barrier.  A thread's rows and columns come in runs of four whose first load carries
+    before the products of this one (their latency hides behind ``bk * tm * tn`` fmas) and
+    stored into the other of two buffers, then one barrier.  A thread's rows and columns come in runs of four whose first load carries
     ``alignment = 16`` (the renderer's cue for one 16-byte shared load per run).  Guards (zeros
     past the edges of A and B, no stores past those of C) are emitted only where a size is not
     a multiple of its tile."""
@@ -514,8 +514,10 @@ def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int) -> None:
         row0, col0 = by * bm, bx * bn
         # A tile staged from an operand contiguous along k is written down its columns: four
         # words of padding per row put the eight k of a row in eight different banks.
-        tile_a = b.op("memref.alloca", result=MemRefType([bk, bm + (0 if ta else 4)], elem, WORKGROUP))
-        tile_b = b.op("memref.alloca", result=MemRefType([bk, bn + (4 if tb else 0)], elem, WORKGROUP))
+        # Two of each (double buffering): a step reads one while the next step's tile is stored
+        # into the other, so one barrier per step suffices.
+        tile_a = b.op("memref.alloca", result=MemRefType([2, bk, bm + (0 if ta else 4)], elem, WORKGROUP))
+        tile_b = b.op("memref.alloca", result=MemRefType([2, bk, bn + (4 if tb else 0)], elem, WORKGROUP))
 
         def staging(rows: int, along_rows: bool):
             """For each element a thread stages of a ``bk`` x ``rows`` tile: its (k, row) in the
@@ -559,14 +561,14 @@ def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int) -> None:
                 values.append(v if cond is None else b.op("arith.select", cond, v, zero, result=elem))
             return values
 
-        def store_step(values):
+        def store_step(values, buffer):
             for k_index, ((kl, xl), exists) in enumerate(stage_a + stage_b):
                 target = tile_a if k_index < len(stage_a) else tile_b
                 if exists is None:
-                    b.store(values[k_index], target, [kl, xl])
+                    b.store(values[k_index], target, [buffer, kl, xl])
                 else:
                     with b.if_(exists) as branch, branch.then_():
-                        b.store(values[k_index], target, [kl, xl])
+                        b.store(values[k_index], target, [buffer, kl, xl])
 
         # A thread's rows in runs of four (16 bytes: room for vector loads); its columns one
         # apart (a warp's 16 neighbouring lanes read 16 consecutive words of Bs, one per bank,
@@ -574,20 +576,20 @@ def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int) -> None:
         row_offsets, row_base = _register_layout(ty, tm, t, 4)
         col_offsets, col_base = _register_layout(tx, tn, t, 4)
 
-        def aligned_load(tile, kk, base, offset, run):
+        def aligned_load(tile, buffer, kk, base, offset, run):
             """A load of a thread's run of four that starts at a multiple of four elements of
             a row whose length is one too: the 16 bytes are aligned, promised to the renderer."""
-            v = b.load(tile, [kk, base + offset])
-            width = tile.type.shape[1]
+            v = b.load(tile, [buffer, kk, base + offset])
+            width = tile.type.shape[-1]
             if run == 4 and offset % 4 == 0 and width % 4 == 0:
                 v.value.defining_op.attributes["alignment"] = IntegerAttr(16, i64)
             return v
 
-        def products(accs):
+        def products(accs, buffer):
             accs = list(accs)
             for kk in range(bk):
-                av = [aligned_load(tile_a, kk, row_base, o, min(4, tm)) for o in row_offsets]
-                bv = [aligned_load(tile_b, kk, col_base, o, min(4, tn)) for o in col_offsets]
+                av = [aligned_load(tile_a, buffer, kk, row_base, o, min(4, tm)) for o in row_offsets]
+                bv = [aligned_load(tile_b, buffer, kk, col_base, o, min(4, tn)) for o in col_offsets]
                 for i in range(tm):
                     for j in range(tn):
                         acc = accs[i * tn + j]
@@ -597,7 +599,7 @@ def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int) -> None:
 
         accs = [zero] * (tm * tn)
         if steps:
-            store_step(load_step(b.index(0)))
+            store_step(load_step(b.index(0)), b.index(0))
             b.insert(BarrierOp())
             with b.for_(0, steps, inits=accs) as step:
                 # The next step's elements (the last step loads its own again: no branch, and
@@ -605,9 +607,10 @@ def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int) -> None:
                 # stores of C below and stretch their registers' lives).
                 following = b.op("arith.minui", step.iv + 1, b.index(steps - 1))
                 staged = load_step(following * bk)
-                after = products(step.args)
-                b.insert(BarrierOp())
-                store_step(staged)
+                current = b.op("arith.andi", step.iv, b.index(1))
+                after = products(step.args, current)
+                # The other buffer was last read in the previous step, before its barrier.
+                store_step(staged, b.op("arith.xori", current, b.index(1)))
                 b.insert(BarrierOp())
                 step.yield_(*after)
             accs = step.results

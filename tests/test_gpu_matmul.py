@@ -114,6 +114,19 @@ def test_default_tiles_each_thread_computes_a_block_of_c():
     assert [v.value for v in kernel.attributes["known_block_size"].elements] == [16, 16, 1]
 
 
+def test_default_tiles_with_eight_rows_per_thread():
+    """Eight rows per thread (two runs of four, 64 apart) over a ragged 130 rows: two blocks of
+    128 rows, the second mostly past the edge."""
+    m, k, n = 130, 9, 20
+    text = _program(m, k, n, ta=True)
+    lowered = gpu.lower(irc.parse(text))
+    assert matmul_tiles(m, n, 16, 8, 8) == (8, 2, 8)
+    assert _launch_sizes(lowered) == [1, 2, 1, 16, 16, 1]
+    a, b = _inputs(text, seed=13)
+    np.testing.assert_allclose(irc.interpret(lowered, "f", a, b), _reference(m, k, n, True, False, a, b),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_tiles_shrink_for_a_small_c_and_grow_to_the_option():
     assert matmul_tiles(4096, 4096, 16, 8, 8) == (8, 8, 8)
     assert matmul_tiles(20, 17, 16, 8, 8) == (2, 2, 8)

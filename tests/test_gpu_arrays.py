@@ -245,6 +245,16 @@ def test_synchronous_host_code_with_buffer_arguments():
     np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-6)
 
 
+def test_a_device_out_parameter_receives_the_result_on_the_device():
+    fake = FakeCuda()
+    exe = driver.GPUExecutable(irc.parse(ROWSUM), _device(fake))
+    fake.lowered = exe.module
+    a = np.random.default_rng(9).standard_normal((4, 8)).astype(np.float32)
+    out = exe.device.to_device(np.zeros(4, np.float32))
+    exe.main(exe.device.to_device(a), out)
+    np.testing.assert_allclose(out.get(), a.sum(axis=1), rtol=1e-6)
+
+
 def test_schedule_streams_follow_the_tokens():
     """Each async step runs on the stream of a dependency that was that stream's last work, or
     on another stream after events: the three row kernels of row_stats (all reading the one

@@ -366,6 +366,8 @@ class CudaDevice:
                     cuda.memcpy_htod_async(dst, self._staged(sched, step.src, src), stream)
                 elif step.direction == "htod":  # a device argument into a buffer a kernel writes
                     cuda.memcpy_dtod_async(dst, src.ptr, infos[step.dst].nbytes, stream)
+                elif step.direction == "dtoh" and dst is not None and not isinstance(dst, np.ndarray):
+                    cuda.memcpy_dtod_async(dst.ptr, src, infos[step.src].nbytes, stream)  # a device out-parameter
                 elif step.direction == "dtoh":
                     if dst is None:
                         info = infos[step.dst]

@@ -10,10 +10,11 @@ At the top level of each function over memrefs (what ``tensor-to-loops`` makes):
 * a matmul nest (``parallel`` loops over the rows and columns of C around one accumulator loop
   of ``a[i, k] * b[k, j]``, either operand possibly transposed) becomes a register-tiled kernel
   in the manner of the classic SGEMM kernels: ``tile`` x ``tile`` threads per block, each
-  holding up to ``thread-tile`` x ``thread-tile`` elements of C in registers; each step of
-  ``k-tile`` stages a tile of A and of B in workgroup memory (zeros past the edges), the next
-  step's elements are loaded into registers during this step's products (``math.fma``), and
-  the kernel asks for two blocks per multiprocessor (``nvvm.minctasm``, a register budget);
+  holding up to ``thread-tile`` x ``thread-tile`` elements of C in registers (fewer while the
+  grid would have fewer than ``min-blocks`` blocks); each step of ``k-tile`` stages a tile of
+  A and of B in workgroup memory (zeros past the edges, two buffers), the next step's elements
+  are loaded into registers during this step's products (``math.fma``), and the kernel asks
+  for two blocks per multiprocessor (``nvvm.minctasm``, a register budget);
 * a ``parallel`` loop whose body holds inner loops that are reductions (one accumulator, one
   combining op: a sum, max, min...) or ``parallel`` themselves (a row of a softmax, a row
   reduction) runs one block per iteration (``row-block-size`` threads): a ``parallel`` inner
@@ -96,6 +97,7 @@ class GPUMapParallel(Pass):
     tile: int = 16  # a matmul nest's block: tile x tile threads; 0: no tiled kernel
     thread_tile: int = 8  # at most thread-tile x thread-tile outputs of C per thread (registers)
     k_tile: int = 8  # the depth of A's and B's tiles staged in workgroup memory per step
+    min_blocks: int = 128  # smaller per-thread tiles while a matmul's grid has fewer blocks (0: off)
 
     def run(self, module, stats) -> None:
         if self.block_size < 1 or self.block_size > 1024:
@@ -130,7 +132,7 @@ class GPUMapParallel(Pass):
                 group = []
                 nest = _matmul_nest(op) if self.tile else None
                 if nest is not None:
-                    _map_matmul(op, nest, self.tile, self.thread_tile, self.k_tile)
+                    _map_matmul(op, nest, self.tile, self.thread_tile, self.k_tile, self.min_blocks)
                     stats.add("matmuls-tiled")
                 elif _row_mappable(op):
                     _map_rows(op, self.row_block_size)
@@ -453,13 +455,21 @@ def _pow2_at_least(n: int) -> int:
     return p
 
 
-def matmul_tiles(m: int, n: int, t: int, thread_tile: int, k_tile: int) -> tuple[int, int, int]:
+def matmul_tiles(m: int, n: int, t: int, thread_tile: int, k_tile: int,
+                 min_blocks: int = 0) -> tuple[int, int, int]:
     """(rows, columns) of C that each of the ``t`` x ``t`` threads computes, and the depth of a
     step: at most ``thread_tile`` x ``thread_tile`` outputs per thread, fewer for a small C (no
-    block should be mostly past the edge), and a depth at which every thread stages at least
+    block should be mostly past the edge), halved (the larger side first) while the grid would
+    have fewer than ``min_blocks`` blocks (a device's multiprocessors should all have work:
+    a 1024² C in 128² tiles is 64 blocks), and a depth at which every thread stages at least
     one element of the smaller tile."""
     tm = min(thread_tile, _pow2_at_least(-(-m // t)))
     tn = min(thread_tile, _pow2_at_least(-(-n // t)))
+    while tm * tn > 1 and -(-m // (t * tm)) * -(-n // (t * tn)) < min_blocks:
+        if tm >= tn:
+            tm //= 2
+        else:
+            tn //= 2
     bk = max(k_tile, t * t // (t * min(tm, tn)))
     return tm, tn, bk
 
@@ -472,7 +482,7 @@ def _register_layout(tid, count: int, threads: int, run: int):
     return [(i // run) * threads * run + i % run for i in range(count)], tid * run
 
 
-def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int) -> None:
+def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int, min_blocks: int) -> None:
     """The register-tiled kernel for a matmul nest (``_matmul_nest``'s description of it).
 
     ``t`` x ``t`` threads per block; each thread keeps a ``tm`` x ``tn`` block of C in registers
@@ -489,7 +499,7 @@ def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int) -> None:
 
     a, bmat, c, ta, tb, m, n, k, elem, add, mul = nest
     threads = t * t
-    tm, tn, bk = matmul_tiles(m, n, t, thread_tile, k_tile)
+    tm, tn, bk = matmul_tiles(m, n, t, thread_tile, k_tile, min_blocks)
     bm, bn = t * tm, t * tn
     steps = -(-k // bk)
     fused = add == "arith.addf" and mul == "arith.mulf"

@@ -66,7 +66,7 @@ def _reference(m, k, n, ta, tb, a, b):
     return a64 @ b64
 
 
-SMALL = "tile=4 thread-tile=4 k-tile=4"  # 16 threads per block, up to 16 x 16 outputs per block
+SMALL = "tile=4 thread-tile=4 k-tile=4 min-blocks=0"  # 16 threads per block, up to 16 x 16 outputs per block
 
 # (m, k, n, A transposed, B transposed): multiples of the 16 x 16 x 4 tiles, ragged in each
 # size and in all of them, k below one step, one row, one column, transposed operands.
@@ -99,11 +99,12 @@ def test_register_tiled_matmul_against_numpy(m, k, n, ta, tb):
 
 
 def test_default_tiles_each_thread_computes_a_block_of_c():
-    """The default options (16 x 16 threads, up to 8 x 8 outputs each, k-tile 8) on a ragged
-    shape small enough to simulate: 4 x 4 outputs per thread here (40 rows on 16 threads)."""
+    """The default tiles (16 x 16 threads, up to 8 x 8 outputs each, k-tile 8; min-blocks off)
+    on a ragged shape small enough to simulate: 4 x 4 outputs per thread here (40 rows on 16
+    threads)."""
     m, k, n = 40, 13, 36
     text = _program(m, k, n, tb=True)
-    lowered = gpu.lower(irc.parse(text))
+    lowered = _lower(text, "min-blocks=0")
     a, b = _inputs(text, seed=11)
     np.testing.assert_allclose(irc.interpret(lowered, "f", a, b), _reference(m, k, n, False, True, a, b),
                                rtol=1e-5, atol=1e-5)
@@ -119,7 +120,7 @@ def test_default_tiles_with_eight_rows_per_thread():
     128 rows, the second mostly past the edge."""
     m, k, n = 130, 9, 20
     text = _program(m, k, n, ta=True)
-    lowered = gpu.lower(irc.parse(text))
+    lowered = _lower(text, "min-blocks=0")
     assert matmul_tiles(m, n, 16, 8, 8) == (8, 2, 8)
     assert _launch_sizes(lowered) == [1, 2, 1, 16, 16, 1]
     a, b = _inputs(text, seed=13)
@@ -132,6 +133,21 @@ def test_tiles_shrink_for_a_small_c_and_grow_to_the_option():
     assert matmul_tiles(20, 17, 16, 8, 8) == (2, 2, 8)
     assert matmul_tiles(16, 4096, 16, 8, 8) == (1, 8, 16)  # a 16-row tile is staged 16 deep
     assert matmul_tiles(16, 16, 16, 8, 8) == (1, 1, 16)  # 16 x 16 tiles: every thread stages one element
+    # Enough blocks for a device's multiprocessors: 1024² gets 64 x 128 tiles (128 blocks), not 64 of 128².
+    assert matmul_tiles(4096, 4096, 16, 8, 8, 128) == (8, 8, 8)
+    assert matmul_tiles(1024, 1024, 16, 8, 8, 128) == (4, 8, 8)
+    assert matmul_tiles(512, 512, 16, 8, 8, 128) == (2, 4, 8)
+    assert matmul_tiles(256, 128, 16, 8, 8, 128) == (1, 1, 16)  # 128 blocks of 16 x 16 at most
+
+
+def test_a_small_matmul_gets_more_blocks():
+    m, k, n = 64, 5, 48
+    text = _program(m, k, n)
+    lowered = gpu.lower(irc.parse(text))
+    assert _launch_sizes(lowered) == [3, 4, 1, 16, 16, 1]  # one output per thread: 12 blocks, not 1
+    a, b = _inputs(text, seed=14)
+    np.testing.assert_allclose(irc.interpret(lowered, "f", a, b), _reference(m, k, n, False, False, a, b),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_integer_matmul_multiplies_and_adds():
@@ -177,7 +193,9 @@ def test_large_matmul_ptx_fits_the_launch_bounds(tmp_path, m, k, n, ta, tb):
     sm_80 and sm_90 within 128 registers (two blocks of 256 threads per multiprocessor) without
     spills; the k loop is 512 fmas and 32 shared loads of 16 bytes."""
     lowered = gpu.lower(irc.parse(_program(m, k, n, ta, tb)))
-    assert _launch_sizes(lowered) == [-(-n // 128), -(-m // 128), 1, 16, 16, 1]
+    tm, tn, _ = matmul_tiles(m, n, 16, 8, 8, 128)
+    assert (tm, tn) == ((8, 8) if m == 4096 else (4, 8))  # 1000²: 128 blocks of 64 x 128
+    assert _launch_sizes(lowered) == [-(-n // (16 * tn)), -(-m // (16 * tm)), 1, 16, 16, 1]
     for sm in (80, 90):
         ptx = gpu.render_ptx(lowered, sm)
         assert ".maxntid 16, 16, 1" in ptx and ".minnctapersm 2" in ptx

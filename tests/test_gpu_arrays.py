@@ -8,6 +8,7 @@ Python, not CUDA: nothing here has run on a device."""
 from __future__ import annotations
 
 import ctypes
+import struct
 import sys
 import types
 from pathlib import Path
@@ -144,6 +145,7 @@ class FakeFunction:
 
     def prepared_async_call(self, grid, block, stream, *params):
         assert self.signature is not None and len(params) == len(self.signature)
+        struct.pack(self.signature, *params)  # as pycuda packs them: every parameter fits its format
         self._launch(grid, block, params)
 
     def __call__(self, *params, grid, block, stream):

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from . import gpu  # noqa: F401 - irc.gpu.to_device (forwards to irc.runtime.gpu when called)
 from . import passes as _passes_pkg  # noqa: F401 - irc.passes is the pass registry
 from .diagnostics import IRError, Location
 from .explorer import Explorer

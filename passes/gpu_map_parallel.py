@@ -8,9 +8,13 @@ At the top level of each function over memrefs (what ``tensor-to-loops`` makes):
 * a ``parallel`` loop whose body is exactly one more ``parallel`` loop with constant bounds
   (an elementwise nest) maps both loops, flattened, to the threads;
 * a matmul nest (``parallel`` loops over the rows and columns of C around one accumulator loop
-  of ``a[i, k] * b[k, j]``, either operand possibly transposed) becomes the classic tiled kernel:
-  ``tile`` x ``tile`` threads per block, each step copying a tile of A and of B into workgroup
-  memory (zeros past the edges), a barrier, the tile's products, a barrier;
+  of ``a[i, k] * b[k, j]``, either operand possibly transposed) becomes a register-tiled kernel
+  in the manner of the classic SGEMM kernels: ``tile`` x ``tile`` threads per block, each
+  holding up to ``thread-tile`` x ``thread-tile`` elements of C in registers (fewer while the
+  grid would have fewer than ``min-blocks`` blocks); each step of ``k-tile`` stages a tile of
+  A and of B in workgroup memory (zeros past the edges, two buffers), the next step's elements
+  are loaded into registers during this step's products (``math.fma``), and the kernel asks
+  for two blocks per multiprocessor (``nvvm.minctasm``, a register budget);
 * a ``parallel`` loop whose body holds inner loops that are reductions (one accumulator, one
   combining op: a sum, max, min...) or ``parallel`` themselves (a row of a softmax, a row
   reduction) runs one block per iteration (``row-block-size`` threads): a ``parallel`` inner
@@ -33,11 +37,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from irc.attributes import TypeAttr
+from irc.attributes import IntegerAttr, TypeAttr
 from irc.builder import Builder
 from irc.diagnostics import IRError
 from irc.passmanager import Pass
-from irc.types import MemRefType
+from irc.types import MemRefType, i32, i64
 
 from .gpu_memory import give_device_buffers, restore_tensor_signature
 
@@ -62,7 +66,6 @@ def _depends_on(op, members: set) -> bool:
 
 
 def _constant_index(value):
-    from irc.attributes import IntegerAttr
     from irc.patterns import constant_value
 
     attr = constant_value(value)
@@ -91,13 +94,19 @@ class GPUMapParallel(Pass):
     name = "gpu-map-parallel"
     block_size: int = 256  # threads per block of a parallel loop's launch
     row_block_size: int = 256  # threads per block of a block-per-row launch (a power of two)
-    tile: int = 16  # the tile of a matmul nest in shared memory (tile x tile threads); 0: no tiling
+    tile: int = 16  # a matmul nest's block: tile x tile threads; 0: no tiled kernel
+    thread_tile: int = 8  # at most thread-tile x thread-tile outputs of C per thread (registers)
+    k_tile: int = 8  # the depth of A's and B's tiles staged in workgroup memory per step
+    min_blocks: int = 128  # smaller per-thread tiles while a matmul's grid has fewer blocks (0: off)
 
     def run(self, module, stats) -> None:
         if self.block_size < 1 or self.block_size > 1024:
             raise IRError(f"gpu-map-parallel: block-size must be 1 to 1024, got {self.block_size}")
         if self.tile < 0 or self.tile * self.tile > 1024:
             raise IRError(f"gpu-map-parallel: tile must be 0 to 32, got {self.tile}")
+        if not 1 <= self.thread_tile <= 16 or not 1 <= self.k_tile <= 64:
+            raise IRError(f"gpu-map-parallel: thread-tile must be 1 to 16 and k-tile 1 to 64, got "
+                          f"{self.thread_tile} and {self.k_tile}")
         if not 1 <= self.row_block_size <= 1024 or self.row_block_size & (self.row_block_size - 1):
             raise IRError(f"gpu-map-parallel: row-block-size must be a power of two up to 1024, got "
                           f"{self.row_block_size}")
@@ -123,7 +132,7 @@ class GPUMapParallel(Pass):
                 group = []
                 nest = _matmul_nest(op) if self.tile else None
                 if nest is not None:
-                    _map_matmul(op, nest, self.tile)
+                    _map_matmul(op, nest, self.tile, self.thread_tile, self.k_tile, self.min_blocks)
                     stats.add("matmuls-tiled")
                 elif _row_mappable(op):
                     _map_rows(op, self.row_block_size)
@@ -439,45 +448,192 @@ def _matmul_nest(loop):
     return a[0], b[0], store.operands[1], a[1], b[1], m, n, k, store.operands[0].type, add.name, mul.name
 
 
-def _map_matmul(loop, nest, t: int) -> None:
-    """The tiled kernel for a matmul nest (``_matmul_nest``'s description of it)."""
+def _pow2_at_least(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def matmul_tiles(m: int, n: int, t: int, thread_tile: int, k_tile: int,
+                 min_blocks: int = 0) -> tuple[int, int, int]:
+    """(rows, columns) of C that each of the ``t`` x ``t`` threads computes, and the depth of a
+    step: at most ``thread_tile`` x ``thread_tile`` outputs per thread, fewer for a small C (no
+    block should be mostly past the edge), halved (the larger side first) while the grid would
+    have fewer than ``min_blocks`` blocks (a device's multiprocessors should all have work:
+    a 1024² C in 128² tiles is 64 blocks), and a depth at which every thread stages at least
+    one element of the smaller tile."""
+    tm = min(thread_tile, _pow2_at_least(-(-m // t)))
+    tn = min(thread_tile, _pow2_at_least(-(-n // t)))
+    while tm * tn > 1 and -(-m // (t * tm)) * -(-n // (t * tn)) < min_blocks:
+        if tm >= tn:
+            tm //= 2
+        else:
+            tn //= 2
+    bk = max(k_tile, t * t // (t * min(tm, tn)))
+    return tm, tn, bk
+
+
+def _register_layout(tid, count: int, threads: int, run: int):
+    """The offsets in the block tile of a thread's ``count`` rows (or columns) and the base they
+    are added to: runs of ``run`` adjacent elements, the runs of neighbouring threads side by
+    side, the next run ``threads * run`` further."""
+    run = min(run, count)
+    return [(i // run) * threads * run + i % run for i in range(count)], tid * run
+
+
+def _map_matmul(loop, nest, t: int, thread_tile: int, k_tile: int, min_blocks: int) -> None:
+    """The register-tiled kernel for a matmul nest (``_matmul_nest``'s description of it).
+
+    ``t`` x ``t`` threads per block; each thread keeps a ``tm`` x ``tn`` block of C in registers
+    (SSA values carried by the loop over K), so the block computes a ``t*tm`` x ``t*tn`` tile.
+    Each step of ``bk`` stages A's tile (transposed: ``As[k][row]``) and B's (``Bs[k][col]``) in
+    workgroup memory, every thread loading a few elements with consecutive threads on
+    consecutive addresses of the operand; the next step's elements are loaded into registers
+    before the products of this one (their latency hides behind ``bk * tm * tn`` fmas) and
+    stored into the other of two buffers, then one barrier.  A thread's rows and columns come in runs of four whose first load carries
+    ``alignment = 16`` (the renderer's cue for one 16-byte shared load per run).  Guards (zeros
+    past the edges of A and B, no stores past those of C) are emitted only where a size is not
+    a multiple of its tile."""
     from irc.dialects.gpu import WORKGROUP, BarrierOp
 
     a, bmat, c, ta, tb, m, n, k, elem, add, mul = nest
+    threads = t * t
+    tm, tn, bk = matmul_tiles(m, n, t, thread_tile, k_tile, min_blocks)
+    bm, bn = t * tm, t * tn
+    steps = -(-k // bk)
+    fused = add == "arith.addf" and mul == "arith.mulf"
     b = Builder(loc=loop.loc, reuse_constants=True)
     b.before_op(loop)
     one = b.index(1)
-    launch = _launch(b, [b.index(-(-n // t)), b.index(-(-m // t)), one], [b.index(t), b.index(t), one])
+    launch = _launch(b, [b.index(-(-n // bn)), b.index(-(-m // bm)), one], [b.index(t), b.index(t), one])
+    if threads >= 128:  # two blocks per multiprocessor: ptxas keeps a thread within 128 registers
+        launch.attributes["nvvm.minctasm"] = IntegerAttr(2, i32)
     body = launch.body.entry
     bx, by, tx, ty = (b.wrap(body.args[i]) for i in (0, 1, 3, 4))
+
+    def udiv(x, d: int):
+        return x if d == 1 else b.op("arith.divui", x, b.index(d))
+
+    def urem(x, d: int):
+        return b.index(0) if d == 1 else b.op("arith.remui", x, b.index(d))
+
     with b.at(body.terminator):
         zero = b.const(0, elem)
-        row, col = by * t + ty, bx * t + tx
-        tile_a = b.op("memref.alloca", result=MemRefType([t, t], elem, WORKGROUP))
-        tile_b = b.op("memref.alloca", result=MemRefType([t, t], elem, WORKGROUP))
+        lin = ty * t + tx
+        row0, col0 = by * bm, bx * bn
+        # A tile staged from an operand contiguous along k is written down its columns: four
+        # words of padding per row put the eight k of a row in eight different banks.
+        # Two of each (double buffering): a step reads one while the next step's tile is stored
+        # into the other, so one barrier per step suffices.
+        tile_a = b.op("memref.alloca", result=MemRefType([2, bk, bm + (0 if ta else 4)], elem, WORKGROUP))
+        tile_b = b.op("memref.alloca", result=MemRefType([2, bk, bn + (4 if tb else 0)], elem, WORKGROUP))
 
-        def guarded_load(cond, buf, index):
-            with b.if_(cond, [elem]) as branch:
-                with branch.then_():
-                    branch.yield_(b.load(buf, index))
-                with branch.else_():
-                    branch.yield_(zero)
-            return branch.results[0]
+        def staging(rows: int, along_rows: bool):
+            """For each element a thread stages of a ``bk`` x ``rows`` tile: its (k, row) in the
+            tile and the condition that it exists (None: always).  ``along_rows``: the operand
+            is contiguous along the rows (else along k), so consecutive threads take
+            consecutive rows (else consecutive k): loads from global memory coalesce."""
+            width = rows if along_rows else bk
+            total = rows * bk
+            out = []
+            for r in range(-(-total // threads)):
+                if threads % width == 0:
+                    major, minor = udiv(lin, width) + r * (threads // width), urem(lin, width)
+                else:
+                    e = lin + r * threads
+                    major, minor = udiv(e, width), urem(e, width)
+                exists = lin + r * threads < total if (r + 1) * threads > total else None
+                out.append(((major, minor) if along_rows else (minor, major), exists))
+            return out
 
-        with b.for_(0, -(-k // t), inits=[zero]) as step:
-            ka = step.iv * t + tx
-            va = guarded_load((row < m) & (ka < k), a, [ka, row] if ta else [row, ka])
-            b.store(va, tile_a, [ty, tx])
-            kb = step.iv * t + ty
-            vb = guarded_load((kb < k) & (col < n), bmat, [col, kb] if tb else [kb, col])
-            b.store(vb, tile_b, [ty, tx])
+        stage_a = staging(bm, ta)
+        stage_b = staging(bn, not tb)
+
+        def clamped(x, limit: int, ragged: bool):
+            """``x`` kept inside ``[0, limit)`` where the tile can run past the edge: the load
+            stays valid and branch-free, and its value is then replaced by zero."""
+            return b.op("arith.minui", x, b.index(limit - 1)) if ragged else x
+
+        def both(x, y):
+            return y if x is None else x if y is None else x & y
+
+        def load_step(k0):
+            """The elements this thread stages for the step at depth ``k0`` (zero past the edges)."""
+            values = []
+            for (kl, xl), exists, buf, size, block, trans in \
+                    [(*s, a, m, bm, ta) for s in stage_a] + [(*s, bmat, n, bn, not tb) for s in stage_b]:
+                x, kk = (row0 if buf is a else col0) + xl, k0 + kl
+                ragged_x, ragged_k = size % block != 0 or exists is not None, k % bk != 0 or exists is not None
+                cx, ck = clamped(x, size, ragged_x), clamped(kk, k, ragged_k)
+                v = b.load(buf, [ck, cx] if trans else [cx, ck])
+                cond = both(x < size if ragged_x else None, kk < k if ragged_k else None)
+                values.append(v if cond is None else b.op("arith.select", cond, v, zero, result=elem))
+            return values
+
+        def store_step(values, buffer):
+            for k_index, ((kl, xl), exists) in enumerate(stage_a + stage_b):
+                target = tile_a if k_index < len(stage_a) else tile_b
+                if exists is None:
+                    b.store(values[k_index], target, [buffer, kl, xl])
+                else:
+                    with b.if_(exists) as branch, branch.then_():
+                        b.store(values[k_index], target, [buffer, kl, xl])
+
+        # A thread's rows in runs of four (16 bytes: room for vector loads); its columns one
+        # apart (a warp's 16 neighbouring lanes read 16 consecutive words of Bs, one per bank,
+        # the other half-warp the same ones, and store 64 contiguous bytes of C).
+        row_offsets, row_base = _register_layout(ty, tm, t, 4)
+        col_offsets, col_base = _register_layout(tx, tn, t, 4)
+
+        def aligned_load(tile, buffer, kk, base, offset, run):
+            """A load of a thread's run of four that starts at a multiple of four elements of
+            a row whose length is one too: the 16 bytes are aligned, promised to the renderer."""
+            v = b.load(tile, [buffer, kk, base + offset])
+            width = tile.type.shape[-1]
+            if run == 4 and offset % 4 == 0 and width % 4 == 0:
+                v.value.defining_op.attributes["alignment"] = IntegerAttr(16, i64)
+            return v
+
+        def products(accs, buffer):
+            accs = list(accs)
+            for kk in range(bk):
+                av = [aligned_load(tile_a, buffer, kk, row_base, o, min(4, tm)) for o in row_offsets]
+                bv = [aligned_load(tile_b, buffer, kk, col_base, o, min(4, tn)) for o in col_offsets]
+                for i in range(tm):
+                    for j in range(tn):
+                        acc = accs[i * tn + j]
+                        accs[i * tn + j] = b.op("math.fma", av[i], bv[j], acc) if fused \
+                            else b.op(add, acc, b.op(mul, av[i], bv[j]))
+            return accs
+
+        accs = [zero] * (tm * tn)
+        if steps:
+            store_step(load_step(b.index(0)), b.index(0))
             b.insert(BarrierOp())
-            with b.for_(0, t, inits=[step.args[0]]) as inner:
-                product = b.op(mul, b.load(tile_a, [ty, inner.iv]), b.load(tile_b, [inner.iv, tx]))
-                inner.yield_(b.op(add, inner.args[0], product))
-            b.insert(BarrierOp())
-            step.yield_(inner.results[0])
-        with b.if_((row < m) & (col < n)) as branch, branch.then_():
-            b.store(step.results[0], c, [row, col])
+            with b.for_(0, steps, inits=accs) as step:
+                # The next step's elements (the last step loads its own again: no branch, and
+                # the products stay in the loop, where LLVM cannot sink them into the guarded
+                # stores of C below and stretch their registers' lives).
+                following = b.op("arith.minui", step.iv + 1, b.index(steps - 1))
+                staged = load_step(following * bk)
+                current = b.op("arith.andi", step.iv, b.index(1))
+                after = products(step.args, current)
+                # The other buffer was last read in the previous step, before its barrier.
+                store_step(staged, b.op("arith.xori", current, b.index(1)))
+                b.insert(BarrierOp())
+                step.yield_(*after)
+            accs = step.results
+        rows = [row0 + row_base + o for o in row_offsets]
+        cols = [col0 + col_base + o for o in col_offsets]
+        row_ok = [r < m if m % bm else None for r in rows]
+        col_ok = [cc < n if n % bn else None for cc in cols]
+        for i in range(tm):
+            for j in range(tn):
+                cond = both(row_ok[i], col_ok[j])
+                if cond is None:
+                    b.store(accs[i * tn + j], c, [rows[i], cols[j]])
+                else:
+                    with b.if_(cond) as branch, branch.then_():
+                        b.store(accs[i * tn + j], c, [rows[i], cols[j]])
     loop.erase()
-

@@ -6,15 +6,28 @@ function become the kernel's parameters (device memrefs and scalars), except con
 are cloned into the kernel; the body's twelve id arguments become ``gpu.block_id``,
 ``gpu.thread_id``, ``gpu.grid_dim`` and ``gpu.block_dim`` ops.  Kernels are named
 ``F_kernelN`` after their host function ``@F``.
+
+A launch whose block sizes are constants gives its kernel MLIR's ``known_block_size``
+attribute, and the launch's ``nvvm.*`` attributes (``nvvm.minctasm``) go with its body: the
+NVPTX renderer turns both into launch bounds, so that ptxas knows how many registers a
+thread may take.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from irc.attributes import ArrayAttr, IntegerAttr
 from irc.diagnostics import IRError
 from irc.passmanager import Pass
-from irc.types import FunctionType
+from irc.types import FunctionType, i32
+
+
+def _constant(value):
+    from irc.patterns import constant_value
+
+    attr = constant_value(value)
+    return attr.value if isinstance(attr, IntegerAttr) else None
 
 
 def _defined_inside(v, launch) -> bool:
@@ -77,6 +90,12 @@ class GPUOutline(Pass):
         constants = [v for v in captured if v.defining_op is not None and v.defining_op.name == "arith.constant"]
         params = [v for v in captured if v not in constants]
         kernel = gpu.GPUFuncOp.build(name, FunctionType([v.type for v in params], []))
+        sizes = [_constant(v) for v in launch.operands[3:6]]
+        if None not in sizes:
+            kernel.attributes["known_block_size"] = ArrayAttr([IntegerAttr(n, i32) for n in sizes])
+        for key, attr in launch.attributes.items():
+            if key.startswith("nvvm."):
+                kernel.attributes[key] = attr
         body = kernel.body.entry
         for v, p in zip(params, body.args):
             p.name_hint = v.name_hint

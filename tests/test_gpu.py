@@ -316,7 +316,7 @@ def test_matmul_is_a_shared_memory_tiled_kernel():
     lowered = gpu.lower(irc.parse(TENSOR_PROGRAMS["matmul_transposed_ragged"]))
     launch = next(op for op in lowered.function("f").walk() if op.name == "gpu.launch_func")
     grid = [v.defining_op.attributes["value"].value for v in launch.sizes]
-    assert grid == [2, 2, 1, 16, 16, 1]  # 17 columns and 20 rows in 16 x 16 tiles
+    assert grid == [2, 2, 1, 16, 16, 1]  # 20 x 17: one output per thread for more blocks (tests/test_gpu_matmul.py)
     assert {"gpu.barrier", "workgroup>"} <= _kernel_ops(lowered)
 
 
@@ -638,6 +638,13 @@ def test_driver_plumbing_with_a_stand_in_for_pycuda():
         def get_function(self, name):
             def launch(*params, grid, block, stream):
                 calls.append(("launch", name, grid, block, len(params)))
+
+            def prepared_async_call(grid, block, stream, *params):
+                assert len(params) == len(launch.signature)
+                launch(*params, grid=grid, block=block, stream=stream)
+
+            launch.prepare = lambda signature: setattr(launch, "signature", signature)
+            launch.prepared_async_call = prepared_async_call
             return launch
 
     cuda = types.SimpleNamespace(
@@ -645,26 +652,33 @@ def test_driver_plumbing_with_a_stand_in_for_pycuda():
         memcpy_htod_async=lambda dst, a, s: calls.append(("htod", a.nbytes)),
         memcpy_dtoh_async=lambda a, src, s: calls.append(("dtoh", a.nbytes)),
         memcpy_dtod_async=lambda dst, src, n, s: calls.append(("dtod", n)),
+        pagelocked_empty=lambda shape, dtype: calls.append(("pagelocked",)) or np.empty(shape, dtype),
         module_from_buffer=lambda ptx: calls.append(("module", ptx.startswith(b"//"))) or Module())
-    dev = driver.CudaDevice.__new__(driver.CudaDevice)  # no context: nothing here talks to a driver
-    dev.cuda, dev.sm, dev.pool = cuda, 90, types.SimpleNamespace(allocate=Allocation)
-    dev.stream, dev.streams, dev.next_stream = Stream(), [Stream() for _ in range(4)], 0
-    dev.asynchronous, dev.modules, dev.recorded = False, {}, None
+    dev = driver.CudaDevice.over(cuda, types.SimpleNamespace(allocate=Allocation))  # no context, no driver
     lowered = gpu.lower(irc.parse(TENSOR_PROGRAMS["mlp_softmax"]))
     launches = [op for op in lowered.function("f").walk() if op.name == "gpu.launch_func"]
     args = _arguments(irc.parse(TENSOR_PROGRAMS["mlp_softmax"]).functions[0])
-    result = driver.GPUExecutable(lowered, dev).f(*args)
-    assert result.shape == (16, 10)  # the host buffer (nothing computed it: no device)
-    kinds = [c[0] for c in calls]
-    assert kinds.count("module") == 1 and calls[kinds.index("module")][1]
-    assert kinds.count("htod") == 4 and kinds.count("dtoh") == 1
-    assert kinds.count("alloc") == kinds.count("free")
-    launched = [c for c in calls if c[0] == "launch"]
-    assert [c[1] for c in launched] == [op.kernel_name for op in launches]
-    for c, op in zip(launched, launches):
-        sizes = [v.defining_op.attributes["value"].value for v in op.sizes]
-        assert c[2] == tuple(sizes[:3]) and c[3] == tuple(sizes[3:])
-        assert c[4] == sum(1 + v.type.rank if v.type.is_shaped else 1 for v in op.kernel_args)
+    exe = driver.GPUExecutable(lowered, dev)
+    for run in ("schedule", "interpreter"):  # the replayed schedule, then the host function interpreted
+        calls.clear()
+        if run == "schedule":
+            result = exe.f(*args)
+        else:
+            interp = irc.interpreter.Interpreter(lowered)
+            interp.gpu_device = dev
+            result = interp.run("f", *args)
+        assert result.shape == (16, 10)  # the host buffer (nothing computed it: no device)
+        kinds = [c[0] for c in calls]
+        assert kinds.count("module") == (run == "schedule") and all(c[1] for c in calls if c[0] == "module")
+        assert kinds.count("htod") == 4 and kinds.count("dtoh") == 1
+        assert kinds.count("pagelocked") == (4 if run == "schedule" else 0)  # the inputs' staging buffers
+        assert kinds.count("alloc") == kinds.count("free")
+        launched = [c for c in calls if c[0] == "launch"]
+        assert [c[1] for c in launched] == [op.kernel_name for op in launches]
+        for c, op in zip(launched, launches):
+            sizes = [v.defining_op.attributes["value"].value for v in op.sizes]
+            assert c[2] == tuple(sizes[:3]) and c[3] == tuple(sizes[3:])
+            assert c[4] == sum(1 + v.type.rank if v.type.is_shaped else 1 for v in op.kernel_args)
 
 
 def test_irc_compile_for_the_gpu_says_why_it_cannot_run_here():

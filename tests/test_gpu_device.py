@@ -40,3 +40,29 @@ def test_launch_the_device_cannot_run_is_a_fault(device):
     text = ROWSUM.replace("%c8 = arith.constant 8 : index\n  %d", "%c8 = arith.constant 2048 : index\n  %d")
     with pytest.raises(InterpreterError, match="outside what a device runs"):
         driver.GPUExecutable(irc.parse(text), device).main(np.zeros((4, 8), np.float32), np.zeros(4, np.float32))
+
+
+def test_device_arrays_in_and_out(device):
+    """irc.gpu.to_device inputs: the result stays on the device (a DeviceArray) and equals the
+    interpreter's; torch CUDA tensors and cupy arrays (where installed) are read in place."""
+    from test_gpu import TENSOR_PROGRAMS, _arguments, _close
+
+    source = irc.parse(TENSOR_PROGRAMS["mlp_softmax"])
+    args = _arguments(source.functions[0], seed=12)
+    exe = driver.compile(source, device)
+    expected = irc.interpret(source, "f", *args)
+    result = exe.f(*[device.to_device(a) for a in args])
+    assert result.shape == expected.shape and result.dtype == expected.dtype
+    _close(expected, result.get())
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and torch.cuda.is_available():
+        _close(expected, exe.f(*[torch.from_numpy(a).cuda() for a in args]).get())
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if cupy is not None:
+        _close(expected, exe.f(*[cupy.asarray(a) for a in args]).get())

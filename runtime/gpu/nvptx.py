@@ -73,7 +73,11 @@ class KernelTranslator(cpu.FunctionTranslator):
             if isinstance(t, MemRefType):
                 ptr = next(args)
                 generic = b.addrspacecast(ptr, ir.PointerType(cpu.llvm_type(t.element_type)))
-                self.values[arg] = _descriptor(b, t, generic, [next(args) for _ in range(t.rank)])
+                params = [next(args) for _ in range(t.rank)]
+                # A static size is a constant in the kernel (the parameter still travels, for one
+                # calling convention): address arithmetic folds and strength-reduces.
+                sizes = [p if d is None else ir.Constant(I64, d) for p, d in zip(params, t.shape)]
+                self.values[arg] = _descriptor(b, t, generic, sizes)
             elif isinstance(t, IntegerType) and t.width == 1:
                 self.values[arg] = b.trunc(next(args), cpu.I1)
             elif isinstance(t, FloatType) and t.kind == "f16":
@@ -177,6 +181,18 @@ def _return(self, b, op):
     b.ret_void()
 
 
+@_kernel_handler("memref.load")
+def _load(self, b, op):
+    """The CPU's load, with the ``alignment`` (bytes) a pass may promise for the address: four
+    adjacent loads whose first is 16-byte aligned become one ``ld.v4`` (LLVM's load-store
+    vectoriser), which it cannot prove through the generic pointers of a kernel's buffers."""
+    value = cpu._HANDLERS["memref.load"](self, b, op)
+    align = op.attributes.get("alignment")
+    if align is not None and isinstance(value, ir.LoadInstr):
+        value.align = int(align.value)
+    return value
+
+
 @_kernel_handler("memref.alloca")
 def _alloca(self, b, op):
     from irc.dialects.gpu import PRIVATE, WORKGROUP
@@ -208,6 +224,21 @@ def _alloca(self, b, op):
     return _descriptor(b, t, data, [ir.Constant(I64, d) for d in t.shape])
 
 
+def launch_bounds(kernel) -> list[tuple[str, int]]:
+    """NVVM's launch-bound annotations of a kernel: ``maxntid{x,y,z}`` from MLIR's
+    ``known_block_size`` (PTX ``.maxntid``), ``minctasm`` from ``nvvm.minctasm`` (PTX
+    ``.minnctapersm``: blocks that must fit on one multiprocessor at once, which caps the
+    registers ptxas gives a thread)."""
+    out = []
+    known = kernel.attributes.get("known_block_size")
+    if known is not None:
+        out += [(f"maxntid{d}", int(v.value)) for d, v in zip("xyz", known.elements)]
+    blocks = kernel.attributes.get("nvvm.minctasm")
+    if blocks is not None:
+        out.append(("minctasm", int(blocks.value)))
+    return out
+
+
 def translate_kernels(gpu_module) -> ir.Module:
     """LLVM IR (an llvmlite module) for every kernel of ``gpu_module`` (CFG level: scf-to-cf first)."""
     mod = ir.Module(name=gpu_module.sym_name)
@@ -220,6 +251,8 @@ def translate_kernels(gpu_module) -> ir.Module:
         fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), params), name=kernel.sym_name)
         KernelTranslator(tr, kernel, fn).run()
         annotations.add(mod.add_metadata([fn, ir.MetaDataString(mod, "kernel"), ir.Constant(I32, 1)]))
+        for key, value in launch_bounds(kernel):
+            annotations.add(mod.add_metadata([fn, ir.MetaDataString(mod, key), ir.Constant(I32, value)]))
     return mod
 
 

@@ -133,6 +133,8 @@ class _IsolatedScope:
     region defined it, so a lookup is one dict access however deep the nesting
     (walking a list of per-region scopes made parsing quadratic in the depth).
     ``undo`` has one list per open region: what to restore when it closes.
+    A definition's site is a Location, or the lark token it starts at (an op's result list,
+    the common case: turned into a Location only for a diagnostic, by ``ParseContext._where``).
     """
 
     __slots__ = ("visible", "undo", "forward")
@@ -197,6 +199,10 @@ class ParseContext(Transformer):
     def loc(self, tok) -> Location:
         return Location(self.source, tok.line, tok.column)
 
+    def _where(self, site) -> Location:
+        """A definition site as kept in a name scope: a Location, or the token it starts at."""
+        return site if isinstance(site, Location) else self.loc(site)
+
     def error(self, message: str, tok) -> IRError:
         return IRError(message, tok if isinstance(tok, Location) else self.loc(tok))
 
@@ -218,7 +224,7 @@ class ParseContext(Transformer):
             if type is not None and value.type is not type:
                 raise self.error(
                     f"use of value '%{name}' expects type {type}, but it has type {value.type}", tok
-                ).note(entry[1], f"'%{name}' is defined here")
+                ).note(self._where(entry[1]), f"'%{name}' is defined here")
             return value
         forward = self.isolated[-1].forward
         ref = forward.get(name)
@@ -240,7 +246,8 @@ class ParseContext(Transformer):
         iso = self.isolated[-1]
         prev = iso.visible.get(name)
         if prev is not None:
-            raise IRError(f"redefinition of value '%{name}'", loc).note(prev[1], "previous definition here")
+            raise IRError(f"redefinition of value '%{name}'", loc).note(self._where(prev[1]),
+                                                                        "previous definition here")
         ref = iso.forward.pop(name, None)
         if ref is not None:
             if ref.type is not value.type:
@@ -369,11 +376,21 @@ class ParseContext(Transformer):
         results = op.results
         if defs is not None:
             text = defs.value
-            loc = Location(self.source, defs.line, defs.column)
             if len(results) == 1 and "," not in text and ":" not in text:
-                self.define(text[1:].rstrip("= \t\r\n"), results[0], loc)
+                # The common case, inlined from ``define``: a new name.  Its definition site is
+                # kept as the token, made a Location only for a diagnostic (see ``_where``).
+                name = text[1:].rstrip("= \t\r\n")
+                iso = self.isolated[-1]
+                visible = iso.visible
+                if name in visible or name in iso.forward:
+                    self.define(name, results[0], self.loc(defs))
+                else:
+                    iso.undo[-1].append((name, None))
+                    result = results[0]
+                    visible[name] = (result, defs)
+                    result.name_hint = name
             else:
-                self._define_results(_split_defs(text), results, loc, op)
+                self._define_results(_split_defs(text), results, self.loc(defs), op)
         elif results:
             raise self.error(f"'{op.name}' has {len(results)} result(s) that must be named, as in "
                              f"'%r = {op.name} ...'", op.loc)
@@ -1129,12 +1146,12 @@ _parser: tuple[Lark, ParseContext] | None = None
 
 class _IdentityRule(Rule):
     """A grammar rule compared by identity: the parse table and the callback table
-    hold the same rule objects, so lark's structural ``Rule.__eq__`` (called on every
-    reduction) is wasted work."""
+    hold the same rule objects, so lark's structural ``Rule.__eq__`` and its Python-level
+    ``__hash__`` (both called on every reduction) are wasted work."""
 
     __slots__ = ()
     __eq__ = object.__eq__
-    __hash__ = Rule.__hash__
+    __hash__ = object.__hash__
 
 
 def _speed_up_rule_lookups(lark: Lark) -> None:

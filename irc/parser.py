@@ -1371,14 +1371,25 @@ _TERMINAL_NAMES = {
     "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'",
     "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "MORETHAN": "'>'", "LESSTHAN": "'<'",
     "__ANON_0": "'->'", "DENSE": "'dense<'",
+    # The dotted keywords are regexes in the grammar (see there); named here as the words they are.
+    **{f"{kw}_KW": f"'{text}'" for kw, text in (
+        ("BUILTIN_MODULE", "builtin.module"), ("FUNC", "func.func"), ("FOR", "scf.for"), ("IF", "scf.if"),
+        ("WHILE", "scf.while"), ("SWITCH", "cf.switch"), ("EXECUTE", "scf.execute_region"),
+        ("ALLOCA_SCOPE", "memref.alloca_scope"), ("GLOBAL", "memref.global"), ("PARALLEL", "scf.parallel"),
+        ("REDUCE", "scf.reduce"), ("CONDITION", "scf.condition"))},
 }
 
 
 _PUNCTUATION = {"RBRACE", "RPAR", "RSQB", "COMMA", "COLON", "EQUAL", "MORETHAN"}
 
 
-def _describe_expected(expected) -> str:
+def _describe_expected(expected, keywords: bool = True) -> str:
+    """``keywords=False``: leave out the custom forms' dotted keywords where an op name may come
+    (an unexpected token lists them so; they were folded into OP_NAME by lark before they were
+    terminals of their own, see grammar.lark)."""
     names = []
+    if not keywords and "OP_NAME" in expected:
+        expected = [t for t in expected if not t.endswith("_KW") or t == "MODULE_KW"]
     # Punctuation first: "expected '}'" is the most useful thing to say about a truncated file.
     for term in sorted(expected, key=lambda t: (t not in _PUNCTUATION, t)):
         text = _TERMINAL_NAMES.get(term)
@@ -1423,7 +1434,7 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
     if isinstance(e, UnexpectedToken):
         tok = e.token
         text = str(tok.value)
-        return IRError(f"unexpected '{text}', expected {_describe_expected(e.expected)}", loc)
+        return IRError(f"unexpected '{text}', expected {_describe_expected(e.expected, keywords=False)}", loc)
     return IRError(str(e).splitlines()[0], loc)
 
 

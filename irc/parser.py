@@ -591,6 +591,14 @@ class ParseContext(Transformer):
 
     args_more_item = args_more_value
 
+    def args_values(self, children):  # VALUE_LIST
+        return Args(_value_tokens(children[0]))
+
+    def args_more_values(self, children):  # args "," VALUE_LIST
+        args = children[0]
+        args.extend(_value_tokens(children[2]))
+        return args
+
     def args_flags(self, children):  # args FLAGS
         args = children[0]
         if args.flags is None:
@@ -644,6 +652,14 @@ class ParseContext(Transformer):
     def values_more(self, children):  # value_list "," VALUE_ID
         values = children[0]
         values.append(children[2])
+        return values
+
+    def values_list(self, children):  # VALUE_LIST
+        return ValueList(_value_tokens(children[0]))
+
+    def values_more_list(self, children):  # value_list "," VALUE_LIST
+        values = children[0]
+        values.extend(_value_tokens(children[2]))
         return values
 
     def types_one(self, children):
@@ -966,6 +982,32 @@ MAX_INT_LITERAL_DIGITS = 400  # beyond every type's range: see int_lit
 _FILE_LOC = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
 _BLOCK_ARG = re.compile(r"\s*%([A-Za-z0-9_$.\-]+)\s*:\s*(.+?)\s*(loc\(.*\))?\s*$", re.S)
 _LOC_ALIAS_DEF = re.compile(r"^(#[A-Za-z0-9_$.\-]+)[ \t]*=[ \t]*loc\((.*)\)[ \t]*$", re.M)
+
+
+class _ValueToken:
+    """One value of a VALUE_LIST token, standing where a VALUE_ID token would."""
+
+    __slots__ = ("value", "line", "column")
+    type = "VALUE_ID"
+
+    def __init__(self, value: str, line: int, column: int):
+        self.value = value
+        self.line = line
+        self.column = column
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _value_tokens(tok) -> list[_ValueToken]:
+    """``%a, %b`` (one VALUE_LIST token, on one line) -> a token per value, at its column."""
+    line, column = tok.line, tok.column
+    out = []
+    for piece in tok.value.split(","):
+        name = piece.strip(" \t")
+        out.append(_ValueToken(name, line, column + piece.index("%")))
+        column += len(piece) + 1
+    return out
 
 
 class _FakeToken:
@@ -1363,7 +1405,7 @@ def parse_file(path, allow_unregistered: bool = False, max_size: int | None = No
 
 
 _TERMINAL_NAMES = {
-    "DEFS": "a result list ('%r =')", "VALUE_ID": "a value ('%name')", "LABEL": "a block label ('^bb:')",
+    "DEFS": "a result list ('%r =')", "VALUE_ID": "a value ('%name')", "VALUE_LIST": "a value ('%name')", "LABEL": "a block label ('^bb:')",
     "LABEL_ARGS": "a block label with arguments", "SUCC_ID": "a block ('^bb')", "SYMBOL": "a symbol ('@name')",
     "OP_NAME": "an op name ('dialect.op')", "TYPE": "a type", "BARE_ID": "a keyword", "STRING": "a string",
     "HEX": "a hexadecimal literal", "FLOAT": "a float literal", "INT": "an integer literal",

@@ -1002,8 +1002,15 @@ class _ValueToken:
 def _value_tokens(tok) -> list[_ValueToken]:
     """``%a, %b`` (one VALUE_LIST token, on one line) -> a token per value, at its column."""
     line, column = tok.line, tok.column
+    text = tok.value
     out = []
-    for piece in tok.value.split(","):
+    names = text.split(", ")
+    if len(names) == text.count(" ") + 1 and "\t" not in text and len(names) == text.count(",") + 1:
+        for name in names:  # written as irc and mlir-opt print it: one space after each comma
+            out.append(_ValueToken(name, line, column))
+            column += len(name) + 2
+        return out
+    for piece in text.split(","):
         name = piece.strip(" \t")
         out.append(_ValueToken(name, line, column + piece.index("%")))
         column += len(piece) + 1

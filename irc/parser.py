@@ -113,7 +113,7 @@ class _RegionState:
     or by the first branch that passes values to it; ``edges`` lists every
     (successor, number of values passed, location) for the count check at the close."""
 
-    __slots__ = ("region", "current", "blocks", "undefined", "isolated", "phis", "declared", "edges")
+    __slots__ = ("region", "current", "blocks", "undefined", "isolated", "phis", "declared", "edges", "forwards")
 
     def __init__(self, region: Region, isolated: _IsolatedScope | None):
         self.region = region
@@ -124,6 +124,7 @@ class _RegionState:
         self.phis: dict[Block, list] = {}
         self.declared: set[Block] = set()
         self.edges: list[tuple[Block, int, Location]] = []
+        self.forwards: list[Block] = []  # blocks the parser adds (see ParseContext._edge), placed last
 
 
 class _IsolatedScope:
@@ -286,8 +287,7 @@ class ParseContext(Transformer):
         if len(values_toks) != len(types):
             raise self.error(f"'^{name}' is passed {_count(len(values_toks), 'value')} but "
                              f"{_count(len(types), 'type')}", tok)
-        self._edge(block, self.values(values_toks, types), tok)
-        return block
+        return self._edge(block, self.values(values_toks, types), tok)
 
     def _block_named(self, name: str, tok) -> Block:
         state = self.regions[-1]
@@ -507,7 +507,7 @@ class ParseContext(Transformer):
         from .attributes import DenseArrayAttr
 
         if name == "cf.br":
-            self._edge(blocks[0], values, where)
+            blocks[0] = self._edge(blocks[0], values, where)
             return [], attrs
         if name == "cf.switch":
             segments = attrs.pop("operandSegmentSizes", None)
@@ -518,9 +518,9 @@ class ParseContext(Transformer):
                 raise self.error("'cf.switch' with branch operands needs 'operandSegmentSizes' and "
                                  "'case_operand_segments'", where)
             start = 1 + segments.values[1]
-            self._edge(blocks[0], values[1:start], where)
-            for block, n in zip(blocks[1:], cases.values):
-                self._edge(block, values[start:start + n], where)
+            blocks[0] = self._edge(blocks[0], values[1:start], where)
+            for k, n in enumerate(cases.values, start=1):
+                blocks[k] = self._edge(blocks[k], values[start:start + n], where)
                 start += n
             return values[:1], attrs
         segments = attrs.pop("operandSegmentSizes", None)
@@ -529,27 +529,48 @@ class ParseContext(Transformer):
             raise self.error("'cf.cond_br' with branch operands needs 'operandSegmentSizes = array<i32: 1, N, M>'",
                              where)
         n = segments.values[1]
-        self._edge(blocks[0], values[1:1 + n], where)
-        self._edge(blocks[1], values[1 + n:], where)
+        blocks[0] = self._edge(blocks[0], values[1:1 + n], where)
+        blocks[1] = self._edge(blocks[1], values[1 + n:], where)
         return values[:1], attrs
 
-    def _edge(self, block: Block, values, where) -> None:
-        """Values passed along an edge from the current block to ``block`` (see ``successor``)."""
+    def _edge(self, block: Block, values, where) -> Block:
+        """Values passed along an edge from the current block to ``block`` (see ``successor``).
+
+        Returns the block the branch goes to: ``block``, or, when the current block already
+        passes other values to ``block`` along another edge (MLIR's ``cf.cond_br %c,
+        ^bb1(%a : i32), ^bb1(%b : i32)``), a new block that only branches on to ``block``:
+        a phi takes one value per predecessor, so the second edge gets a predecessor of its own.
+        """
         state = self.regions[-1]
         loc = where if isinstance(where, Location) else self.loc(where)
+        state.edges.append((block, len(values), loc))
         if not values:
-            state.edges.append((block, 0, loc))
-            return
+            return block
         phis = self._phis_for(block, [v.type for v in values], where)
         pred = state.current
-        for phi, value in zip(phis, values):
-            known = phi.value_for(pred)
-            if known is None:
+        known = [phi.value_for(pred) for phi in phis]
+        if all(k is None for k in known):
+            for phi, value in zip(phis, values):
                 phi.add_incoming(value, pred)
-            elif known is not value:
-                raise IRError(f"one block passes two different values to '^{block.label}': irc merges values "
-                              "with phis, which take one value per predecessor", loc)
-        state.edges.append((block, len(values), loc))
+            return block
+        if all(k is v for k, v in zip(known, values)):
+            return block  # the same values along a second edge: one incoming value serves both
+        forward = self._forwarding_block(block, loc)
+        for phi, value in zip(phis, values):
+            phi.add_incoming(value, forward)
+        return forward
+
+    def _forwarding_block(self, target: Block, loc: Location) -> Block:
+        """A new block of the current region that branches to ``target``.  It goes after the
+        region's written blocks (when the region closes), so that they keep their labels."""
+        from irc.dialects.cf import BranchOp
+
+        forward = Block(loc=loc)
+        branch = BranchOp.build(target)
+        branch.loc = loc
+        forward.append(branch)
+        self.regions[-1].forwards.append(forward)
+        return forward
 
     def report(self, error: IRError) -> None:
         """Record a diagnostic and go on parsing (raised with the others at the end)."""
@@ -806,6 +827,8 @@ class ParseContext(Transformer):
         state = self.regions.pop()
         for name, loc in state.undefined.items():
             raise IRError(f"reference to an undefined block '^{name}'", loc)
+        for forward in state.forwards:
+            state.region.append(forward)
         if state.phis or state.declared:
             _check_edges(state)
         region = state.region

@@ -24,6 +24,10 @@ _FLAG_ATTRS = {"overflowFlags": "#arith.overflow<", "fastmath": "#arith.fastmath
 
 
 class Printer:
+    # Whether this printer writes upstream MLIR's text (irc.mlir.MlirPrinter): ops whose forms
+    # differ only in what may be left out (an empty 'else') ask it.
+    mlir_syntax = False
+
     def __init__(self, generic: bool = False):
         self.generic = generic
         self.out: list[str] = []

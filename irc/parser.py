@@ -728,6 +728,27 @@ class ParseContext(Transformer):
     def succ_list(self, children):
         return SuccessorList(children)
 
+    # The same signatures with ': TYPE' as one SIG_TYPE token (see grammar.lark).
+    def single_sig_joined(self, children):
+        return ("plain", [self._joined_type(children[0])])
+
+    def multi_sig_joined(self, children):
+        return ("plain", [self._joined_type(children[0]), *children[2]])
+
+    def cast_sig_joined(self, children):
+        return ("cast", [self._joined_type(children[0])], [self.type_of(children[2])])
+
+    def _joined_type(self, tok) -> Type:
+        """The type of a SIG_TYPE token (': i64'); a diagnostic points at the type, not the colon."""
+        try:
+            return parse_type(tok.value[1:])
+        except ValueError as e:
+            raise IRError(str(e), self._joined_type_loc(tok)) from None
+
+    def _joined_type_loc(self, tok) -> Location:
+        text = tok.value
+        return Location(self.source, tok.line, tok.column + len(text) - len(text[1:].lstrip(" \t")))
+
     def cast_sig(self, children):
         return ("cast", [self.type_of(children[1])], [self.type_of(children[3])])
 
@@ -928,9 +949,15 @@ class ParseContext(Transformer):
             value = _untyped_literal_attr(value)
         return (key, value)
 
+    def typed_literal_joined(self, children):  # literal SIG_TYPE
+        lit, tok = children
+        return self._typed_literal(lit, self._joined_type(tok), self._joined_type_loc(tok))
+
     def typed_literal(self, children):
         lit, tok = children
-        t = self.type_of(tok)
+        return self._typed_literal(lit, self.type_of(tok), tok)
+
+    def _typed_literal(self, lit, t, tok):
         if isinstance(t, VectorType):
             if not t.element_type.is_int_or_index:
                 raise self.error(f"irc reads vector attributes of integers only (cf.switch's case values), "
@@ -1441,7 +1468,7 @@ _TERMINAL_NAMES = {
     "HEX": "a hexadecimal literal", "FLOAT": "a float literal", "INT": "an integer literal",
     "VISIBILITY": "a visibility ('private')", "$END": "end of input",
     "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'",
-    "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "MORETHAN": "'>'", "LESSTHAN": "'<'",
+    "COMMA": "','", "COLON": "':'", "SIG_TYPE": "':'", "EQUAL": "'='", "MORETHAN": "'>'", "LESSTHAN": "'<'",
     "__ANON_0": "'->'", "DENSE": "'dense<'",
     # The dotted keywords are regexes in the grammar (see there); named here as the words they are.
     **{f"{kw}_KW": f"'{text}'" for kw, text in (
@@ -1506,6 +1533,10 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
     if isinstance(e, UnexpectedToken):
         tok = e.token
         text = str(tok.value)
+        if tok.type == "DEFS":
+            text = text.rstrip(" \t")  # the token takes the blanks after its '='
+        elif tok.type == "SIG_TYPE":
+            text = ":"  # the signature's ': TYPE' is one token; the colon is what came unexpected
         return IRError(f"unexpected '{text}', expected {_describe_expected(e.expected, keywords=False)}", loc)
     return IRError(str(e).splitlines()[0], loc)
 

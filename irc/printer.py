@@ -242,8 +242,10 @@ class Printer:
                 if block.args and (print_entry_args or not entry):
                     out.append("(" + ", ".join(f"{self.value(a)}: {a.type}" for a in block.args) + ")")
                 out.append(":\n")
-            for op in block.ops:
+            op = block.first_op  # printing does not edit the block: its list, walked directly
+            while op is not None:
                 self.print_op(op)
+                op = op.next
         self.indent = outer
         out.append(outer + "}")
 

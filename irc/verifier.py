@@ -109,10 +109,12 @@ class Verifier:
             self.report(e)
         leading_phis = True
         for op in block.ops:
-            try:
-                leading_phis = self._verify_placement(op, block, leading_phis)
-            except IRError as e:
-                self.report(e)
+            if leading_phis or op.successors or op.is_terminator or op.name == "cf.phi":
+                try:
+                    leading_phis = self._verify_placement(op, block, leading_phis)
+                except IRError as e:
+                    self.report(e)
+            # else: an ordinary op after the phis, which _verify_placement has nothing to say about
             self.verify_op(op)
 
     def _verify_block_shape(self, block: Block, needs_terminator: bool) -> None:

@@ -320,8 +320,11 @@ class IfOp(Operation):
             out += f" -> ({p.types(self.result_types)})"
         p.write(out + p.attr_dict(self.attributes) + " ")
         _print_body(p, self.then_region, not self.results)
-        if not self.else_region.is_empty and not (not self.results and _elides_yield(self.else_region)
-                                                  and len(self.else_region.entry) == 1):
+        # MLIR prints 'else' whenever the region has a block ('else { }' is one holding only
+        # the implicit yield; no 'else' is no block).  irc's own form leaves out an else that
+        # does nothing, whichever it is.
+        elided = not self.results and _elides_yield(self.else_region) and len(self.else_region.entry) == 1
+        if not self.else_region.is_empty and (p.mlir_syntax or not elided):
             p.write(" else ")
             _print_body(p, self.else_region, not self.results)
 
@@ -338,12 +341,13 @@ def _parse_if_header(ctx, children):
 @syntax_rule("if_op")
 def _parse_if(ctx, children):
     (cond, result_types, loc), then_region = children[:2]
-    else_region = children[2] if len(children) > 2 else Region()
+    else_region = children[2] if len(children) > 2 else None
     if not result_types:
         _ensure_yield(then_region, loc)
-        if else_region.is_empty:
-            else_region.append(Block())
-        _ensure_yield(else_region, loc)
+        if else_region is not None:  # 'else { }': a block holding the implicit yield, as in MLIR
+            _ensure_yield(else_region, loc)
+    if else_region is None:  # no 'else': a region with no block, as in MLIR
+        else_region = Region()
     return IfOp([cond], result_types, regions=[then_region, else_region], loc=loc)
 
 

@@ -53,6 +53,8 @@ def _phis(block: Block) -> list[Operation]:
 class MlirPrinter(Printer):
     """The readable printer with MLIR's block arguments in place of irc's phis."""
 
+    mlir_syntax = True
+
     def __init__(self):
         super().__init__(generic=False)
 

@@ -77,6 +77,8 @@ def check_depth(root) -> None:
             raise IRError(f"'{op.name}': {too_deep_message()}", op.loc)
         for region in op.regions:
             for block in region.blocks:
-                for nested in block.ops:
+                nested = block.first_op  # the linked list directly: this visits every op
+                while nested is not None:
                     if nested.regions:
                         stack.append((nested, depth + 1))
+                    nested = nested.next

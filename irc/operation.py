@@ -119,18 +119,38 @@ class Operation:
         loc: Location = UNKNOWN,
         result_names: Sequence[str | None] | None = None,
     ):
-        self.operands = list(operands)
-        self._uses = [Use(v, self, i) for i, v in enumerate(self.operands)]
+        # Explicit loops rather than comprehensions, and no list for what is empty (most ops
+        # have no successors and no regions): this runs once per op of every parsed module.
+        self.operands = operands = list(operands)
+        uses = []
+        i = 0
+        for v in operands:
+            uses.append(Use(v, self, i))
+            i += 1
+        self._uses = uses
+        results = []
         if result_names is None:
-            self.results = [OpResult(t, self, i) for i, t in enumerate(result_types)]
+            i = 0
+            for t in result_types:
+                results.append(OpResult(t, self, i))
+                i += 1
         else:
-            self.results = [OpResult(t, self, i, n) for i, (t, n) in enumerate(zip(result_types, result_names))]
+            for i, (t, n) in enumerate(zip(result_types, result_names)):
+                results.append(OpResult(t, self, i, n))
+        self.results = results
         self.attributes = attributes if attributes is not None else {}
-        self.successors = list(successors)
-        self._succ_uses = [_block_use(b, self, i) for i, b in enumerate(self.successors)]
-        self.regions = list(regions)
-        for r in self.regions:
-            r.parent = self
+        if successors:
+            self.successors = list(successors)
+            self._succ_uses = [_block_use(b, self, i) for i, b in enumerate(self.successors)]
+        else:
+            self.successors = _NONE
+            self._succ_uses = _NONE
+        if regions:
+            self.regions = list(regions)
+            for r in self.regions:
+                r.parent = self
+        else:
+            self.regions = _NONE
         self.parent: Block | None = None
         self.prev: Operation | None = None
         self.next: Operation | None = None
@@ -352,6 +372,11 @@ class UnregisteredOp(Operation):
     def is_registered(self) -> bool:
         return False
 
+
+# The successors and regions of the many ops that have none: one shared empty tuple
+# rather than two lists per op (fewer objects to allocate and for the garbage collector to
+# scan).  Whatever gives an op successors or regions assigns a new list.
+_NONE: tuple = ()
 
 # A successor slot is a use of a block, linked into the block's use list exactly
 # as an operand is linked into its value's.

@@ -113,7 +113,7 @@ class _RegionState:
     or by the first branch that passes values to it; ``edges`` lists every
     (successor, number of values passed, location) for the count check at the close."""
 
-    __slots__ = ("region", "current", "blocks", "undefined", "isolated", "phis", "declared", "edges")
+    __slots__ = ("region", "current", "blocks", "undefined", "isolated", "phis", "declared", "edges", "forwards")
 
     def __init__(self, region: Region, isolated: _IsolatedScope | None):
         self.region = region
@@ -124,6 +124,7 @@ class _RegionState:
         self.phis: dict[Block, list] = {}
         self.declared: set[Block] = set()
         self.edges: list[tuple[Block, int, Location]] = []
+        self.forwards: list[Block] = []  # blocks the parser adds (see ParseContext._edge), placed last
 
 
 class _IsolatedScope:
@@ -133,6 +134,8 @@ class _IsolatedScope:
     region defined it, so a lookup is one dict access however deep the nesting
     (walking a list of per-region scopes made parsing quadratic in the depth).
     ``undo`` has one list per open region: what to restore when it closes.
+    A definition's site is a Location, or the lark token it starts at (an op's result list,
+    the common case: turned into a Location only for a diagnostic, by ``ParseContext._where``).
     """
 
     __slots__ = ("visible", "undo", "forward")
@@ -197,6 +200,10 @@ class ParseContext(Transformer):
     def loc(self, tok) -> Location:
         return Location(self.source, tok.line, tok.column)
 
+    def _where(self, site) -> Location:
+        """A definition site as kept in a name scope: a Location, or the token it starts at."""
+        return site if isinstance(site, Location) else self.loc(site)
+
     def error(self, message: str, tok) -> IRError:
         return IRError(message, tok if isinstance(tok, Location) else self.loc(tok))
 
@@ -218,7 +225,7 @@ class ParseContext(Transformer):
             if type is not None and value.type is not type:
                 raise self.error(
                     f"use of value '%{name}' expects type {type}, but it has type {value.type}", tok
-                ).note(entry[1], f"'%{name}' is defined here")
+                ).note(self._where(entry[1]), f"'%{name}' is defined here")
             return value
         forward = self.isolated[-1].forward
         ref = forward.get(name)
@@ -240,7 +247,8 @@ class ParseContext(Transformer):
         iso = self.isolated[-1]
         prev = iso.visible.get(name)
         if prev is not None:
-            raise IRError(f"redefinition of value '%{name}'", loc).note(prev[1], "previous definition here")
+            raise IRError(f"redefinition of value '%{name}'", loc).note(self._where(prev[1]),
+                                                                        "previous definition here")
         ref = iso.forward.pop(name, None)
         if ref is not None:
             if ref.type is not value.type:
@@ -279,8 +287,7 @@ class ParseContext(Transformer):
         if len(values_toks) != len(types):
             raise self.error(f"'^{name}' is passed {_count(len(values_toks), 'value')} but "
                              f"{_count(len(types), 'type')}", tok)
-        self._edge(block, self.values(values_toks, types), tok)
-        return block
+        return self._edge(block, self.values(values_toks, types), tok)
 
     def _block_named(self, name: str, tok) -> Block:
         state = self.regions[-1]
@@ -369,11 +376,21 @@ class ParseContext(Transformer):
         results = op.results
         if defs is not None:
             text = defs.value
-            loc = Location(self.source, defs.line, defs.column)
             if len(results) == 1 and "," not in text and ":" not in text:
-                self.define(text[1:].rstrip("= \t\r\n"), results[0], loc)
+                # The common case, inlined from ``define``: a new name.  Its definition site is
+                # kept as the token, made a Location only for a diagnostic (see ``_where``).
+                name = text[1:].rstrip("= \t\r\n")
+                iso = self.isolated[-1]
+                visible = iso.visible
+                if name in visible or name in iso.forward:
+                    self.define(name, results[0], self.loc(defs))
+                else:
+                    iso.undo[-1].append((name, None))
+                    result = results[0]
+                    visible[name] = (result, defs)
+                    result.name_hint = name
             else:
-                self._define_results(_split_defs(text), results, loc, op)
+                self._define_results(_split_defs(text), results, self.loc(defs), op)
         elif results:
             raise self.error(f"'{op.name}' has {len(results)} result(s) that must be named, as in "
                              f"'%r = {op.name} ...'", op.loc)
@@ -490,7 +507,7 @@ class ParseContext(Transformer):
         from .attributes import DenseArrayAttr
 
         if name == "cf.br":
-            self._edge(blocks[0], values, where)
+            blocks[0] = self._edge(blocks[0], values, where)
             return [], attrs
         if name == "cf.switch":
             segments = attrs.pop("operandSegmentSizes", None)
@@ -501,9 +518,9 @@ class ParseContext(Transformer):
                 raise self.error("'cf.switch' with branch operands needs 'operandSegmentSizes' and "
                                  "'case_operand_segments'", where)
             start = 1 + segments.values[1]
-            self._edge(blocks[0], values[1:start], where)
-            for block, n in zip(blocks[1:], cases.values):
-                self._edge(block, values[start:start + n], where)
+            blocks[0] = self._edge(blocks[0], values[1:start], where)
+            for k, n in enumerate(cases.values, start=1):
+                blocks[k] = self._edge(blocks[k], values[start:start + n], where)
                 start += n
             return values[:1], attrs
         segments = attrs.pop("operandSegmentSizes", None)
@@ -512,27 +529,48 @@ class ParseContext(Transformer):
             raise self.error("'cf.cond_br' with branch operands needs 'operandSegmentSizes = array<i32: 1, N, M>'",
                              where)
         n = segments.values[1]
-        self._edge(blocks[0], values[1:1 + n], where)
-        self._edge(blocks[1], values[1 + n:], where)
+        blocks[0] = self._edge(blocks[0], values[1:1 + n], where)
+        blocks[1] = self._edge(blocks[1], values[1 + n:], where)
         return values[:1], attrs
 
-    def _edge(self, block: Block, values, where) -> None:
-        """Values passed along an edge from the current block to ``block`` (see ``successor``)."""
+    def _edge(self, block: Block, values, where) -> Block:
+        """Values passed along an edge from the current block to ``block`` (see ``successor``).
+
+        Returns the block the branch goes to: ``block``, or, when the current block already
+        passes other values to ``block`` along another edge (MLIR's ``cf.cond_br %c,
+        ^bb1(%a : i32), ^bb1(%b : i32)``), a new block that only branches on to ``block``:
+        a phi takes one value per predecessor, so the second edge gets a predecessor of its own.
+        """
         state = self.regions[-1]
         loc = where if isinstance(where, Location) else self.loc(where)
+        state.edges.append((block, len(values), loc))
         if not values:
-            state.edges.append((block, 0, loc))
-            return
+            return block
         phis = self._phis_for(block, [v.type for v in values], where)
         pred = state.current
-        for phi, value in zip(phis, values):
-            known = phi.value_for(pred)
-            if known is None:
+        known = [phi.value_for(pred) for phi in phis]
+        if all(k is None for k in known):
+            for phi, value in zip(phis, values):
                 phi.add_incoming(value, pred)
-            elif known is not value:
-                raise IRError(f"one block passes two different values to '^{block.label}': irc merges values "
-                              "with phis, which take one value per predecessor", loc)
-        state.edges.append((block, len(values), loc))
+            return block
+        if all(k is v for k, v in zip(known, values)):
+            return block  # the same values along a second edge: one incoming value serves both
+        forward = self._forwarding_block(block, loc)
+        for phi, value in zip(phis, values):
+            phi.add_incoming(value, forward)
+        return forward
+
+    def _forwarding_block(self, target: Block, loc: Location) -> Block:
+        """A new block of the current region that branches to ``target``.  It goes after the
+        region's written blocks (when the region closes), so that they keep their labels."""
+        from irc.dialects.cf import BranchOp
+
+        forward = Block(loc=loc)
+        branch = BranchOp.build(target)
+        branch.loc = loc
+        forward.append(branch)
+        self.regions[-1].forwards.append(forward)
+        return forward
 
     def report(self, error: IRError) -> None:
         """Record a diagnostic and go on parsing (raised with the others at the end)."""
@@ -573,6 +611,14 @@ class ParseContext(Transformer):
         return args
 
     args_more_item = args_more_value
+
+    def args_values(self, children):  # VALUE_LIST
+        return Args(_value_tokens(children[0]))
+
+    def args_more_values(self, children):  # args "," VALUE_LIST
+        args = children[0]
+        args.extend(_value_tokens(children[2]))
+        return args
 
     def args_flags(self, children):  # args FLAGS
         args = children[0]
@@ -629,6 +675,14 @@ class ParseContext(Transformer):
         values.append(children[2])
         return values
 
+    def values_list(self, children):  # VALUE_LIST
+        return ValueList(_value_tokens(children[0]))
+
+    def values_more_list(self, children):  # value_list "," VALUE_LIST
+        values = children[0]
+        values.extend(_value_tokens(children[2]))
+        return values
+
     def types_one(self, children):
         return [self.type_of(children[0])]
 
@@ -673,6 +727,27 @@ class ParseContext(Transformer):
 
     def succ_list(self, children):
         return SuccessorList(children)
+
+    # The same signatures with ': TYPE' as one SIG_TYPE token (see grammar.lark).
+    def single_sig_joined(self, children):
+        return ("plain", [self._joined_type(children[0])])
+
+    def multi_sig_joined(self, children):
+        return ("plain", [self._joined_type(children[0]), *children[2]])
+
+    def cast_sig_joined(self, children):
+        return ("cast", [self._joined_type(children[0])], [self.type_of(children[2])])
+
+    def _joined_type(self, tok) -> Type:
+        """The type of a SIG_TYPE token (': i64'); a diagnostic points at the type, not the colon."""
+        try:
+            return parse_type(tok.value[1:])
+        except ValueError as e:
+            raise IRError(str(e), self._joined_type_loc(tok)) from None
+
+    def _joined_type_loc(self, tok) -> Location:
+        text = tok.value
+        return Location(self.source, tok.line, tok.column + len(text) - len(text[1:].lstrip(" \t")))
 
     def cast_sig(self, children):
         return ("cast", [self.type_of(children[1])], [self.type_of(children[3])])
@@ -773,6 +848,8 @@ class ParseContext(Transformer):
         state = self.regions.pop()
         for name, loc in state.undefined.items():
             raise IRError(f"reference to an undefined block '^{name}'", loc)
+        for forward in state.forwards:
+            state.region.append(forward)
         if state.phis or state.declared:
             _check_edges(state)
         region = state.region
@@ -872,9 +949,15 @@ class ParseContext(Transformer):
             value = _untyped_literal_attr(value)
         return (key, value)
 
+    def typed_literal_joined(self, children):  # literal SIG_TYPE
+        lit, tok = children
+        return self._typed_literal(lit, self._joined_type(tok), self._joined_type_loc(tok))
+
     def typed_literal(self, children):
         lit, tok = children
-        t = self.type_of(tok)
+        return self._typed_literal(lit, self.type_of(tok), tok)
+
+    def _typed_literal(self, lit, t, tok):
         if isinstance(t, VectorType):
             if not t.element_type.is_int_or_index:
                 raise self.error(f"irc reads vector attributes of integers only (cf.switch's case values), "
@@ -949,6 +1032,39 @@ MAX_INT_LITERAL_DIGITS = 400  # beyond every type's range: see int_lit
 _FILE_LOC = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
 _BLOCK_ARG = re.compile(r"\s*%([A-Za-z0-9_$.\-]+)\s*:\s*(.+?)\s*(loc\(.*\))?\s*$", re.S)
 _LOC_ALIAS_DEF = re.compile(r"^(#[A-Za-z0-9_$.\-]+)[ \t]*=[ \t]*loc\((.*)\)[ \t]*$", re.M)
+
+
+class _ValueToken:
+    """One value of a VALUE_LIST token, standing where a VALUE_ID token would."""
+
+    __slots__ = ("value", "line", "column")
+    type = "VALUE_ID"
+
+    def __init__(self, value: str, line: int, column: int):
+        self.value = value
+        self.line = line
+        self.column = column
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _value_tokens(tok) -> list[_ValueToken]:
+    """``%a, %b`` (one VALUE_LIST token, on one line) -> a token per value, at its column."""
+    line, column = tok.line, tok.column
+    text = tok.value
+    out = []
+    names = text.split(", ")
+    if len(names) == text.count(" ") + 1 and "\t" not in text and len(names) == text.count(",") + 1:
+        for name in names:  # written as irc and mlir-opt print it: one space after each comma
+            out.append(_ValueToken(name, line, column))
+            column += len(name) + 2
+        return out
+    for piece in text.split(","):
+        name = piece.strip(" \t")
+        out.append(_ValueToken(name, line, column + piece.index("%")))
+        column += len(piece) + 1
+    return out
 
 
 class _FakeToken:
@@ -1129,12 +1245,12 @@ _parser: tuple[Lark, ParseContext] | None = None
 
 class _IdentityRule(Rule):
     """A grammar rule compared by identity: the parse table and the callback table
-    hold the same rule objects, so lark's structural ``Rule.__eq__`` (called on every
-    reduction) is wasted work."""
+    hold the same rule objects, so lark's structural ``Rule.__eq__`` and its Python-level
+    ``__hash__`` (both called on every reduction) are wasted work."""
 
     __slots__ = ()
     __eq__ = object.__eq__
-    __hash__ = Rule.__hash__
+    __hash__ = object.__hash__
 
 
 def _speed_up_rule_lookups(lark: Lark) -> None:
@@ -1346,22 +1462,33 @@ def parse_file(path, allow_unregistered: bool = False, max_size: int | None = No
 
 
 _TERMINAL_NAMES = {
-    "DEFS": "a result list ('%r =')", "VALUE_ID": "a value ('%name')", "LABEL": "a block label ('^bb:')",
+    "DEFS": "a result list ('%r =')", "VALUE_ID": "a value ('%name')", "VALUE_LIST": "a value ('%name')", "LABEL": "a block label ('^bb:')",
     "LABEL_ARGS": "a block label with arguments", "SUCC_ID": "a block ('^bb')", "SYMBOL": "a symbol ('@name')",
     "OP_NAME": "an op name ('dialect.op')", "TYPE": "a type", "BARE_ID": "a keyword", "STRING": "a string",
     "HEX": "a hexadecimal literal", "FLOAT": "a float literal", "INT": "an integer literal",
     "VISIBILITY": "a visibility ('private')", "$END": "end of input",
     "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'",
-    "COMMA": "','", "COLON": "':'", "EQUAL": "'='", "MORETHAN": "'>'", "LESSTHAN": "'<'",
+    "COMMA": "','", "COLON": "':'", "SIG_TYPE": "':'", "EQUAL": "'='", "MORETHAN": "'>'", "LESSTHAN": "'<'",
     "__ANON_0": "'->'", "DENSE": "'dense<'",
+    # The dotted keywords are regexes in the grammar (see there); named here as the words they are.
+    **{f"{kw}_KW": f"'{text}'" for kw, text in (
+        ("BUILTIN_MODULE", "builtin.module"), ("FUNC", "func.func"), ("FOR", "scf.for"), ("IF", "scf.if"),
+        ("WHILE", "scf.while"), ("SWITCH", "cf.switch"), ("EXECUTE", "scf.execute_region"),
+        ("ALLOCA_SCOPE", "memref.alloca_scope"), ("GLOBAL", "memref.global"), ("PARALLEL", "scf.parallel"),
+        ("REDUCE", "scf.reduce"), ("CONDITION", "scf.condition"))},
 }
 
 
 _PUNCTUATION = {"RBRACE", "RPAR", "RSQB", "COMMA", "COLON", "EQUAL", "MORETHAN"}
 
 
-def _describe_expected(expected) -> str:
+def _describe_expected(expected, keywords: bool = True) -> str:
+    """``keywords=False``: leave out the custom forms' dotted keywords where an op name may come
+    (an unexpected token lists them so; they were folded into OP_NAME by lark before they were
+    terminals of their own, see grammar.lark)."""
     names = []
+    if not keywords and "OP_NAME" in expected:
+        expected = [t for t in expected if not t.endswith("_KW") or t == "MODULE_KW"]
     # Punctuation first: "expected '}'" is the most useful thing to say about a truncated file.
     for term in sorted(expected, key=lambda t: (t not in _PUNCTUATION, t)):
         text = _TERMINAL_NAMES.get(term)
@@ -1406,7 +1533,11 @@ def _syntax_error(e: UnexpectedInput, source: SourceFile) -> IRError:
     if isinstance(e, UnexpectedToken):
         tok = e.token
         text = str(tok.value)
-        return IRError(f"unexpected '{text}', expected {_describe_expected(e.expected)}", loc)
+        if tok.type == "DEFS":
+            text = text.rstrip(" \t")  # the token takes the blanks after its '='
+        elif tok.type == "SIG_TYPE":
+            text = ":"  # the signature's ': TYPE' is one token; the colon is what came unexpected
+        return IRError(f"unexpected '{text}', expected {_describe_expected(e.expected, keywords=False)}", loc)
     return IRError(str(e).splitlines()[0], loc)
 
 

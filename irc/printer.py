@@ -24,6 +24,10 @@ _FLAG_ATTRS = {"overflowFlags": "#arith.overflow<", "fastmath": "#arith.fastmath
 
 
 class Printer:
+    # Whether this printer writes upstream MLIR's text (irc.mlir.MlirPrinter): ops whose forms
+    # differ only in what may be left out (an empty 'else') ask it.
+    mlir_syntax = False
+
     def __init__(self, generic: bool = False):
         self.generic = generic
         self.out: list[str] = []
@@ -127,7 +131,12 @@ class Printer:
         return "%" + name
 
     def values(self, vs) -> str:
-        return ", ".join([self.value(v) for v in vs])
+        names = self.names
+        parts = []
+        for v in vs:
+            name = names.get(v)
+            parts.append("%" + name if name is not None else self.value(v))
+        return ", ".join(parts)
 
     def block(self, b: Block) -> str:
         label = self.labels.get(b)
@@ -142,6 +151,8 @@ class Printer:
     def attr_dict(self, attrs: dict[str, Attribute], elide=(), flags: bool = True) -> str:
         """`` {key = value, ...}``, led by MLIR's op flags (`` overflow<nsw>``, `` fastmath<fast>``),
         which ops print where MLIR does: after the operands, before the attribute dictionary."""
+        if not attrs:
+            return ""
         items = []
         lead = ""
         for k, v in attrs.items():
@@ -172,15 +183,20 @@ class Printer:
 
     def _print_op(self, op: Operation) -> None:
         out = self.out
-        out.append(self.indent)
         results = op.results
-        if results:
-            group = self.groups.get(op)
-            if group is not None:
-                out.append(f"%{group}:{len(results)} = ")
-            else:
-                out.append(self.values(results) + " = ")
-        if self.generic or not hasattr(op, "print_custom") or not op.is_registered():
+        if len(results) == 1:  # the common case (only multi-result ops form groups)
+            name = self.names.get(results[0])
+            out.append(f"{self.indent}%{name} = " if name is not None else
+                       f"{self.indent}{self.value(results[0])} = ")
+        else:
+            out.append(self.indent)
+            if results:
+                group = self.groups.get(op)
+                if group is not None:
+                    out.append(f"%{group}:{len(results)} = ")
+                else:
+                    out.append(self.values(results) + " = ")
+        if self.generic or not _has_custom_form(type(op)):
             self.print_generic(op)
         else:
             out.append(op.name)
@@ -226,13 +242,29 @@ class Printer:
                 if block.args and (print_entry_args or not entry):
                     out.append("(" + ", ".join(f"{self.value(a)}: {a.type}" for a in block.args) + ")")
                 out.append(":\n")
-            for op in block.ops:
+            op = block.first_op  # printing does not edit the block: its list, walked directly
+            while op is not None:
                 self.print_op(op)
+                op = op.next
         self.indent = outer
         out.append(outer + "}")
 
     def text(self) -> str:
         return "".join(self.out)
+
+
+_CUSTOM_FORM: dict[type, bool] = {}
+
+
+def _has_custom_form(cls: type) -> bool:
+    """Whether ops of ``cls`` print in a readable form of their own (asked once per class;
+    unregistered ops, whose ``is_registered()`` is False, always print generically)."""
+    known = _CUSTOM_FORM.get(cls)
+    if known is None:
+        from .operation import UnregisteredOp
+
+        known = _CUSTOM_FORM[cls] = hasattr(cls, "print_custom") and not issubclass(cls, UnregisteredOp)
+    return known
 
 
 def print_module(module, generic: bool = False) -> str:

@@ -10,7 +10,7 @@ one grammar for all dialects while each op keeps MLIR's exact spelling.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .attributes import (
@@ -150,7 +150,7 @@ class UniformSyntax:
     sig: tuple | None
     loc: Location
     num_results: int = 0
-    extra: dict = field(default_factory=dict)
+    extra: dict | None = None  # free for an op's parser to use (made per op only if needed)
 
     def plain_types(self, what: str = "type") -> list[Type]:
         if self.sig is None or self.sig[0] != "plain":

@@ -112,7 +112,9 @@ class OpResult(Value):
     __slots__ = ("op", "index")
 
     def __init__(self, type: Type, op: Operation, index: int, name_hint: str | None = None):
-        Value.__init__(self, type, name_hint)
+        self.type = type  # Value.__init__, inlined: one result per op of every parsed module
+        self.first_use = None
+        self.name_hint = name_hint
         self.op = op
         self.index = index
 

@@ -38,6 +38,7 @@ class Verifier:
         self.domtrees: dict[Region, DominatorTree] = {}
         self.positions: dict[Block, dict[Operation, int]] = {}
         self.errors: list[IRError] = []
+        self.calls: list[Operation] = []  # the func.call ops seen, for the symbol checks
 
     def report(self, error: IRError) -> None:
         self.errors.append(error)
@@ -60,6 +61,8 @@ class Verifier:
     # -- ops -----------------------------------------------------------------------------
 
     def verify_op(self, op: Operation) -> None:
+        if op.name == "func.call":
+            self.calls.append(op)
         if op.is_registered():
             try:
                 op.verify_op()
@@ -88,8 +91,16 @@ class Verifier:
         last = block.last_op
         if needs_terminator and (last is None or not last.is_terminator and last.is_registered()):
             return True
-        return any(op.is_terminator and op is not last or op.successors and any(
-            s.parent is not block.parent for s in op.successors) for op in block.ops)
+        region = block.parent
+        op = block.first_op  # the linked list directly: this runs once per op of the module
+        while op is not None:
+            if op.is_terminator and op is not last:
+                return True
+            for s in op.successors:
+                if s.parent is not region:
+                    return True
+            op = op.next
+        return False
 
     def verify_block(self, block: Block, needs_terminator: bool) -> None:
         try:
@@ -98,10 +109,12 @@ class Verifier:
             self.report(e)
         leading_phis = True
         for op in block.ops:
-            try:
-                leading_phis = self._verify_placement(op, block, leading_phis)
-            except IRError as e:
-                self.report(e)
+            if leading_phis or op.successors or op.is_terminator or op.name == "cf.phi":
+                try:
+                    leading_phis = self._verify_placement(op, block, leading_phis)
+                except IRError as e:
+                    self.report(e)
+            # else: an ordinary op after the phis, which _verify_placement has nothing to say about
             self.verify_op(op)
 
     def _verify_block_shape(self, block: Block, needs_terminator: bool) -> None:
@@ -137,16 +150,25 @@ class Verifier:
 
     def verify_dominance(self, block: Block, reachable: bool) -> None:
         seen: set[Operation] = set()
-        for op in block.ops:
+        op = block.first_op  # verification does not edit the block: walk its list directly
+        while op is not None:
             try:
                 if op.name == "cf.phi":
                     self.verify_phi(op, block)
                 elif reachable:
                     for value in op.operands:
+                        # Most operands are defined earlier in the same block: answered here.
+                        kind = type(value)
+                        if kind is OpResult:
+                            if value.op.parent is block and value.op in seen:
+                                continue
+                        elif kind is BlockArgument and value.block is block:
+                            continue
                         self.check_available(value, op, block, seen)
             except IRError as e:
                 self.report(e)
             seen.add(op)
+            op = op.next
 
     def check_available(self, value, user: Operation, block: Block, seen: set) -> None:
         if isinstance(value, OpResult):
@@ -241,8 +263,9 @@ class Verifier:
             raise err
 
 
-def verify_symbols(module, report=None) -> None:
-    """Symbol rules; each problem goes to ``report`` (default: raise the first)."""
+def verify_symbols(module, report=None, calls=None) -> None:
+    """Symbol rules; each problem goes to ``report`` (default: raise the first).
+    ``calls``: the module's func.call ops, when the caller has them (else found by a walk)."""
     from .attributes import StringAttr
 
     if report is None:
@@ -258,7 +281,7 @@ def verify_symbols(module, report=None) -> None:
                 report(op.error(f"redefines symbol '@{sym.value}'").note(prev.loc, "previous definition here"))
                 continue
             table[sym.value] = op
-    for op in module.walk():
+    for op in module.walk() if calls is None else calls:
         if op.name != "func.call":
             continue
         target = table.get(op.callee)
@@ -293,7 +316,7 @@ def verify(module) -> None:
         try:
             v.verify_op(module)
             if not v.errors:  # symbol checks read ops' attributes, which must be well-formed
-                verify_symbols(module, v.report)
+                verify_symbols(module, v.report, v.calls)
         except _TooManyErrors:
             truncated = True
         raise_collected(v.errors, truncated)

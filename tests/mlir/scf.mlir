@@ -81,3 +81,22 @@ func.func @sum_and_max(%arg0: memref<?xi64>, %arg1: index) -> (i64, i64) {
   }
   return %0#0, %0#1 : i64, i64
 }
+
+// -----
+
+func.func @empty_else(%arg0: i1, %arg1: memref<i64>, %arg2: i64) {
+  scf.if %arg0 {
+    memref.store %arg2, %arg1[] : memref<i64>
+  } else {
+  }
+  %c1_i64 = arith.constant 1 : i64
+  %0 = arith.addi %arg2, %c1_i64 : i64
+  scf.if %arg0 {
+  } else {
+    memref.store %0, %arg1[] : memref<i64>
+  }
+  scf.if %arg0 {
+    memref.store %arg2, %arg1[] : memref<i64>
+  }
+  return
+}

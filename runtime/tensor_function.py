@@ -64,7 +64,7 @@ def has_tensors(func) -> bool:
 class TensorOptions:
     """How tensor functions are lowered (the rest of ``irc.compile``'s options apply after)."""
 
-    blas: bool = False  # large f32/f64 matmuls call scipy's BLAS gemm, not irc's GEMM library function
+    blas: bool = False  # large f32/f64 matmuls call a BLAS gemm (cpu/blas.py), not irc's GEMM library function
     math_approx: bool = True  # exp, tanh... as vectorisable polynomials instead of libm calls
     threads: int = 1  # parallel loops split across this many threads (the caller's included)
 

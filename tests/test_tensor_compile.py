@@ -437,6 +437,46 @@ def test_threads_split_parallel_loops_and_agree_with_one_thread():
         irc.compile(irc.parse(text), threads=0)
 
 
+def test_a_fault_in_a_worker_s_chunk_raises_in_the_caller_and_the_threads_go_on():
+    """A parallel loop's chunks run on irc's workers (tensor_function._run_plan): a fault in a
+    chunk the caller did not run raises what one thread raises, and the next calls, from
+    several Python threads at once, still get their own results."""
+    import threading
+
+    text = """
+func.func @div(%a: tensor<512x256xi32>, %b: tensor<512x256xi32>) -> tensor<512x256xi32> {
+  %q = arith.divsi %a, %b : tensor<512x256xi32>
+  func.return %q : tensor<512x256xi32>
+}"""
+    rng = np.random.default_rng(8)
+    a = rng.integers(-1000, 1000, (512, 256), dtype=np.int32)
+    b = rng.integers(1, 50, (512, 256), dtype=np.int32)
+    one, three = irc.compile(irc.parse(text), threads=1), irc.compile(irc.parse(text), threads=3)
+    np.testing.assert_array_equal(three.div(a, b), one.div(a, b))
+    spec = three.div.specialization(((512, 256), (512, 256)))
+    assert any(seg.range is not None for seg in spec.segments)
+    zero = b.copy()
+    zero[-1, -1] = 0  # in the last chunk: a worker's
+    with pytest.raises(Exception) as want:
+        one.div(a, zero)
+    with pytest.raises(type(want.value)) as got:
+        three.div(a, zero)
+    assert str(got.value) == str(want.value)
+    results = {}
+
+    def call(k):
+        bk = b + k
+        results[k] = (three.div(a, bk), one.div(a, bk))
+    callers = [threading.Thread(target=call, args=(k,)) for k in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    for got_k, want_k in results.values():
+        np.testing.assert_array_equal(got_k, want_k)
+    assert len(results) == 4
+
+
 def _mlp(layers: int, batch: int, width: int) -> str:
     t, w = f"tensor<{batch}x{width}xf32>", f"tensor<{width}x{width}xf32>"
     params = ", ".join(f"%w{i}: {w}, %b{i}: tensor<{width}xf32>" for i in range(layers))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -732,6 +733,8 @@ def _workers(threads: int):
 
 
 _workers_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads: it starts its own
+    os.register_at_fork(after_in_child=_job_queues.clear)
 
 
 def _work(jobs) -> None:

@@ -477,6 +477,32 @@ func.func @div(%a: tensor<512x256xi32>, %b: tensor<512x256xi32>) -> tensor<512x2
     assert len(results) == 4
 
 
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork here")
+def test_a_forked_child_starts_its_own_workers():
+    """The child of a fork has none of irc's worker threads: its threaded calls start new ones
+    rather than wait for the parent's forever."""
+    import os
+
+    text = """
+func.func @add(%a: tensor<512x256xf32>, %b: tensor<512x256xf32>) -> tensor<512x256xf32> {
+  %s = arith.addf %a, %b : tensor<512x256xf32>
+  func.return %s : tensor<512x256xf32>
+}"""
+    exe = irc.compile(irc.parse(text), threads=2)
+    a = np.random.default_rng(9).standard_normal((512, 256)).astype(np.float32)
+    for _ in range(2):  # the first call specialises; the second runs on irc's workers
+        np.testing.assert_array_equal(exe.add(a, a), a + a)
+    pid = os.fork()
+    if pid == 0:
+        import signal
+
+        signal.signal(signal.SIGALRM, lambda *_: os._exit(4))  # waiting for a worker that is not there
+        signal.alarm(30)
+        os._exit(0 if np.array_equal(exe.add(a, 2 * a), a + 2 * a) else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def _mlp(layers: int, batch: int, width: int) -> str:
     t, w = f"tensor<{batch}x{width}xf32>", f"tensor<{width}x{width}xf32>"
     params = ", ".join(f"%w{i}: {w}, %b{i}: tensor<{width}xf32>" for i in range(layers))

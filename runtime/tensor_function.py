@@ -21,7 +21,7 @@ and then compiles the result like any scalar module (``executable.CPU_STAGES``).
 irc computes the output shapes and allocates the outputs (or writes into the
 arrays given as ``out=``); intermediates live in one arena per specialisation,
 allocated once and reused across calls.  With ``threads > 1`` the parallel
-loops run as chunks of their range on a thread pool (the calls into machine
+loops run as chunks of their range on irc's worker threads (the calls into machine
 code release the GIL), each chunk worth at least ``MIN_WORK_PER_THREAD`` ops.
 """
 

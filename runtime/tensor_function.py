@@ -30,6 +30,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os
+import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -663,8 +664,8 @@ def _plan(spec: Specialization, threads: int) -> list:
     first such call and kept: per segment ``(c_function, raise_fault, positions of the C
     arguments it takes, chunks)``, ``chunks`` being ``None`` for a serial segment, else the
     (lo, hi) of each thread's chunk of whole trips, each worth ``MIN_WORK_PER_THREAD`` ops.
-    A parallel loop costs a dict lookup less and no arithmetic per call: what is left between
-    two chunks is the hand-off (``_run_plan``), which the other thread waits through."""
+    A call then does no arithmetic for it: what is left between two segments' chunks is the
+    hand-off (``_run_plan``), which the other threads wait through."""
     plan = spec.plans.get(threads)
     if plan is None:
         plan = []
@@ -693,7 +694,7 @@ def _run_plan(plan: list, call: list, threads: int) -> None:
         elif len(chunks) == 1:
             status = c_function(*args, *chunks[0])
         else:
-            reply = _reply_queue()
+            reply = queue.SimpleQueue()  # this segment's: nothing left over can reach another call
             for lo_hi in chunks[1:]:
                 jobs.put((c_function, args, lo_hi, reply))
             try:
@@ -709,17 +710,13 @@ def _run_plan(plan: list, call: list, threads: int) -> None:
 
 
 _job_queues: dict[int, object] = {}
-_replies = threading.local()
 
 
 def _workers(threads: int):
     """The job queue of the process's ``threads - 1`` irc worker threads, started on first use
     (daemons: a job is one chunk of a parallel loop, run by one C call that drops the GIL).
     Lighter than a ``ThreadPoolExecutor``: no ``Future`` and no condition variable per chunk;
-    a job names the queue its status goes back to, one per calling thread, so that
-    concurrent callers get their own."""
-    import queue
-
+    a job names the queue its status goes back to, so that concurrent callers get their own."""
     jobs = _job_queues.get(threads)
     if jobs is None:
         with _workers_lock:
@@ -745,15 +742,6 @@ def _work(jobs) -> None:
         except BaseException as e:  # noqa: BLE001 - the caller raises it
             reply.put(e)
 
-
-def _reply_queue():
-    """The calling thread's queue for its chunks' statuses."""
-    reply = getattr(_replies, "queue", None)
-    if reply is None:
-        import queue
-
-        reply = _replies.queue = queue.SimpleQueue()
-    return reply
 
 def _checked(wrapper):
     """A compiled function's C entry that raises its fault for a non-zero status."""

@@ -24,8 +24,8 @@ grad pass  ``grad`` alone on chains of 1k, 10k, 100k scalar and        linear: o
 it, and ``exe.step(..., out=...)`` is timed writing into preallocated outputs
 (the parameters are not overwritten, so every call is the same step).  Rows:
 irc's default (its own GEMM library function for large matmuls, compiled once per
-host: passes/lowering/gemm_library.py) and its BLAS path (``blas=True``: scipy's
-sgemm).
+host: passes/lowering/gemm_library.py) and its BLAS path (``blas=True``: numpy's
+OpenBLAS sgemm, else scipy's).
 
 **Peers**, each only where installed: ``jax.jit`` of ``value_and_grad`` plus the
 update (returns new parameters); ``pytensor.function`` with ``updates=`` on
@@ -277,7 +277,7 @@ def irc_step(net: Net, blas: bool | None = None, by_hand: bool = False):
 def build_irc(blas: bool | None, by_hand: bool = False):
     def build(net, params, x, y):
         if blas and not blas_available():
-            raise tc.Missing("scipy not installed (irc's BLAS path calls its cython_blas gemm)")
+            raise tc.Missing("no BLAS gemm (irc's BLAS path calls numpy's OpenBLAS or scipy's)")
         fn = irc_step(net, blas, by_hand=by_hand)
         outs = [np.empty((), np.float32)] + [np.empty_like(p) for p in params]
         args = [*params, x, y]
@@ -611,7 +611,7 @@ def profile(net: Net, repeat: int) -> None:
     params, x, y = net.inputs()
     args = [*params, x, y]
     parts = {}
-    paths = (None, True) if blas_available() else (None,)  # irc's GEMM, and BLAS where scipy is
+    paths = (None, True) if blas_available() else (None,)  # irc's GEMM, and BLAS where one is found
     for label, by_hand in (("grad pass", False), ("backward by hand", True)):
         try:
             describe_graph(graph_after_fusion(manual_step_module(net) if by_hand else step_module(net)))

@@ -26,7 +26,7 @@ tensor-to-loops, memory planning, math-approx when registered), called as
 variant that lets irc allocate its output, and where the ``math-approx`` pass
 exists, the variant with libm calls (``math_approx=False``).  Matmul is timed
 with irc's own GEMM (``blas=False``) and, where irc has one, its BLAS path
-(``blas=True``, scipy's OpenBLAS gemm).  irc's compile cache is a fresh
+(``blas=True``: numpy's OpenBLAS gemm, else scipy's; runtime/cpu/blas.py).  irc's compile cache is a fresh
 temporary directory, so its "1st call" column is a cold compile plus one run
 (torch.compile's depends on what earlier runs left in inductor's disk cache).
 
@@ -1174,7 +1174,7 @@ def report_workload(w: Workload, sizes: tuple, results: list[Result], cpu: float
         own = next((r for r in results if r.contender.name == OWN_KERNEL and r.median), None)
         for name, share in (("irc native (blas=False)", 0.50), ("irc BLAS path (blas=True)", 0.95)):
             r = next(r for r in results if r.contender.name == name)
-            # The BLAS path calls scipy's OpenBLAS, pinned as numpy's is: it is compared with numpy in process.
+            # The BLAS path calls numpy's OpenBLAS (pinned as numpy is): it is compared with numpy in process.
             refs = [(numpy_row, "numpy's")]
             if own is not None and "native" in name:
                 refs.append((own, "numpy's (OpenBLAS's own kernel choice)"))
@@ -1195,7 +1195,11 @@ def report_workload(w: Workload, sizes: tuple, results: list[Result], cpu: float
 
 def print_blas_notes(results: list[Result]) -> None:
     cores = ", ".join(f"{k} {v}" for k, v in openblas_cores().items()) or "none found"
-    print(f"OpenBLAS kernels loaded in this process: {cores} (numpy's, and scipy's for irc's BLAS path)")
+    from irc.runtime.cpu import blas
+
+    bound = blas.gemm("sgemm")
+    print(f"OpenBLAS kernels loaded in this process: {cores}; irc's BLAS path calls "
+          f"{bound.source if bound else 'no gemm'}")
     pinned = os.environ.get("OPENBLAS_CORETYPE")
     if pinned:
         own = next((r for r in results if r.contender.name == OWN_KERNEL), None)

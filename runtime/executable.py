@@ -126,8 +126,8 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
     """Compile every function of ``module`` for ``target``; see the module docstring.
 
     Functions over tensors compile per argument shapes when first called (see
-    tensor_function.py); for them ``blas=True`` sends large f32/f64 matmuls to scipy's
-    BLAS gemm instead of irc's own (the default, None or False: passes/lowering/gemm_library.py),
+    tensor_function.py); for them ``blas=True`` sends large f32/f64 matmuls to a
+    BLAS gemm (numpy's OpenBLAS, else scipy's: cpu/blas.py) instead of irc's own (the default, None or False: passes/lowering/gemm_library.py),
     ``math_approx`` replaces libm
     calls by vectorisable polynomial approximations, and ``threads`` (None: the
     cores this process may use) runs parallel loops on that many threads.
@@ -164,7 +164,8 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
         if blas is None:
             blas = False  # irc's own GEMM (cpu/gemm_library.py): as fast as BLAS here, see docs/benchmarks.md
         elif blas and not blas_runtime.available():
-            raise ValueError("blas=True needs scipy (its cython_blas gemm); install scipy or pass blas=False")
+            raise ValueError("blas=True needs a BLAS gemm (numpy's OpenBLAS or scipy's cython_blas) and found "
+                             "none; install scipy or pass blas=False")
         if threads is None:
             threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:

@@ -21,7 +21,7 @@ and then compiles the result like any scalar module (``executable.CPU_STAGES``).
 irc computes the output shapes and allocates the outputs (or writes into the
 arrays given as ``out=``); intermediates live in one arena per specialisation,
 allocated once and reused across calls.  With ``threads > 1`` the parallel
-loops run as chunks of their range on a thread pool (the calls into machine
+loops run as chunks of their range on irc's worker threads (the calls into machine
 code release the GIL), each chunk worth at least ``MIN_WORK_PER_THREAD`` ops.
 """
 
@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import os
+import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -64,7 +66,7 @@ def has_tensors(func) -> bool:
 class TensorOptions:
     """How tensor functions are lowered (the rest of ``irc.compile``'s options apply after)."""
 
-    blas: bool = False  # large f32/f64 matmuls call scipy's BLAS gemm, not irc's GEMM library function
+    blas: bool = False  # large f32/f64 matmuls call a BLAS gemm (cpu/blas.py), not irc's GEMM library function
     math_approx: bool = True  # exp, tanh... as vectorisable polynomials instead of libm calls
     threads: int = 1  # parallel loops split across this many threads (the caller's included)
 
@@ -265,6 +267,7 @@ class Specialization:
         self.segments = [Segment(executable[seg], rng, work, tuple(params), c_positions(inputs, params))
                          for seg, rng, work, params in segments]
         self.timings: dict[str, float] = {}  # seconds per stage of making it (--timing)
+        self.plans: dict[int, list] = {}  # threads -> how _invoke runs the segments (_plan)
 
 
 class TensorFunction:
@@ -611,6 +614,8 @@ class TensorFunction:
         threads = self.tensor_options.threads
         if threads <= 1 or not spec.segments:
             return _checked(spec.wrapper)(*call) if raw else spec.wrapper(*call)
+        if raw:
+            return _run_plan(_plan(spec, threads), call, threads)
         for seg in spec.segments:
             wrapper = _checked(seg.wrapper) if raw else seg.wrapper
             args = [call[k] for k in (seg.c_params if raw else seg.params)]
@@ -652,6 +657,91 @@ def _shares_memory(values: list, out) -> bool:
 
 _SLOW = object()
 """What ``_fast_call`` returns for a call it leaves to the full path."""
+
+
+def _plan(spec: Specialization, threads: int) -> list:
+    """How ``_invoke`` runs ``spec``'s segments on ``threads`` from C arguments, worked out on its
+    first such call and kept: per segment ``(c_function, raise_fault, positions of the C
+    arguments it takes, chunks)``, ``chunks`` being ``None`` for a serial segment, else the
+    (lo, hi) of each thread's chunk of whole trips, each worth ``MIN_WORK_PER_THREAD`` ops.
+    A call then does no arithmetic for it: what is left between two segments' chunks is the
+    hand-off (``_run_plan``), which the other threads wait through."""
+    plan = spec.plans.get(threads)
+    if plan is None:
+        plan = []
+        for seg in spec.segments:
+            chunks = None
+            if seg.range is not None:
+                lb, ub, step = seg.range
+                trips = max(0, -(-(ub - lb) // step))
+                n = min(threads, trips, max(1, seg.work // MIN_WORK_PER_THREAD))
+                cuts = [lb + step * (trips * i // n) for i in range(n)] + [ub]
+                chunks = tuple(zip(cuts, cuts[1:])) if n > 1 else ((lb, ub),)
+            plan.append((seg.wrapper.c_function, seg.wrapper.raise_fault, seg.c_params, chunks))
+        spec.plans[threads] = plan
+    return plan
+
+
+def _run_plan(plan: list, call: list, threads: int) -> None:
+    """``plan`` on the C arguments ``call``: the calling thread runs each parallel segment's
+    first chunk, irc's workers the others (``_workers``); a fault raises after every chunk of
+    the segment has finished."""
+    jobs = _workers(threads)
+    for c_function, raise_fault, positions, chunks in plan:
+        args = [call[k] for k in positions]
+        if chunks is None:
+            status = c_function(*args)
+        elif len(chunks) == 1:
+            status = c_function(*args, *chunks[0])
+        else:
+            reply = queue.SimpleQueue()  # this segment's: nothing left over can reach another call
+            for lo_hi in chunks[1:]:
+                jobs.put((c_function, args, lo_hi, reply))
+            try:
+                status = c_function(*args, *chunks[0])
+            finally:
+                others = [reply.get() for _ in chunks[1:]]
+            for other in others:
+                if isinstance(other, BaseException):
+                    raise other
+                status = status or other
+        if status:
+            raise_fault(status)
+
+
+_job_queues: dict[int, object] = {}
+
+
+def _workers(threads: int):
+    """The job queue of the process's ``threads - 1`` irc worker threads, started on first use
+    (daemons: a job is one chunk of a parallel loop, run by one C call that drops the GIL).
+    Lighter than a ``ThreadPoolExecutor``: no ``Future`` and no condition variable per chunk;
+    a job names the queue its status goes back to, so that concurrent callers get their own."""
+    jobs = _job_queues.get(threads)
+    if jobs is None:
+        with _workers_lock:
+            jobs = _job_queues.get(threads)
+            if jobs is None:
+                jobs = queue.SimpleQueue()
+                for k in range(threads - 1):
+                    threading.Thread(target=_work, args=(jobs,), name=f"irc-{threads}-{k}", daemon=True).start()
+                _job_queues[threads] = jobs
+    return jobs
+
+
+_workers_lock = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads: it starts its own
+    os.register_at_fork(after_in_child=_job_queues.clear)
+
+
+def _work(jobs) -> None:
+    while True:
+        c_function, args, (lo, hi), reply = jobs.get()
+        try:
+            reply.put(c_function(*args, lo, hi))
+        except BaseException as e:  # noqa: BLE001 - the caller raises it
+            reply.put(e)
+
 
 def _checked(wrapper):
     """A compiled function's C entry that raises its fault for a non-zero status."""

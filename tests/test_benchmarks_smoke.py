@@ -90,3 +90,12 @@ def test_remat_memory_quick_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "| decreasing |" in proc.stdout
+
+
+def test_thread_profile_quick_runs(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "thread_profile.py"), "--quick", "--rounds", "2"],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "critical path" in proc.stdout and "same bits on 2 threads: True" in proc.stdout

@@ -428,3 +428,73 @@ func.func @bmm(%a: tensor<3x1x40xf32>, %b: tensor<3x40x50xf32>) -> tensor<3x1x50
     got = exe.bmm(a, b)
     for i in range(3):
         assert within_sum_bound(got[i], a[i], b[i])
+
+
+LAYER = """
+func.func @layer(%x: tensor<70x300xf32>, %w: tensor<300x200xf32>, %b: tensor<200xf32>) -> tensor<70x200xf32> {
+  %zero = arith.constant 0.0 : f32
+  %m = graph.matmul %x, %w : (tensor<70x300xf32>, tensor<300x200xf32>) -> tensor<70x200xf32>
+  %bb = graph.broadcast %b : tensor<200xf32> to tensor<70x200xf32>
+  %s = arith.addf %m, %bb : tensor<70x200xf32>
+  %z = graph.splat %zero : f32 to tensor<70x200xf32>
+  %h = arith.maximumf %s, %z : tensor<70x200xf32>
+  func.return %h : tensor<70x200xf32>
+}"""
+
+
+def _parallel_loops_with_gemm(lowered):
+    return [op for op in lowered.walk() if op.name == "scf.for" and "parallel" in op.attributes
+            and any(o.name == "func.call" and o.callee.startswith("irc_gemm_") for o in op.walk())]
+
+
+def test_bias_and_relu_run_in_the_product_s_thread_parts():
+    """With threads, the elementwise op after a split product runs in the same parallel loop,
+    each part on its own columns after its GEMM call: one thread start a layer, not two."""
+    module = irc.parse(LAYER)
+    one, two = irc.compile(module, threads=1), irc.compile(module, threads=2)
+    lowered, func = two.layer.lower(((70, 300), (300, 200), (200,)))
+    (loop,) = _parallel_loops_with_gemm(lowered)
+    assert any(o.name == "arith.maximumf" for o in loop.walk())  # the ReLU is inside the part loop
+    assert len(func.attributes["segments"].elements) == 1  # one segment: the layer
+    lowered_one, _ = one.layer.lower(((70, 300), (300, 200), (200,)))
+    assert not _parallel_loops_with_gemm(lowered_one)  # one thread: one call, then the loop nest
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((70, 300), dtype=np.float32), rng.standard_normal((300, 200), dtype=np.float32)
+    b = rng.standard_normal(200, dtype=np.float32)
+    got = two.layer(x, w, b)
+    np.testing.assert_array_equal(got, one.layer(x, w, b))
+    want = np.maximum(x.astype(np.float64) @ w + b, 0)
+    bound = (300 + 2) * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(w) + np.abs(b))
+    assert np.all(np.abs(got - want) <= bound)
+
+
+def test_an_elementwise_op_that_cannot_run_per_part_stays_after_the_product():
+    """The sum of two products: the first product's consumer reads the second, made after it,
+    so it stays a loop of its own; the second's may run in its parts.  A consumer that reads
+    the product transposed is never moved.  Both agree with one thread, bit for bit."""
+    src = """
+func.func @f(%x: tensor<70x300xf32>, %w: tensor<300x200xf32>, %y: tensor<70x300xf32>, %v: tensor<300x200xf32>,
+             %s: f32) -> (tensor<70x200xf32>, tensor<200x70xf32>) {
+  %p = graph.matmul %x, %w : (tensor<70x300xf32>, tensor<300x200xf32>) -> tensor<70x200xf32>
+  %q = graph.matmul %y, %v : (tensor<70x300xf32>, tensor<300x200xf32>) -> tensor<70x200xf32>
+  %ss = graph.splat %s : f32 to tensor<70x200xf32>
+  %pq = arith.addf %p, %q : tensor<70x200xf32>
+  %r = arith.mulf %pq, %ss : tensor<70x200xf32>
+  %t = graph.matmul %x, %v : (tensor<70x300xf32>, tensor<300x200xf32>) -> tensor<70x200xf32>
+  %tt = graph.transpose %t {perm = [1, 0]} : tensor<70x200xf32> to tensor<200x70xf32>
+  %s2 = graph.splat %s : f32 to tensor<200x70xf32>
+  %u = arith.addf %tt, %s2 : tensor<200x70xf32>
+  func.return %r, %u : tensor<70x200xf32>, tensor<200x70xf32>
+}"""
+    module = irc.parse(src)
+    one, two = irc.compile(module, threads=1), irc.compile(module, threads=2)
+    rng = np.random.default_rng(4)
+    x, y = (rng.standard_normal((70, 300), dtype=np.float32) for _ in range(2))
+    w, v = (rng.standard_normal((300, 200), dtype=np.float32) for _ in range(2))
+    got, want = two.f(x, w, y, v, np.float32(0.5)), one.f(x, w, y, v, np.float32(0.5))
+    for g, o in zip(got, want):
+        np.testing.assert_array_equal(g, o)
+    ref = (x.astype(np.float64) @ w + y.astype(np.float64) @ v) * 0.5
+    bound = 2 * (300 + 2) * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(w) + np.abs(y) @ np.abs(v))
+    assert np.all(np.abs(got[0] - ref) <= bound)
+    np.testing.assert_allclose(got[1], (x.astype(np.float64) @ v).T + 0.5, rtol=1e-4, atol=1e-3)

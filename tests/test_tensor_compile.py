@@ -12,6 +12,7 @@ import random
 import irc.passes
 import numpy as np
 import pytest
+from irc.runtime.cpu import blas as blas_runtime
 
 import irc
 from irc.interpreter import interpret
@@ -326,7 +327,8 @@ func.func @mm(%a: tensor<?x?x{t}>, %b: tensor<?x?x{t}>) -> tensor<?x?x{t}> {{
 @pytest.mark.parametrize("elem", ["f32", "f64"])
 @pytest.mark.parametrize("shape", [(64, 33, 40), (1, 70, 500), (128, 2, 129)])
 def test_blas_matmul_agrees_with_numpy(elem, shape):
-    pytest.importorskip("scipy.linalg.cython_blas")
+    if not blas_runtime.available():
+        pytest.skip("no BLAS gemm here (numpy's or scipy's)")
     m, k, n = shape
     dt = np.float32 if elem == "f32" else np.float64
     rng = np.random.default_rng(2)
@@ -435,6 +437,72 @@ def test_threads_split_parallel_loops_and_agree_with_one_thread():
         irc.compile(irc.parse(text), threads=0)
 
 
+def test_a_fault_in_a_worker_s_chunk_raises_in_the_caller_and_the_threads_go_on():
+    """A parallel loop's chunks run on irc's workers (tensor_function._run_plan): a fault in a
+    chunk the caller did not run raises what one thread raises, and the next calls, from
+    several Python threads at once, still get their own results."""
+    import threading
+
+    text = """
+func.func @div(%a: tensor<512x256xi32>, %b: tensor<512x256xi32>) -> tensor<512x256xi32> {
+  %q = arith.divsi %a, %b : tensor<512x256xi32>
+  func.return %q : tensor<512x256xi32>
+}"""
+    rng = np.random.default_rng(8)
+    a = rng.integers(-1000, 1000, (512, 256), dtype=np.int32)
+    b = rng.integers(1, 50, (512, 256), dtype=np.int32)
+    one, three = irc.compile(irc.parse(text), threads=1), irc.compile(irc.parse(text), threads=3)
+    np.testing.assert_array_equal(three.div(a, b), one.div(a, b))
+    spec = three.div.specialization(((512, 256), (512, 256)))
+    assert any(seg.range is not None for seg in spec.segments)
+    zero = b.copy()
+    zero[-1, -1] = 0  # in the last chunk: a worker's
+    with pytest.raises(Exception) as want:
+        one.div(a, zero)
+    with pytest.raises(type(want.value)) as got:
+        three.div(a, zero)
+    assert str(got.value) == str(want.value)
+    results = {}
+
+    def call(k):
+        bk = b + k
+        results[k] = (three.div(a, bk), one.div(a, bk))
+    callers = [threading.Thread(target=call, args=(k,)) for k in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    for got_k, want_k in results.values():
+        np.testing.assert_array_equal(got_k, want_k)
+    assert len(results) == 4
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork here")
+def test_a_forked_child_starts_its_own_workers():
+    """The child of a fork has none of irc's worker threads: its threaded calls start new ones
+    rather than wait for the parent's forever."""
+    import os
+
+    text = """
+func.func @add(%a: tensor<512x256xf32>, %b: tensor<512x256xf32>) -> tensor<512x256xf32> {
+  %s = arith.addf %a, %b : tensor<512x256xf32>
+  func.return %s : tensor<512x256xf32>
+}"""
+    exe = irc.compile(irc.parse(text), threads=2)
+    a = np.random.default_rng(9).standard_normal((512, 256)).astype(np.float32)
+    for _ in range(2):  # the first call specialises; the second runs on irc's workers
+        np.testing.assert_array_equal(exe.add(a, a), a + a)
+    pid = os.fork()
+    if pid == 0:
+        import signal
+
+        signal.signal(signal.SIGALRM, lambda *_: os._exit(4))  # waiting for a worker that is not there
+        signal.alarm(30)
+        os._exit(0 if np.array_equal(exe.add(a, 2 * a), a + 2 * a) else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def _mlp(layers: int, batch: int, width: int) -> str:
     t, w = f"tensor<{batch}x{width}xf32>", f"tensor<{width}x{width}xf32>"
     params = ", ".join(f"%w{i}: {w}, %b{i}: tensor<{width}xf32>" for i in range(layers))
@@ -451,7 +519,8 @@ def _mlp(layers: int, batch: int, width: int) -> str:
 
 def test_mlp_forward_plans_two_buffers_with_blas():
     """MXNet's observation: an n-layer forward pass needs 2 buffers, not n."""
-    pytest.importorskip("scipy.linalg.cython_blas")
+    if not blas_runtime.available():
+        pytest.skip("no BLAS gemm here (numpy's or scipy's)")
     layers, batch, width = 6, 32, 64
     exe = irc.compile(irc.parse(_mlp(layers, batch, width)), blas=True, threads=1)
     _, func = exe.mlp.lower(((batch, width),) + ((width, width), (width,)) * layers)

@@ -2,7 +2,7 @@
 
 The call goes to ``@irc_blas_sgemm`` / ``@irc_blas_dgemm``, declared in the module
 with the C ABI every irc function has (row-major memrefs in, an i32 status
-out); the CPU runtime links a shim that forwards to the gemm scipy exports
+out); the CPU runtime links a shim that forwards to numpy's OpenBLAS gemm, or scipy's
 (runtime/cpu/blas.py).  The interpreter has no body for these symbols, so a
 module lowered this way runs only compiled; the native loops are the
 reference.  A simple cost model keeps small products in native loops, where a

@@ -292,7 +292,8 @@ class Bufferizer:
             self.transposed.add(op.results[0])
             return True
         if op in self.absorbed:  # computed by the GEMM whose epilogue it is (gemm_library.epilogue)
-            self._free_dead(op, [self.buffers[v] for v in op.operands], self.position[op])
+            self._free_dead(op, [self.buffers[v] for v in op.operands if isinstance(v.type, TensorType)],
+                            self.position[op])
             return True
         lower = LOWERINGS.get(op.name)
         if self.options.get("gpu"):  # the GPU target's simple forms (gpu_rows.py)
@@ -306,6 +307,9 @@ class Bufferizer:
             found = gemm_library.epilogue(op, self.position)
             if found is not None:
                 return self._lower_with_epilogue(op, *found, destination)
+            consumer = gemm_library.column_consumer(op, self.position, self.transposed, self.options)
+            if consumer is not None:
+                return self._lower_with_consumer(op, consumer, destination)
             lower = gemm_library.lower_matmul_library
         if lower is None:
             raise IRError(f"tensor-to-loops has no lowering for '{op.name}' (elementwise ops on "
@@ -340,6 +344,33 @@ class Bufferizer:
         transposed = tuple(v in self.transposed for v in op.operands)
         gemm_library.lower_matmul_library(LoweringContext(lb, self, transposed), op, inputs, output,
                                           epilogue=(self.buffers[d], alpha))
+        self._bind(op.results[0], output)
+        self._bind(result, output)
+        self.absorbed.add(fused)
+        self._free_dead(op, inputs, self.position[op])
+        return True
+
+    def _lower_with_consumer(self, op, fused, destination: dict) -> bool:
+        """The matmul ``op`` split across threads, each part followed by the elementwise ``fused``
+        op over the part's columns (``gemm_library.column_consumer``): the GEMM writes C where
+        ``fused``'s result goes, and ``fused`` then rewrites each element of it in place."""
+        from .elementwise import _element
+
+        result = fused.results[0]
+        lb = _builder(op)
+        inputs = [self.buffers[v] for v in op.operands]
+        output = self.destination_for(destination, result, op) or self._allocate(lb, result, fused)
+        operands = [output if v is op.results[0] else self.buffers[v] if isinstance(v.type, TensorType) else v
+                    for v in fused.operands]
+        rows = lb.dim(output, 0)
+
+        def consumer(col_begin, col_end) -> None:
+            with lb.for_(0, rows) as i, lb.for_(col_begin, col_end) as j:
+                lb.store(_element(lb, fused, operands, [i.iv, j.iv]), output, [i.iv, j.iv])
+
+        transposed = tuple(v in self.transposed for v in op.operands)
+        gemm_library.lower_matmul_library(LoweringContext(lb, self, transposed), op, inputs, output,
+                                          consumer=consumer)
         self._bind(op.results[0], output)
         self._bind(result, output)
         self.absorbed.add(fused)

@@ -468,13 +468,24 @@ THREAD_MIN_WORK = 1 << 21
 """Multiply-adds below which a product stays on one thread (each part packs all of A)."""
 
 
-def lower_matmul_library(ctx, op, inputs, output, epilogue=None) -> None:
+def thread_parts(ctx_options: dict, blocking: Blocking, m: int, n: int, k: int) -> int:
+    """How many blocks of whole column panels (one a thread) a product of m x n x k is split
+    into: ``threads`` (tensor-to-loops' option), as many as there are panels, and each block
+    worth ``THREAD_MIN_WORK`` multiply-adds."""
+    panels = -(-n // blocking.nr)
+    return max(1, min(ctx_options.get("threads", 1), panels, m * n * k // THREAD_MIN_WORK))
+
+
+def lower_matmul_library(ctx, op, inputs, output, epilogue=None, consumer=None) -> None:
     """The matmul as a call of the library GEMM for the host's blocking (declared in the module),
     with packing scratch the size ``Blocking.scratch_sizes`` gives, planned like any temporary;
     ``epilogue`` = (D's buffer, alpha) computes ``D + alpha * (A @ B)`` instead (``epilogue``).
     With ``threads`` > 1 (tensor-to-loops' option) a large product is a ``parallel`` loop of one
     call per block of whole column panels, each with its own scratch, which split-parallel runs
-    on threads (each part packs all of A and its own columns of B)."""
+    on threads (each part packs all of A and its own columns of B).  ``consumer(col_begin,
+    col_end)``, when given, builds the loops of an elementwise op after the product over those
+    columns of C: each part runs it on its own columns right after its call
+    (``column_consumer``)."""
     from irc.dialects.func import CallOp
 
     from .blas import declare
@@ -490,7 +501,7 @@ def lower_matmul_library(ctx, op, inputs, output, epilogue=None) -> None:
     declare(ctx, name, signature(elem))
     views = [lb.view(buf, 0, mat, [lb.dim(buf, 0), lb.dim(buf, 1)]).value for buf in (*inputs, output)]
     panels = -(-n // blocking.nr)
-    parts = max(1, min(ctx.options.get("threads", 1), panels, m * n * k // THREAD_MIN_WORK))
+    parts = thread_parts(ctx.options, blocking, m, n, k)
     sizes = blocking.scratch_sizes(m, n, k)
     scratch = [ctx.temporary(MemRefType([size * parts], elem)) for size in sizes]
     d, alpha = epilogue if epilogue is not None else (None, 1.0)
@@ -508,12 +519,54 @@ def lower_matmul_library(ctx, op, inputs, output, epilogue=None) -> None:
 
     if parts == 1:
         call(lb.index(0), 0, n)
+        if consumer is not None:
+            consumer(lb.index(0), lb.index(n))
         return
     with lb.for_(0, parts, parallel=True) as t:  # part t: panels t*P/parts .. (t+1)*P/parts
         first = lb.op("arith.divui", t.iv * panels, lb.index(parts)) * blocking.nr
         last = lb.op("arith.minsi", lb.op("arith.divui", (t.iv + 1) * panels, lb.index(parts)) * blocking.nr,
                      lb.index(n))
         call(t.iv, first, last)
+        if consumer is not None:
+            consumer(first, last)
+
+
+def column_consumer(op, position: dict, transposed: set, options: dict):
+    """The elementwise ``graph.fused`` that is the matmul ``op``'s one use, when the product is
+    split across threads (``thread_parts`` > 1) and that op can run on each part's columns
+    right after the part's GEMM call, in the same parallel iteration: a bias and ReLU after
+    ``x @ W``.  Then a layer is one parallel loop, not two: the threads start once a layer,
+    not twice, and each applies the op to its block of C while the block is in its own cache
+    (the MLP forward's 16 bias-and-ReLU loops were each too short to be worth waking the
+    second thread for; docs/benchmarks.md).  The op's result must have the product's shape
+    and read the product at its own index (so it may overwrite C in place); its other
+    operands must exist before ``op`` and not be read transposed.  None otherwise."""
+    from irc.values import BlockArgument
+
+    result = op.results[0]
+    uses = list(result.uses)
+    if len(uses) != 1 or uses[0].owner.name != "graph.fused":
+        return None
+    fused = uses[0].owner
+    if fused.reduction or len(fused.results) != 1 or fused.parent is not op.parent:
+        return None
+    out_type = fused.results[0].type
+    if getattr(out_type, "shape", None) != result.type.shape or out_type.element_type is not result.type.element_type:
+        return None
+    if fused.domain_rank != 2 or fused.operands.count(result) != 1:
+        return None
+    if list(fused.maps[fused.operands.index(result)]) != [0, 1]:
+        return None
+    for v in fused.operands:
+        if v is result:
+            continue
+        if v in transposed or not (isinstance(v, BlockArgument) or position.get(v.defining_op, 1 << 60) < position[op]):
+            return None
+    m, k = op.operands[0].type.shape
+    n = op.operands[1].type.shape[1]
+    if thread_parts(options, Blocking.for_host(result.type.element_type, options), m, n, k) <= 1:
+        return None
+    return fused
 
 
 def epilogue(op, position: dict):

@@ -1,4 +1,4 @@
-"""Optimised BLAS gemm for the JIT, bound from scipy's ``cython_blas`` (no new native dependency).
+"""Optimised BLAS gemm for the JIT: the OpenBLAS numpy itself calls, else scipy's (no new native dependency).
 
 ``tensor-to-loops{blas=true}`` lowers a large f32/f64 ``graph.matmul`` to a call of
 ``@irc_blas_sgemm`` / ``@irc_blas_dgemm`` (declared, not defined, in the module;
@@ -7,26 +7,66 @@ shim, linked into the same JIT library, that turns irc's C ABI (row-major
 memrefs as pointer and sizes, an i32 status) into the Fortran gemm call.
 Row-major C = A B is column-major C^T = B^T A^T, so the shim calls
 ``gemm('N', 'N', n, m, k, 1, B, n, A, k, 0, C, n)``; the ``_tn``/``_nt``/``_tt``
-shims take an operand's transpose's buffer and pass ``'T'`` for it instead.  The gemm itself is the
-function pointer scipy exports in ``scipy.linalg.cython_blas.__pyx_capi__``
-(OpenBLAS in scipy's wheels), imported into the JIT under a private name.
+shims take an operand's transpose's buffer and pass ``'T'`` for it instead.
+
+Which gemm (``LIBRARIES``, first found wins): numpy's own BLAS when it exports a Fortran
+gemm (numpy's wheels bundle scipy-openblas with 64-bit integers, ``scipy_sgemm_64_``),
+looked up through numpy's ``_multiarray_umath`` (dlsym searches the libraries it links);
+else the function pointer scipy exports in ``scipy.linalg.cython_blas.__pyx_capi__``
+(scipy's own OpenBLAS, 32-bit integers).  numpy's comes first so that the BLAS path runs
+the very gemm ``x @ w`` runs in numpy: scipy's wheels may bundle an older OpenBLAS (here
+scipy 1.17.1's 0.3.30 took 6.05 ms for 256x1024 @ 1024x1024 f32 on one core against 5.80
+for numpy 2.4.6's 0.3.31: docs/benchmarks.md), and it works without scipy.  Either is
+imported into the JIT under a private name.
 """
 
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 from functools import cache
 
 SHIMS = {f"irc_blas_{blas}{suffix}": (blas, elem, suffix)
          for blas, elem in (("sgemm", "float"), ("dgemm", "double")) for suffix in ("", "_tn", "_nt", "_tt")}
-"""irc-level symbol -> (scipy cython_blas name, LLVM element type, transposes).  The suffix says
+"""irc-level symbol -> (BLAS routine, LLVM element type, transposes).  The suffix says
 which operand buffers hold the operand's transpose (``_tn``: A's; see passes/lowering/blas.py):
 the shim passes gemm's ``'T'`` flag for it and the buffer's row length as its leading dimension."""
 
 
-@cache
-def gemm_address(name: str) -> int | None:
-    """The address of scipy's ``name`` (``sgemm``/``dgemm``), or None without scipy."""
+@dataclass(frozen=True)
+class Gemm:
+    """A Fortran-ABI gemm found in this process: its address, the width of its integer
+    arguments (64 for an ILP64 build) and where it came from (for messages and benchmarks)."""
+
+    address: int
+    int_bits: int
+    source: str
+
+
+def _numpy_gemm(name: str) -> Gemm | None:
+    """numpy's BLAS's ``name`` (``sgemm``/``dgemm``) when numpy links a Fortran-ABI BLAS."""
+    try:
+        from numpy._core import _multiarray_umath as umath
+    except ImportError:  # numpy 1.x
+        try:
+            from numpy.core import _multiarray_umath as umath
+        except ImportError:
+            return None
+    try:
+        lib = ctypes.CDLL(umath.__file__)
+    except OSError:
+        return None
+    for symbol, bits in ((f"scipy_{name}_64_", 64), (f"{name}_64_", 64), (f"scipy_{name}_", 32)):
+        try:
+            function = getattr(lib, symbol)
+        except AttributeError:
+            continue
+        return Gemm(ctypes.cast(function, ctypes.c_void_p).value, bits, f"numpy's BLAS ({symbol})")
+    return None
+
+
+def _scipy_gemm(name: str) -> Gemm | None:
+    """The gemm ``name`` scipy exports to Cython (its own BLAS, 32-bit integers)."""
     try:
         from scipy.linalg import cython_blas
     except ImportError:
@@ -38,19 +78,37 @@ def gemm_address(name: str) -> int | None:
     get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
     get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    return get_pointer(capsule, get_name(capsule))
+    return Gemm(get_pointer(capsule, get_name(capsule)), 32, "scipy.linalg.cython_blas")
+
+
+LIBRARIES = (_numpy_gemm, _scipy_gemm)
+"""Where a gemm is looked for, in order."""
+
+
+@cache
+def gemm(name: str) -> Gemm | None:
+    """The gemm ``name`` (``sgemm``/``dgemm``) the BLAS path calls, or None where no library has it."""
+    for find in LIBRARIES:
+        found = find(name)
+        if found is not None:
+            return found
+    return None
 
 
 def available() -> bool:
-    return all(gemm_address(blas) is not None for blas, _, _ in SHIMS.values())
+    return all(gemm(blas) is not None for blas, _, _ in SHIMS.values())
 
 
-def _shim(symbol: str, blas: str, elem: str, suffix: str = "") -> str:
-    target = f"irc.scipy.{blas}"
+def _shim(symbol: str, blas: str, elem: str, suffix: str = "", int_bits: int = 32) -> str:
+    target = f"irc.blas.{blas}"
     ta, tb = suffix[1:2] == "t", suffix[2:3] == "t"
+    it = f"i{int_bits}"
     # C (m x n) = op(A) op(B), row-major, is column-major C^T = op(B)^T op(A)^T: B goes first.
     # A's buffer is (m x k), or (k x m) when it holds A^T; its rows are lda long.  Likewise B's.
     k_of_a = "%a0" if ta else "%a1"
+
+    def narrow(value: str, name: str) -> str:
+        return f"  %{name} = trunc i64 {value} to {it}" if int_bits < 64 else f"  %{name} = add i64 {value}, 0"
     return f"""
 declare void @"{target}"(ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr)
 
@@ -65,29 +123,29 @@ call:
   store i8 {84 if ta else 78}, ptr %transa
   %transb = alloca i8
   store i8 {84 if tb else 78}, ptr %transb
-  %M = alloca i32
-  %N = alloca i32
-  %K = alloca i32
-  %ldb = alloca i32
-  %lda = alloca i32
-  %ldc = alloca i32
+  %M = alloca {it}
+  %N = alloca {it}
+  %K = alloca {it}
+  %ldb = alloca {it}
+  %lda = alloca {it}
+  %ldc = alloca {it}
   %alpha = alloca {elem}
   %beta = alloca {elem}
-  %n32 = trunc i64 %n to i32
-  %m32 = trunc i64 %m to i32
-  %k32 = trunc i64 {k_of_a} to i32
-  %a1_32 = trunc i64 %a1 to i32
-  %b1_32 = trunc i64 %b1 to i32
-  store i32 %n32, ptr %M
-  store i32 %m32, ptr %N
-  store i32 %k32, ptr %K
-  store i32 %n32, ptr %ldc
-  %a1_is_0 = icmp eq i32 %a1_32, 0
-  %lda_v = select i1 %a1_is_0, i32 1, i32 %a1_32
-  store i32 %lda_v, ptr %lda
-  %b1_is_0 = icmp eq i32 %b1_32, 0
-  %ldb_v = select i1 %b1_is_0, i32 1, i32 %b1_32
-  store i32 %ldb_v, ptr %ldb
+{narrow("%n", "n_")}
+{narrow("%m", "m_")}
+{narrow(k_of_a, "k_")}
+{narrow("%a1", "a1_")}
+{narrow("%b1", "b1_")}
+  store {it} %n_, ptr %M
+  store {it} %m_, ptr %N
+  store {it} %k_, ptr %K
+  store {it} %n_, ptr %ldc
+  %a1_is_0 = icmp eq {it} %a1_, 0
+  %lda_v = select i1 %a1_is_0, {it} 1, {it} %a1_
+  store {it} %lda_v, ptr %lda
+  %b1_is_0 = icmp eq {it} %b1_, 0
+  %ldb_v = select i1 %b1_is_0, {it} 1, {it} %b1_
+  store {it} %ldb_v, ptr %ldb
   store {elem} 1.0, ptr %alpha
   store {elem} 0.0, ptr %beta
   call void @"{target}"(ptr %transb, ptr %transa, ptr %M, ptr %N, ptr %K, ptr %alpha, ptr %b, ptr %ldb,
@@ -104,9 +162,9 @@ def link_extras(declared: set[str]) -> tuple[list[str], dict[str, int]]:
     modules, imports = [], {}
     for symbol in sorted(declared & SHIMS.keys()):
         blas, elem, suffix = SHIMS[symbol]
-        address = gemm_address(blas)
-        if address is None:
+        found = gemm(blas)
+        if found is None:
             continue  # the link then fails with "undefined symbol", naming it
-        modules.append(_shim(symbol, blas, elem, suffix))
-        imports[f"irc.scipy.{blas}"] = address
+        modules.append(_shim(symbol, blas, elem, suffix, found.int_bits))
+        imports[f"irc.blas.{blas}"] = found.address
     return modules, imports

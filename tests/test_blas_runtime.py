@@ -1,0 +1,76 @@
+"""The BLAS path's gemm, from each library the runtime can bind (runtime/cpu/blas.py).
+
+numpy's OpenBLAS (64-bit integers) comes first, scipy's cython_blas gemm (32-bit) is the
+fallback: each is bound in turn here, and every transpose shim's products are checked
+against numpy in float64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from irc.runtime.cpu import blas as blas_runtime
+
+import irc
+
+DYN = "tensor<?x?x{t}>"
+
+
+def _program(ta: bool, tb: bool, elem: str) -> str:
+    dyn = DYN.format(t=elem)
+    lines = [f"%t0 = graph.transpose %a {{perm = [1, 0]}} : {dyn} to {dyn}" if ta else "",
+             f"%t1 = graph.transpose %b {{perm = [1, 0]}} : {dyn} to {dyn}" if tb else ""]
+    return (f"func.func @mm(%a: {dyn}, %b: {dyn}) -> {dyn} {{\n" + "\n".join(f"  {x}" for x in lines if x)
+            + f"\n  %c = graph.matmul {'%t0' if ta else '%a'}, {'%t1' if tb else '%b'} : ({dyn}, {dyn}) -> {dyn}"
+            f"\n  func.return %c : {dyn}\n}}")
+
+
+@pytest.fixture(params=["numpy", "scipy"])
+def library(request, monkeypatch):
+    """Bind only one library's gemm for the test (the lookup's cache cleared around it)."""
+    find = {"numpy": blas_runtime._numpy_gemm, "scipy": blas_runtime._scipy_gemm}[request.param]
+    if find("sgemm") is None:
+        pytest.skip(f"{request.param} has no Fortran gemm here")
+    monkeypatch.setattr(blas_runtime, "LIBRARIES", (find,))
+    blas_runtime.gemm.cache_clear()
+    yield request.param
+    blas_runtime.gemm.cache_clear()
+
+
+@pytest.mark.parametrize("elem", ["f32", "f64"])
+@pytest.mark.parametrize("flags", [(False, False), (True, False), (False, True), (True, True)],
+                         ids=["nn", "tn", "nt", "tt"])
+def test_each_library_computes_every_transpose(library, elem, flags):
+    ta, tb = flags
+    dt = np.float32 if elem == "f32" else np.float64
+    rng = np.random.default_rng(7)
+    exe = irc.compile(irc.parse(_program(ta, tb, elem)), blas=True, threads=1, cache=False)
+    for m, k, n in [(70, 90, 50), (33, 129, 65), (257, 1, 130)]:
+        a = rng.standard_normal((k, m) if ta else (m, k)).astype(dt)
+        b = rng.standard_normal((n, k) if tb else (k, n)).astype(dt)
+        la, lb = (a.T if ta else a).astype(np.float64), (b.T if tb else b).astype(np.float64)
+        got = exe.mm(a, b)
+        bound = (k + 1) * np.finfo(dt).eps * (np.abs(la) @ np.abs(lb))
+        assert got.shape == (m, n) and np.all(np.abs(got - la @ lb) <= bound)
+        module, _ = exe.mm.lower((a.shape, b.shape))
+        assert "@irc_blas_" in module.print()  # the product went to BLAS, not to native loops
+
+
+def test_numpy_is_bound_first_where_it_has_a_gemm():
+    blas_runtime.gemm.cache_clear()
+    found = blas_runtime.gemm("sgemm")
+    numpy_own = blas_runtime._numpy_gemm("sgemm")
+    if numpy_own is None:
+        pytest.skip("numpy links no Fortran-ABI gemm here")
+    assert found == numpy_own
+
+
+def test_no_library_means_no_blas_path(monkeypatch):
+    monkeypatch.setattr(blas_runtime, "LIBRARIES", ())
+    blas_runtime.gemm.cache_clear()
+    try:
+        assert not blas_runtime.available()
+        with pytest.raises(ValueError, match="blas=True needs a BLAS gemm"):
+            irc.compile(irc.parse(_program(False, False, "f32")), blas=True)
+    finally:
+        blas_runtime.gemm.cache_clear()

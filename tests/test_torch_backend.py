@@ -447,3 +447,29 @@ def test_transformer_encoder_layer_fast_path(norm_first, activation, masked):
     assert any("_transformer_encoder_layer_fwd" in t for t in seen)  # the fast path, not its decomposition
     assert_close(got, want)
     assert COUNTS == {"irc": 1}
+
+
+@pytest.mark.parametrize("kernel, size", [(2, (9, 7)), ((2, 3), (8, 9)), (3, (6, 6))])
+def test_max_pool_gradient_with_windows_that_tile_the_input(kernel, size):
+    """Stride equal to the kernel, no padding: each input element in at most one window (irc's
+    elementwise form of the backward); rows and columns past the last window get no gradient,
+    and of equal maxima (rounded inputs tie) the one torch's index names gets it all."""
+
+    class Pool(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.x = nn.Parameter(torch.round(torch.randn(2, 3, *size) * 2))
+
+        def forward(self, scale):
+            return nn.functional.max_pool2d(self.x * scale, kernel)
+
+    model = Pool()
+    compiled = torch.compile(copy.deepcopy(model), backend="irc")
+    ctx = irc_only()
+    try:
+        weighted_sum(compiled(torch.tensor(1.5))).backward()
+    finally:
+        ctx.__exit__(None, None, None)
+    weighted_sum(model(torch.tensor(1.5))).backward()
+    assert_close(compiled._orig_mod.x.grad, model.x.grad, rtol=0, atol=0)
+    assert COUNTS["irc"] >= 2 and not COUNTS["torch"]

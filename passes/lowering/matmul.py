@@ -103,10 +103,12 @@ def block_sizes(elem, nr: int, l1_bytes: int = 0, l3_bytes: int = 0) -> tuple[in
 
 
 class Gemm:
-    """Emits one C += A @ B over flat buffers (element offsets ``*_off``), sizes static."""
+    """Emits one C = A @ B over flat buffers (element offsets ``*_off``), sizes static; with
+    ``accumulate``, C += A @ B (C holds a partial sum already: a sum of products over a loop)."""
 
-    def __init__(self, ctx, elem, m: int, n: int, k: int, transposed=(False, False)):
+    def __init__(self, ctx, elem, m: int, n: int, k: int, transposed=(False, False), accumulate: bool = False):
         self.ctx = ctx
+        self.accumulate = accumulate
         self.ta, self.tb = transposed  # A's (B's) buffer holds A^T (B^T): read with swapped indices
         self.lb: Builder = ctx.lb
         self.elem = elem
@@ -140,6 +142,8 @@ class Gemm:
         self.a_off, self.b_off, self.c_off = a_off, b_off, c_off
         m, n, k = self.m, self.n, self.k
         if k == 0:  # otherwise the first K panel's kernels start from zero instead of reading C
+            if self.accumulate:
+                return
             with lb.for_(0, m * n) as loop:
                 lb.store(self.zero, c, [c_off + loop.iv])
             return
@@ -209,9 +213,12 @@ class Gemm:
             return lb.load(self.a, [a_col + (kl.iv * self.m + r)] if self.ta else [a_rows[r] + kl.iv])
 
         panel = jr * kc * nr
+        starts = lb.compare("eq", lb.index(pc), lb.index(0))  # the first K panel starts from zero
+        if self.accumulate:
+            starts = lb.const(0, starts.type)
         if self.is_float:  # a row of the tile is one vector (see gemm_library.PackedGemm._kernel)
             zeros = lb.splat_vector(self.zero, nr)
-            with lb.if_(lb.compare("eq", lb.index(pc), lb.index(0)), [zeros.type] * mr) as first:
+            with lb.if_(starts, [zeros.type] * mr) as first:
                 with first.then_():
                     first.yield_(*[zeros] * mr)
                 with first.else_():
@@ -225,7 +232,7 @@ class Gemm:
             return
         # The first K panel starts from zero (C is not cleared beforehand: one pass over C
         # less, and C is read once less); the others continue C's partial sums.
-        with lb.if_(lb.compare("eq", lb.index(pc), lb.index(0)), [self.elem] * (mr * nr)) as first:
+        with lb.if_(starts, [self.elem] * (mr * nr)) as first:
             with first.then_():
                 first.yield_(*[self.zero] * (mr * nr))
             with first.else_():

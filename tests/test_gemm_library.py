@@ -178,6 +178,27 @@ def test_narrow_edge_panels_run_the_half_width_kernel_and_agree(kind, transposed
         np.testing.assert_array_equal(runs[1], runs[0])
 
 
+WIDE = gl.Blocking(mr=3, nr=16, mc=6, kc=5, nc=32)  # partial B^T panels of GROUP columns and more
+
+
+@pytest.mark.parametrize("transposed", [(False, True), (True, True), (False, False)])
+def test_partial_panels_of_b_transposed_pack_in_groups_and_agree(transposed):
+    """A partial panel of B^T packs GROUP columns a k step and the rest one by one (n % 16 of 8..15
+    and below 8 here); interpreted and compiled agree bit for bit, and with numpy."""
+    name = gl.symbol(FloatType("f32"), WIDE)
+    module = gl.build(name)
+    exe = irc.compile(module, cache=False)
+    for m, n, k in [(5, 27, 9), (7, 13, 6), (4, 44, 11), (2, 9, 3)]:
+        a, b, a_buf, b_buf = operands(m, n, k, np.float32, transposed, seed=m * 100 + n)
+        runs = []
+        for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
+            c = np.full((m, n), np.nan, np.float32)
+            run(a_buf, b_buf, c, *scratch(WIDE, m, n, k, np.float32), *transposed, c, 1.0, False, 0, n)
+            runs.append(c)
+        assert within_sum_bound(runs[0], a, b), (m, n, k)
+        np.testing.assert_array_equal(runs[1], runs[0])
+
+
 def test_integer_and_batched_products_stay_inline():
     src = """
 func.func @mm(%a: tensor<20x30xi32>, %b: tensor<30x40xi32>) -> tensor<20x40xi32> {

@@ -321,11 +321,25 @@ class PackedGemm:
             with partial.then_():
                 base = full * (kc * nr)
                 self._zero_fill(self.pb, base, kc * nr)
-                with lb.for_(0, rest) as j:
-                    col = jc + full * nr + j.iv
-                    with lb.for_(0, kc) as p:
-                        at = self._pick(self.tb, col * self.k + pc + p.iv, (pc + p.iv) * self.n + col)
-                        lb.store(lb.load(self.b, [at]), self.pb, [base + p.iv * nr + j.iv])
+                first = jc + full * nr
+                with lb.if_(self.tb) as layout:
+                    with layout.then_():  # as the whole panels: GROUP rows of B^T a k step, then one by one
+                        group = GROUP if nr % GROUP == 0 else 1
+                        groups = lb.op("arith.divui", rest, lb.index(group))
+                        with lb.for_(0, groups) as g:
+                            col = first + g.iv * group
+                            with lb.for_(0, kc) as p:
+                                values = [lb.load(self.b, [(col + j) * self.k + pc + p.iv]) for j in range(group)]
+                                self._store_all(values, self.pb, base + g.iv * group + p.iv * nr)
+                        with lb.for_(groups * group, rest) as j:
+                            src = (first + j.iv) * self.k + pc
+                            with lb.for_(0, kc) as p:
+                                lb.store(lb.load(self.b, [src + p.iv]), self.pb, [base + p.iv * nr + j.iv])
+                    with layout.else_():  # B's rows: the partial panel's columns are contiguous
+                        with lb.for_(0, kc) as p:
+                            src = (pc + p.iv) * self.n + first
+                            with lb.for_(0, rest) as j:
+                                lb.store(lb.load(self.b, [src + j.iv]), self.pb, [base + p.iv * nr + j.iv])
 
     def _zero_fill(self, buf, start, count) -> None:
         """The padding of a partial panel: the kernel reads it as zeros."""

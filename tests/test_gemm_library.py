@@ -449,3 +449,29 @@ func.func @bmm(%a: tensor<3x1x40xf32>, %b: tensor<3x40x50xf32>) -> tensor<3x1x50
     got = exe.bmm(a, b)
     for i in range(3):
         assert within_sum_bound(got[i], a[i], b[i])
+
+
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+@pytest.mark.parametrize("m,n,k", [(1, 70, 40), (2, 9, 33), (3, 1, 5), (4, 130, 64), (1, 768, 96), (4, 7, 17)])
+def test_products_of_few_rows_with_b_transposed_are_dot_products_of_rows(kind, m, n, k):
+    """x @ W^T for up to DOT_ROWS rows (a torch Linear at batch 1): matmul.py's DotRows reads x and
+    W's rows in place, no library call (which would pack all of W for those rows); every element
+    within the K-term sum's bound of the exact product, as the interpreter's (numpy's) is."""
+    from irc.passes.lowering.matmul import DOT_ROWS
+
+    assert m <= DOT_ROWS
+    dtype = np.float32 if kind == "f32" else np.float64
+    src = f"""
+func.func @mm(%a: tensor<{m}x{k}x{kind}>, %w: tensor<{n}x{k}x{kind}>) -> tensor<{m}x{n}x{kind}> {{
+  %wt = graph.transpose %w {{perm = [1, 0]}} : tensor<{n}x{k}x{kind}> to tensor<{k}x{n}x{kind}>
+  %c = graph.matmul %a, %wt : (tensor<{m}x{k}x{kind}>, tensor<{k}x{n}x{kind}>) -> tensor<{m}x{n}x{kind}>
+  func.return %c : tensor<{m}x{n}x{kind}>
+}}"""
+    module = irc.parse(src)
+    exe = irc.compile(module, blas=False)
+    lowered, _ = exe.mm.lower(((m, k), (n, k)))
+    assert not any(f.is_declaration for f in lowered.functions)  # no library GEMM
+    a, b, _, w = operands(m, n, k, dtype, (False, True), seed=m * n + k)
+    got = exe.mm(a, w)
+    assert within_sum_bound(got, a, b)
+    assert within_sum_bound(np.asarray(irc.interpret(module, "mm", a, w)), a, b)

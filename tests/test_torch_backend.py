@@ -473,3 +473,24 @@ def test_max_pool_gradient_with_windows_that_tile_the_input(kernel, size):
     weighted_sum(model(torch.tensor(1.5))).backward()
     assert_close(compiled._orig_mod.x.grad, model.x.grad, rtol=0, atol=0)
     assert COUNTS["irc"] >= 2 and not COUNTS["torch"]
+
+
+def test_parameter_arrays_are_reused_and_follow_their_memory():
+    """A parameter's array is made once (``runtime._arrays``); an in-place update is seen through it,
+    and a parameter given new memory (``p.data = ...``) gets a new array."""
+    model = nn.Sequential(nn.Linear(8, 4), nn.Tanh())
+    model.eval()
+    compiled = torch.compile(model, backend="irc")
+    x = torch.randn(3, 8)
+    ctx = irc_only()
+    try:
+        with torch.no_grad():
+            assert_close(compiled(x), model(x))
+            model[0].weight.mul_(-2.0)  # same memory
+            assert_close(compiled(x), model(x))
+            model[0].weight.data = torch.randn(4, 8)  # new memory
+            model[0].bias.data = torch.randn(4)
+            assert_close(compiled(x), model(x))
+    finally:
+        ctx.__exit__(None, None, None)
+    assert COUNTS["irc"] >= 1 and not COUNTS["torch"]

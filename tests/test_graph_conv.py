@@ -78,6 +78,19 @@ def test_weight_grad_interpreted_and_compiled(x_shape, o, kernel, stride, paddin
         assert np.all(err <= 4 * (terms + 1) * np.finfo(dtype).eps * bound + 1e-30), elem
 
 
+def test_weight_grad_inline_gemm_for_floats():
+    """With ``blas=True`` (no GEMM library) floats take the inline GEMM too, accumulating over images."""
+    pytest.importorskip("scipy")
+    text, g_shape = program((3, 4, 7, 6), 5, (3, 3), (2, 1), (1, 1), "f64")
+    module = irc.parse(text)
+    rng = np.random.default_rng(8)
+    x, g = rng.standard_normal((3, 4, 7, 6)), rng.standard_normal(g_shape)
+    lowered, _ = irc.compile(module, blas=True).f.lower(((3, 4, 7, 6), g_shape))
+    assert not any(f.is_declaration for f in lowered.functions)  # no library, no BLAS call
+    got = irc.compile(module, blas=True).f(x, g)
+    np.testing.assert_allclose(got, reference(x, g, (3, 3), (2, 1), (1, 1)), rtol=1e-12, atol=1e-12)
+
+
 def test_weight_grad_compiled_integers_are_exact():
     """Integers take the inline GEMM, which accumulates image after image into the result."""
     text, g_shape = program((3, 4, 7, 6), 5, (3, 3), (2, 1), (1, 1), "i32")

@@ -163,3 +163,29 @@ def test_reductions_ending_in_reduced_dims_compiled(shape, axes, kind):
             f"  func.return %r : tensor<{dims(out)}x{elem}>\n}}\n")
     want = getattr(np, {"sum": "sum", "max": "max", "mean": "mean"}[kind])(x.astype(np.float64), axis=tuple(axes))
     np.testing.assert_allclose(irc.compile(irc.parse(text)).f(x), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_convolutions_split_images_across_threads(threads):
+    """With threads the forward convolution's images are split into parts, each with its own
+    scratch (a parallel loop that split-parallel runs on threads): the bits of one thread.  The
+    weight gradient stays on one thread (its sum over the images in one order)."""
+    src = """
+func.func @f(%x: tensor<6x16x24x24xf32>, %w: tensor<32x16x3x3xf32>, %g: tensor<6x32x24x24xf32>)
+    -> (tensor<6x32x24x24xf32>, tensor<32x16x3x3xf32>) {
+  %y = graph.conv2d %x, %w {stride = [1, 1], padding = [1, 1]} : (tensor<6x16x24x24xf32>, tensor<32x16x3x3xf32>) -> tensor<6x32x24x24xf32>
+  %d = graph.conv2d_weight_grad %x, %g {kernel = [3, 3], stride = [1, 1], padding = [1, 1]} : (tensor<6x16x24x24xf32>, tensor<6x32x24x24xf32>) -> tensor<32x16x3x3xf32>
+  func.return %y, %d : tensor<6x32x24x24xf32>, tensor<32x16x3x3xf32>
+}"""
+    module = irc.parse(src)
+    rng = np.random.default_rng(9)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((6, 16, 24, 24), (32, 16, 3, 3), (6, 32, 24, 24))]
+    many = irc.compile(module, threads=threads).f
+    lowered, _ = many.lower(tuple(a.shape for a in args))
+    assert any(op.name == "scf.for" and "parallel" in op.attributes and any(
+        inner.name == "func.call" for inner in op.walk()) for op in lowered.walk())
+    y1, d1 = irc.compile(module, threads=1).f(*args)
+    y, d = many(*args)
+    np.testing.assert_array_equal(y, y1)
+    np.testing.assert_array_equal(d, d1)
+    np.testing.assert_allclose(d, reference(args[0], args[2], (3, 3), (1, 1), (1, 1)), rtol=1e-4, atol=1e-3)

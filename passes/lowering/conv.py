@@ -22,7 +22,7 @@ from irc.builder import Builder
 from irc.types import FloatType, MemRefType
 
 from . import lowering
-from .gemm_library import LibraryGemm
+from .gemm_library import THREAD_MIN_WORK, LibraryGemm
 from .matmul import Gemm
 from .movement import fill
 
@@ -49,19 +49,27 @@ def lower_conv2d(ctx, op, inputs, output) -> None:
     depth, positions = c * kh * kw, ho * wo
     fx, fw, fout = lb.flat(x), lb.flat(w), lb.flat(output)
     direct = kh == kw == 1 and stride == [1, 1] and padding == [0, 0]
-    cols = None if direct else ctx.temporary(MemRefType([depth * positions], x.type.element_type))
+    library = _library(ctx, elem) and depth
+    parts = _parts(ctx, n, o * positions * depth) if library else 1
+    size = depth * positions
+    cols = None if direct else ctx.temporary(MemRefType([size * parts], x.type.element_type))
     if cols is not None and depth:
         fill(lb, cols, lb.const(0, x.type.element_type))
-    if _library(ctx, elem) and depth:
-        gemm = LibraryGemm(ctx, elem, o, positions, depth)
+    if library:
+        gemm = LibraryGemm(ctx, elem, o, positions, depth, parts)
         weight = gemm.matrix(fw, o, depth)
-        with lb.for_(0, n) as image:
-            if direct:
-                source = gemm.matrix(fx, depth, positions, image.iv * (c * h * wd))
-            else:
-                _im2col(lb, fx, image.iv, cols, (c, h, wd), (kh, kw), (ho, wo), stride, padding)
-                source = gemm.matrix(cols, depth, positions)
-            gemm.call(weight, source, gemm.matrix(fout, o, positions, image.iv * (o * positions)))
+
+        def images(part, first, last) -> None:
+            own = lb.index(part) * size
+            with lb.for_(first, last) as image:
+                if direct:
+                    source = gemm.matrix(fx, depth, positions, image.iv * (c * h * wd))
+                else:
+                    _im2col(lb, fx, image.iv, cols, (c, h, wd), (kh, kw), (ho, wo), stride, padding, own)
+                    source = gemm.matrix(cols, depth, positions, own)
+                gemm.call(weight, source, gemm.matrix(fout, o, positions, image.iv * (o * positions)), part=part)
+
+        _split(lb, n, parts, images)
         return
     gemm = Gemm(ctx, elem, o, positions, depth)
     with lb.for_(0, n) as image:
@@ -94,6 +102,8 @@ def lower_conv2d_weight_grad(ctx, op, inputs, output) -> None:
     cols = ctx.temporary(MemRefType([depth * positions], elem))
     fill(lb, cols, lb.const(0, elem))
     if _library(ctx, elem):
+        # One thread: parts summing their images apart would change the order of the sums with
+        # the number of threads (results are those of one thread whatever the threads).
         gemm = LibraryGemm(ctx, elem, o, depth, positions)
         source, result = gemm.matrix(cols, depth, positions), gemm.matrix(fout, o, depth)
         with lb.for_(0, n) as image:
@@ -108,6 +118,24 @@ def lower_conv2d_weight_grad(ctx, op, inputs, output) -> None:
         gemm.emit(fg, image.iv * (o * positions), cols, lb.index(0), fout, lb.index(0))
 
 
+def _parts(ctx, images: int, work_per_image: int) -> int:
+    """Parts the images are split into, each on a thread with its own scratch (``threads`` of
+    tensor-to-loops; as a large matmul is split: gemm_library.THREAD_MIN_WORK multiply-adds each)."""
+    return max(1, min(ctx.options.get("threads", 1), images, images * work_per_image // THREAD_MIN_WORK))
+
+
+def _split(lb: Builder, n: int, parts: int, images) -> None:
+    """``images(part, first, last)`` for ``parts`` blocks of the ``n`` images: one call, or the
+    iterations of a ``parallel`` loop (split-parallel runs them on threads)."""
+    if parts == 1:
+        images(0, 0, n)
+        return
+    with lb.for_(0, parts, parallel=True) as t:
+        first = lb.op("arith.divui", t.iv * n, lb.index(parts))
+        last = lb.op("arith.divui", (t.iv + 1) * n, lb.index(parts))
+        images(t.iv, first, last)
+
+
 def _window(op) -> tuple[list[int], list[int]]:
     attrs = op.attributes
     stride = [e.value for e in attrs["stride"].elements] if "stride" in attrs else [1, 1]
@@ -115,8 +143,8 @@ def _window(op) -> tuple[list[int], list[int]]:
     return stride, padding
 
 
-def _im2col(lb: Builder, x, image, cols, chw, kernel, out_hw, stride, padding) -> None:
-    """cols[((ci*KH + i)*KW + j) * Ho*Wo + oh*Wo + ow] = x[image, ci, oh*sh + i - ph, ow*sw + j - pw]
+def _im2col(lb: Builder, x, image, cols, chw, kernel, out_hw, stride, padding, offset=0) -> None:
+    """cols[offset + ((ci*KH + i)*KW + j) * Ho*Wo + oh*Wo + ow] = x[image, ci, oh*sh + i - ph, ow*sw + j - pw]
     for every in-bounds input position (the rest stay zero)."""
     c, h, wd = chw
     kh, kw = kernel
@@ -131,7 +159,7 @@ def _im2col(lb: Builder, x, image, cols, chw, kernel, out_hw, stride, padding) -
         shift_w = lb.op("arith.subi", j.iv, lb.index(pw))
         with lb.for_(oh_lo, oh_hi) as oh:
             src_row = plane + (oh.iv * sh + shift_h) * wd
-            dst_row = tap * (ho * wo) + oh.iv * wo
+            dst_row = offset + tap * (ho * wo) + oh.iv * wo
             with lb.for_(ow_lo, ow_hi) as ow:
                 value = lb.load(x, [src_row + (ow.iv * sw + shift_w)])
                 lb.store(value, cols, [dst_row + ow.iv])

@@ -623,14 +623,22 @@ class TensorFunction:
             if n <= 1:
                 wrapper(*args, lb, ub)
                 continue
-            # n chunks of whole trips; the calling thread runs the first (ctypes drops the GIL).
+            # n chunks of whole trips; the calling thread runs the first (ctypes drops the GIL), then
+            # any chunk no worker has started yet: on a machine whose other cores are busy a worker
+            # may wait a scheduler's time slice (milliseconds) to run, and the caller would wait too.
             cuts = [lb + step * (trips * i // n) for i in range(n)] + [ub]
+            # Every started chunk is waited for before anything is raised: they write the outputs
+            # and the arena, which the next call may get.
             futures = [_pool(threads).submit(wrapper, *args, cuts[i], cuts[i + 1]) for i in range(1, n)]
-            try:
-                wrapper(*args, cuts[0], cuts[1])
-            finally:
-                for f in futures:
-                    f.result()
+            error = _run(wrapper, args, cuts[0], cuts[1])
+            for i, f in enumerate(futures, start=1):
+                if not f.cancel():  # a worker runs it: wait
+                    failed = _run(f.result, (), None, None)
+                    error = error or failed
+                elif error is None:  # no worker has started it (they are busy elsewhere): run it here
+                    error = _run(wrapper, args, cuts[i], cuts[i + 1])
+            if error is not None:
+                raise error
         return None
 
     def _results(self, outputs: list, scalars):
@@ -660,6 +668,15 @@ def _checked(wrapper):
         if status:
             wrapper.raise_fault(status)
     return call
+
+
+def _run(fn, args, begin, end) -> BaseException | None:
+    """``fn(*args, begin, end)`` (or ``fn()`` without bounds); the exception it raises, if any."""
+    try:
+        fn(*args, begin, end) if begin is not None else fn()
+    except BaseException as e:  # noqa: BLE001 - raised by the caller once every chunk has finished
+        return e
+    return None
 
 
 _from_buffer = ctypes.c_char.from_buffer

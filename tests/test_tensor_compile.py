@@ -880,3 +880,34 @@ func.func @g(%a: memref<64xf32>) {
     interpret(irc.parse(text), "f", expected)
     irc.compile(irc.parse(text)).f(a)
     np.testing.assert_array_equal(a, expected)
+
+
+def test_chunks_no_worker_has_started_run_on_the_calling_thread():
+    """With the pool's worker busy elsewhere, the calling thread runs the chunk it queued (a queued
+    chunk is cancelled and run here) instead of waiting for the worker: the call finishes while the
+    worker is still blocked, with the right result."""
+    import threading
+
+    from irc.runtime.tensor_function import _pool
+
+    src = """
+func.func @f(%x: tensor<400000xf32>) -> tensor<400000xf32> {
+  %two = arith.constant dense<2.0> : tensor<400000xf32>
+  %y = arith.mulf %x, %two : tensor<400000xf32>
+  %z = math.sqrt %y : tensor<400000xf32>
+  func.return %z : tensor<400000xf32>
+}"""
+    f = irc.compile(irc.parse(src), threads=2).f
+    x = np.random.default_rng(0).random(400000).astype(np.float32)
+    want = np.sqrt(x * np.float32(2))
+    np.testing.assert_allclose(f(x), want, rtol=1e-6)
+    spec = next(iter(f._specializations.values()))
+    assert any(seg.range is not None for seg in spec.segments)  # the loop is split across threads
+    release = threading.Event()
+    blocker = _pool(2).submit(release.wait, 30)
+    try:
+        np.testing.assert_allclose(f(x), want, rtol=1e-6)
+        assert not blocker.done()  # the call did not wait for the worker
+    finally:
+        release.set()
+        blocker.result()

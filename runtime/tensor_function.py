@@ -154,8 +154,18 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
     return stages
 
 
-MIN_WORK_PER_THREAD = 1 << 15
-"""Ops (split-parallel's ``work`` estimate) a thread must get for starting it to pay off."""
+MIN_WORK_PER_THREAD = 1 << 18
+"""Ops (split-parallel's ``work`` estimate) a thread must get for starting it to pay off.  A chunk
+handed to a worker costs some 10-20 us (the pool's queue, a wake-up, the GIL; more on a busy
+machine), and these ops are vectorised, ~0.1 ns each on the machine of docs/benchmarks.md: at 2^15
+(~3 us a chunk) the 2-layer GPT-2 of benchmarks/torch_backend.py ran 3x slower on two threads
+than on one (70 segments)."""
+
+SEGMENT_COST = 1 << 19
+"""Ops of split work a segment must bring for a call to run its segments one by one from Python
+(``Specialization.threaded``) rather than the whole function in one C call: each segment costs a
+Python-level call and the split ones a handoff, which the work done on the second thread must
+repay."""
 
 _pools: dict[int, ThreadPoolExecutor] = {}
 
@@ -264,6 +274,11 @@ class Specialization:
         # the entry's parameter types ``inputs``
         self.segments = [Segment(executable[seg], rng, work, tuple(params), c_positions(inputs, params))
                          for seg, rng, work, params in segments]
+        # Whether threads pay for a call: the work of the segments that split (worth two chunks)
+        # against the cost of running segment by segment (SEGMENT_COST each); otherwise the whole
+        # function runs as one C call on the calling thread, as with one thread.
+        split = sum(seg.work for seg in self.segments if seg.range is not None and seg.work >= 2 * MIN_WORK_PER_THREAD)
+        self.threaded = bool(self.segments) and split >= SEGMENT_COST * len(self.segments)
         self.timings: dict[str, float] = {}  # seconds per stage of making it (--timing)
 
 
@@ -577,7 +592,7 @@ class TensorFunction:
             call.append(_address(_from_buffer(arena)) if arena.nbytes else arena.ctypes.data)  # from_buffer: >= 1 byte
             call.append(arena.shape[0])
         try:
-            if spec.segments and self.tensor_options.threads > 1:
+            if spec.threaded and self.tensor_options.threads > 1:
                 self._invoke(spec, call, raw=True)
             else:
                 status = spec.c_function(*call)
@@ -609,7 +624,7 @@ class TensorFunction:
         """Run the specialisation on ``call`` (its Python wrappers' arguments, or with ``raw`` the
         C arguments ``_fast_call`` made: addresses and sizes), on threads where it has segments."""
         threads = self.tensor_options.threads
-        if threads <= 1 or not spec.segments:
+        if threads <= 1 or not spec.threaded:
             return _checked(spec.wrapper)(*call) if raw else spec.wrapper(*call)
         for seg in spec.segments:
             wrapper = _checked(seg.wrapper) if raw else seg.wrapper

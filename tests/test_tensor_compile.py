@@ -902,7 +902,7 @@ func.func @f(%x: tensor<400000xf32>) -> tensor<400000xf32> {
     want = np.sqrt(x * np.float32(2))
     np.testing.assert_allclose(f(x), want, rtol=1e-6)
     spec = next(iter(f._specializations.values()))
-    assert any(seg.range is not None for seg in spec.segments)  # the loop is split across threads
+    assert spec.threaded and any(seg.range is not None for seg in spec.segments)  # split across threads
     release = threading.Event()
     blocker = _pool(2).submit(release.wait, 30)
     try:
@@ -911,3 +911,19 @@ func.func @f(%x: tensor<400000xf32>) -> tensor<400000xf32> {
     finally:
         release.set()
         blocker.result()
+
+
+def test_small_functions_run_as_one_call_whatever_the_threads():
+    """Segments whose split work would not repay running them one by one (SEGMENT_COST each) are
+    not used: the whole function is one C call, as with one thread."""
+    src = """
+func.func @f(%x: tensor<3000xf32>) -> tensor<3000xf32> {
+  %y = math.sqrt %x : tensor<3000xf32>
+  %z = arith.mulf %y, %x : tensor<3000xf32>
+  func.return %z : tensor<3000xf32>
+}"""
+    f = irc.compile(irc.parse(src), threads=2).f
+    x = np.random.default_rng(1).random(3000).astype(np.float32)
+    np.testing.assert_allclose(f(x), np.sqrt(x) * x, rtol=1e-6)
+    spec = next(iter(f._specializations.values()))
+    assert not spec.threaded

@@ -10,7 +10,8 @@ step of the CNN, each on the same inputs:
 The ratio columns are irc's time over the peer's (below 1: irc is faster).  Compile time is
 the first call (conversion, irc's pipeline, LLVM) minus a steady-state call; irc's compile
 cache is a fresh temporary directory so it is a cold compile, while inductor's depends on
-what earlier runs left in its cache.  Threads: one for everyone by default (torch's intra-op
+what earlier runs left in its cache.  The peers' calls alternate (one call of each per round,
+medians over the rounds), so a change in load on a shared machine reaches them alike.  Threads: one for everyone by default (torch's intra-op
 pool and irc's ``threads``), ``--threads N`` for N.  Needs torch; GPT-2 and BERT need
 transformers (their rows say so otherwise).
 
@@ -61,17 +62,24 @@ def models(names, torch):
         yield name, model, lambda n: (torch.randint(0, 1000, (n, 16)),)
 
 
-def timed(fn, repeat: int) -> tuple[float, float]:
-    """(first call s, median of ``repeat`` later calls in ms)."""
+def first_call(fn) -> float:
+    """Seconds of ``fn``'s first call (the compile, for a compiled model)."""
     t = time.perf_counter()
     fn()
-    first = time.perf_counter() - t
-    times = []
+    return time.perf_counter() - t
+
+
+def interleaved(fns: dict, repeat: int) -> dict:
+    """Median ms of ``repeat`` calls of each of ``fns``, called in turn (one call each per round),
+    so that a change in the machine's load (other processes on a shared machine) reaches every
+    peer alike instead of the one that happened to run then."""
+    times = {name: [] for name in fns}
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return first, statistics.median(times) * 1e3
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
 
 
 def main(argv=None) -> int:
@@ -105,19 +113,22 @@ def main(argv=None) -> int:
         model.eval()
         for batch in (1, 8):
             x = inputs(batch)
-            row = {}
+            row, fns = {}, {"eager": lambda m=model, x=x: m(*x)}
             with torch.no_grad():
-                _, row["eager"] = timed(lambda m=model, x=x: m(*x), args.repeat)
-                if not args.no_inductor:
-                    torch._dynamo.reset()
-                    ind = torch.compile(copy.deepcopy(model), backend="inductor")
-                    first, row["inductor"] = timed(lambda m=ind, x=x: m(*x), args.repeat)
-                    row["inductor compile"] = first - row["inductor"] / 1e3
                 torch._dynamo.reset()
+                if not args.no_inductor:
+                    ind = torch.compile(copy.deepcopy(model), backend="inductor")
+                    fns["inductor"] = lambda m=ind, x=x: m(*x)
+                    row["inductor compile"] = first_call(fns["inductor"])
                 mine = torch.compile(copy.deepcopy(model), backend=irc.torch.backend,
                                      options={"threads": args.threads})
-                first, row["irc"] = timed(lambda m=mine, x=x: m(*x), args.repeat)
-                row["irc compile"] = first - row["irc"] / 1e3
+                fns["irc"] = lambda m=mine, x=x: m(*x)
+                row["irc compile"] = first_call(fns["irc"])
+                interleaved(fns, 2)  # warm: each peer called after the other's compile
+                row.update(interleaved(fns, args.repeat))
+            row["irc compile"] -= row["irc"] / 1e3
+            if "inductor" in row:
+                row["inductor compile"] -= row["inductor"] / 1e3
             ind_ms = row.get("inductor")
             print(f"{name:6} {batch:5d} {row['eager']:9.3f} {ind_ms if ind_ms else float('nan'):11.3f} "
                   f"{row['irc']:8.3f} {row['irc'] / row['eager']:9.2f} "
@@ -132,7 +143,7 @@ def _training_step(torch, irc, args) -> None:
     """One SGD step of the CNN at batch 8: forward, backward, update."""
     name, model, inputs = next(models(["cnn"], torch))
     x, labels = inputs(8)[0], torch.randint(0, 10, (8,))
-    results = {}
+    steps, compile_s = {}, 0.0
     for backend in ("eager", "irc"):
         net = copy.deepcopy(model).train()
         torch._dynamo.reset()
@@ -145,10 +156,14 @@ def _training_step(torch, irc, args) -> None:
             torch.nn.functional.cross_entropy(fn(x), labels).backward()
             opt.step()
 
-        results[backend] = timed(step, args.repeat)
-    e, i = results["eager"][1], results["irc"][1]
+        first = first_call(step)
+        if backend == "irc":
+            compile_s = first
+        steps[backend] = step
+    results = interleaved(steps, args.repeat)
+    e, i = results["eager"], results["irc"]
     print(f"cnn training step, batch 8: eager {e:.3f} ms, irc {i:.3f} ms (irc/eager {i / e:.2f}), "
-          f"irc compile {results['irc'][0] - i / 1e3:.1f} s")
+          f"irc compile {compile_s - i / 1e3:.1f} s")
 
 
 if __name__ == "__main__":

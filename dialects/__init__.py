@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     fused,
     gpu,
     graph,
+    graph_conv,
     graph_dynamic,
     graph_scatter,
     math,
@@ -17,5 +18,5 @@ from . import (  # noqa: F401
     vector,
 )
 
-__all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "graph", "graph_dynamic", "graph_scatter", "math",
+__all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "graph", "graph_conv", "graph_dynamic", "graph_scatter", "math",
            "memref", "scf", "tensor", "vector"]

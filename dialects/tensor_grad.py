@@ -274,33 +274,38 @@ def extreme_weights(b, x, y, axes, keepdims: bool):
 
 
 def conv2d_vjp(b, op, x, w, g):
-    """Cotangents of ``y = conv2d(x, w, stride s, padding p)`` (cross-correlation, NCHW/OIHW).
-
-    Per spatial axis, with ``gd`` = g dilated by s (s-1 zeros after each element,
-    length Ho*s):
-      dx = conv2d(window(gd, low K-1-p, high H+p-Ho*s), w flipped in KH/KW and with
-           O and C swapped), stride 1, no padding - the "full" correlation cut to H;
-      dw = conv2d of x padded by (p, p+s-1) with batch and channels swapped, with
-           gd as the kernel (batch as its channels), cut to K, O and C swapped back.
-    Negative window amounts cut (``window``).  Spatial sizes must be static."""
-    (sh, sw), (ph, pw) = op.window(op.attributes)
+    """Cotangents of ``y = conv2d(x, w, stride s, padding p)`` (cross-correlation, NCHW/OIHW):
+    ``conv2d_input_grad`` and ``graph.conv2d_weight_grad``.  Spatial sizes must be static."""
+    stride, padding = op.window(op.attributes)
     if None in (*x.type.shape[2:], *w.type.shape[2:]):
         raise op.error("gradient of 'graph.conv2d' needs static spatial sizes (H, W, KH, KW); "
                        "specialise shapes before differentiating")
+    dx = conv2d_input_grad(b, stride, padding, x, w, g)
+    dw = b.tensor_op("graph.conv2d_weight_grad", x, g, stride=list(stride), padding=list(padding),
+                     kernel=list(w.type.shape[2:]))
+    return [dx, fit(b, dw, w)]
+
+
+def conv2d_input_grad(b, stride, padding, x, w, g):
+    """The cotangent of ``x`` in ``y = conv2d(x, w, stride, padding)`` for ``y``'s cotangent ``g``.
+
+    Per spatial axis, with ``gd`` = g dilated by s (s-1 zeros after each element, length
+    Ho*s): dx = conv2d(window(gd, low K-1-p, high H+p-Ho*s), w flipped in KH/KW and with O
+    and C swapped), stride 1, no padding - the "full" correlation cut to H.  With stride 1
+    the two window amounts are both K-1-p: while not negative they are the convolution's own
+    padding (no padded copy of ``g``)."""
+    (sh, sw), (ph, pw) = stride, padding
     h, wd = x.type.shape[2:]
     kh, kw = w.type.shape[2:]
-    ho, wo = op.results[0].type.shape[2:]
+    ho, wo = g.type.shape[2:]
+    flipped = b.transpose(reverse(b, reverse(b, w, 2), 3), [1, 0, 2, 3])
+    if (sh, sw) == (1, 1) and kh - 1 - ph >= 0 and kw - 1 - pw >= 0:
+        full = [kh - 1 - ph, kw - 1 - pw]
+        return fit(b, b.tensor_op("graph.conv2d", g, flipped, stride=[1, 1], padding=full), x)
     gd = dilate(b, dilate(b, g, 2, sh), 3, sw)
     gx = window(b, gd, 2, kh - 1 - ph, h + ph - ho * sh)
     gx = window(b, gx, 3, kw - 1 - pw, wd + pw - wo * sw)
-    flipped = b.transpose(reverse(b, reverse(b, w, 2), 3), [1, 0, 2, 3])
-    dx = fit(b, b.tensor_op("graph.conv2d", gx, flipped, stride=[1, 1], padding=[0, 0]), x)
-    xp = window(b, window(b, x, 2, ph, ph + sh - 1), 3, pw, pw + sw - 1)
-    corr = b.tensor_op("graph.conv2d", b.transpose(xp, [1, 0, 2, 3]), b.transpose(gd, [1, 0, 2, 3]),
-                       stride=[1, 1], padding=[0, 0])  # [C, O, KH + r, KW + r']
-    corr = window(b, window(b, corr, 2, 0, kh - size(b, corr, 2)), 3, 0, kw - size(b, corr, 3))
-    dw = fit(b, b.transpose(corr, [1, 0, 2, 3]), w)
-    return [dx, dw]
+    return fit(b, b.tensor_op("graph.conv2d", gx, flipped, stride=[1, 1], padding=[0, 0]), x)
 
 
 def sum_all(b, g):

@@ -84,7 +84,7 @@ def _c_calls(spec, threads: int) -> list | None:
     decides that from the same figures, which are constants of the specialisation)."""
     from .tensor_function import MIN_WORK_PER_THREAD
 
-    if threads <= 1 or not spec.segments:
+    if threads <= 1 or not spec.threaded:
         return [(spec.c_function, spec.wrapper.raise_fault, None, ())]
     calls = []
     for seg in spec.segments:

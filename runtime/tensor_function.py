@@ -33,7 +33,6 @@ import os
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,19 +155,18 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
     return stages
 
 
-MIN_WORK_PER_THREAD = 1 << 15
-"""Ops (split-parallel's ``work`` estimate) a thread must get for starting it to pay off."""
+MIN_WORK_PER_THREAD = 1 << 18
+"""Ops (split-parallel's ``work`` estimate) a thread must get for starting it to pay off.  A chunk
+handed to a worker costs some 10-20 us (the pool's queue, a wake-up, the GIL; more on a busy
+machine), and these ops are vectorised, ~0.1 ns each on the machine of docs/benchmarks.md: at 2^15
+(~3 us a chunk) the 2-layer GPT-2 of benchmarks/torch_backend.py ran 3x slower on two threads
+than on one (70 segments)."""
 
-_pools: dict[int, ThreadPoolExecutor] = {}
-
-
-def _pool(threads: int) -> ThreadPoolExecutor:
-    """The process's pool of ``threads - 1`` workers (the calling thread is the last one)."""
-    pool = _pools.get(threads)
-    if pool is None:
-        pool = _pools.setdefault(threads, ThreadPoolExecutor(threads - 1, thread_name_prefix="irc"))
-    return pool
-
+SEGMENT_COST = 1 << 19
+"""Ops of split work a segment must bring for a call to run its segments one by one from Python
+(``Specialization.threaded``) rather than the whole function in one C call: each segment costs a
+Python-level call and the split ones a handoff, which the work done on the second thread must
+repay."""
 
 def _dtype(t):
     e = t.element_type
@@ -266,6 +264,11 @@ class Specialization:
         # the entry's parameter types ``inputs``
         self.segments = [Segment(executable[seg], rng, work, tuple(params), c_positions(inputs, params))
                          for seg, rng, work, params in segments]
+        # Whether threads pay for a call: the work of the segments that split (worth two chunks)
+        # against the cost of running segment by segment (SEGMENT_COST each); otherwise the whole
+        # function runs as one C call on the calling thread, as with one thread.
+        split = sum(seg.work for seg in self.segments if seg.range is not None and seg.work >= 2 * MIN_WORK_PER_THREAD)
+        self.threaded = bool(self.segments) and split >= SEGMENT_COST * len(self.segments)
         self.timings: dict[str, float] = {}  # seconds per stage of making it (--timing)
         self.plans: dict[int, list] = {}  # threads -> how _invoke runs the segments (_plan)
 
@@ -580,7 +583,7 @@ class TensorFunction:
             call.append(_address(_from_buffer(arena)) if arena.nbytes else arena.ctypes.data)  # from_buffer: >= 1 byte
             call.append(arena.shape[0])
         try:
-            if spec.segments and self.tensor_options.threads > 1:
+            if spec.threaded and self.tensor_options.threads > 1:
                 self._invoke(spec, call, raw=True)
             else:
                 status = spec.c_function(*call)
@@ -612,30 +615,19 @@ class TensorFunction:
         """Run the specialisation on ``call`` (its Python wrappers' arguments, or with ``raw`` the
         C arguments ``_fast_call`` made: addresses and sizes), on threads where it has segments."""
         threads = self.tensor_options.threads
-        if threads <= 1 or not spec.segments:
+        if threads <= 1 or not spec.threaded:
             return _checked(spec.wrapper)(*call) if raw else spec.wrapper(*call)
+        plan = _plan(spec, threads)
         if raw:
-            return _run_plan(_plan(spec, threads), call, threads)
-        for seg in spec.segments:
-            wrapper = _checked(seg.wrapper) if raw else seg.wrapper
-            args = [call[k] for k in (seg.c_params if raw else seg.params)]
-            if seg.range is None:
-                wrapper(*args)
-                continue
-            lb, ub, step = seg.range
-            trips = max(0, -(-(ub - lb) // step))
-            n = min(threads, trips, max(1, seg.work // MIN_WORK_PER_THREAD))
-            if n <= 1:
-                wrapper(*args, lb, ub)
-                continue
-            # n chunks of whole trips; the calling thread runs the first (ctypes drops the GIL).
-            cuts = [lb + step * (trips * i // n) for i in range(n)] + [ub]
-            futures = [_pool(threads).submit(wrapper, *args, cuts[i], cuts[i + 1]) for i in range(1, n)]
-            try:
-                wrapper(*args, cuts[0], cuts[1])
-            finally:
-                for f in futures:
-                    f.result()
+            return _run_plan(plan, call, threads)
+        for seg, (_, _, _, chunks) in zip(spec.segments, plan):  # the Python wrappers, on the plan's chunks
+            args = [call[k] for k in seg.params]
+            if chunks is None:
+                seg.wrapper(*args)
+            elif len(chunks) == 1:
+                seg.wrapper(*args, *chunks[0])
+            else:
+                _run_chunks(seg.wrapper, args, chunks, threads)
         return None
 
     def _results(self, outputs: list, scalars):
@@ -684,9 +676,8 @@ def _plan(spec: Specialization, threads: int) -> list:
 
 def _run_plan(plan: list, call: list, threads: int) -> None:
     """``plan`` on the C arguments ``call``: the calling thread runs each parallel segment's
-    first chunk, irc's workers the others (``_workers``); a fault raises after every chunk of
+    first chunk, irc's workers the others (``_run_chunks``); a fault raises after every chunk of
     the segment has finished."""
-    jobs = _workers(threads)
     for c_function, raise_fault, positions, chunks in plan:
         args = [call[k] for k in positions]
         if chunks is None:
@@ -694,17 +685,7 @@ def _run_plan(plan: list, call: list, threads: int) -> None:
         elif len(chunks) == 1:
             status = c_function(*args, *chunks[0])
         else:
-            reply = queue.SimpleQueue()  # this segment's: nothing left over can reach another call
-            for lo_hi in chunks[1:]:
-                jobs.put((c_function, args, lo_hi, reply))
-            try:
-                status = c_function(*args, *chunks[0])
-            finally:
-                others = [reply.get() for _ in chunks[1:]]
-            for other in others:
-                if isinstance(other, BaseException):
-                    raise other
-                status = status or other
+            status = _run_chunks(c_function, args, chunks, threads)
         if status:
             raise_fault(status)
 
@@ -734,13 +715,53 @@ if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's t
     os.register_at_fork(after_in_child=_job_queues.clear)
 
 
+def _run_chunks(fn, args: list, chunks: tuple, threads: int):
+    """``fn(*args, lo, hi)`` for each ``(lo, hi)`` of ``chunks``: the first on the calling thread
+    (a C call drops the GIL), the others queued for irc's workers.  While its chunks are out,
+    the calling thread runs any job still queued (its own or another caller's) instead of
+    waiting: on a machine whose other cores are busy a worker may not run for a scheduler's
+    time slice (milliseconds).  Every chunk has finished when this returns or raises (they
+    write the outputs and the arena the next call may get); it raises the first exception,
+    else returns the first non-zero status (a C entry's fault; a Python wrapper returns None)."""
+    jobs = _workers(threads)
+    reply = queue.SimpleQueue()  # this call's: nothing left over can reach another call
+    for lo_hi in chunks[1:]:
+        jobs.put((fn, args, lo_hi, reply))
+    results = [_call_chunk(fn, args, chunks[0])]
+    while len(results) < len(chunks):
+        try:
+            results.append(reply.get_nowait())
+            continue
+        except queue.Empty:
+            pass
+        try:
+            job = jobs.get_nowait()
+        except queue.Empty:  # every chunk is running: wait for one
+            results.append(reply.get())
+            continue
+        _do(job)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return next((r for r in results if r), None)
+
+
+def _call_chunk(fn, args: list, lo_hi: tuple):
+    """``fn(*args, lo, hi)``'s result, or the exception it raised (the caller raises it)."""
+    try:
+        return fn(*args, *lo_hi)
+    except BaseException as e:  # noqa: BLE001 - raised by _run_chunks once every chunk has finished
+        return e
+
+
+def _do(job) -> None:
+    fn, args, lo_hi, reply = job
+    reply.put(_call_chunk(fn, args, lo_hi))
+
+
 def _work(jobs) -> None:
     while True:
-        c_function, args, (lo, hi), reply = jobs.get()
-        try:
-            reply.put(c_function(*args, lo, hi))
-        except BaseException as e:  # noqa: BLE001 - the caller raises it
-            reply.put(e)
+        _do(jobs.get())
 
 
 def _checked(wrapper):

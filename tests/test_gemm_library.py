@@ -178,6 +178,27 @@ def test_narrow_edge_panels_run_the_half_width_kernel_and_agree(kind, transposed
         np.testing.assert_array_equal(runs[1], runs[0])
 
 
+WIDE = gl.Blocking(mr=3, nr=16, mc=6, kc=5, nc=32)  # partial B^T panels of GROUP columns and more
+
+
+@pytest.mark.parametrize("transposed", [(False, True), (True, True), (False, False)])
+def test_partial_panels_of_b_transposed_pack_in_groups_and_agree(transposed):
+    """A partial panel of B^T packs GROUP columns a k step and the rest one by one (n % 16 of 8..15
+    and below 8 here); interpreted and compiled agree bit for bit, and with numpy."""
+    name = gl.symbol(FloatType("f32"), WIDE)
+    module = gl.build(name)
+    exe = irc.compile(module, cache=False)
+    for m, n, k in [(5, 27, 9), (7, 13, 6), (4, 44, 11), (2, 9, 3)]:
+        a, b, a_buf, b_buf = operands(m, n, k, np.float32, transposed, seed=m * 100 + n)
+        runs = []
+        for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
+            c = np.full((m, n), np.nan, np.float32)
+            run(a_buf, b_buf, c, *scratch(WIDE, m, n, k, np.float32), *transposed, c, 1.0, False, 0, n)
+            runs.append(c)
+        assert within_sum_bound(runs[0], a, b), (m, n, k)
+        np.testing.assert_array_equal(runs[1], runs[0])
+
+
 def test_integer_and_batched_products_stay_inline():
     src = """
 func.func @mm(%a: tensor<20x30xi32>, %b: tensor<30x40xi32>) -> tensor<20x40xi32> {
@@ -498,3 +519,29 @@ func.func @f(%x: tensor<70x300xf32>, %w: tensor<300x200xf32>, %y: tensor<70x300x
     bound = 2 * (300 + 2) * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(w) + np.abs(y) @ np.abs(v))
     assert np.all(np.abs(got[0] - ref) <= bound)
     np.testing.assert_allclose(got[1], (x.astype(np.float64) @ v).T + 0.5, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+@pytest.mark.parametrize("m,n,k", [(1, 70, 40), (2, 9, 33), (3, 1, 5), (4, 130, 64), (1, 768, 96), (4, 7, 17)])
+def test_products_of_few_rows_with_b_transposed_are_dot_products_of_rows(kind, m, n, k):
+    """x @ W^T for up to DOT_ROWS rows (a torch Linear at batch 1): matmul.py's DotRows reads x and
+    W's rows in place, no library call (which would pack all of W for those rows); every element
+    within the K-term sum's bound of the exact product, as the interpreter's (numpy's) is."""
+    from irc.passes.lowering.matmul import DOT_ROWS
+
+    assert m <= DOT_ROWS
+    dtype = np.float32 if kind == "f32" else np.float64
+    src = f"""
+func.func @mm(%a: tensor<{m}x{k}x{kind}>, %w: tensor<{n}x{k}x{kind}>) -> tensor<{m}x{n}x{kind}> {{
+  %wt = graph.transpose %w {{perm = [1, 0]}} : tensor<{n}x{k}x{kind}> to tensor<{k}x{n}x{kind}>
+  %c = graph.matmul %a, %wt : (tensor<{m}x{k}x{kind}>, tensor<{k}x{n}x{kind}>) -> tensor<{m}x{n}x{kind}>
+  func.return %c : tensor<{m}x{n}x{kind}>
+}}"""
+    module = irc.parse(src)
+    exe = irc.compile(module, blas=False)
+    lowered, _ = exe.mm.lower(((m, k), (n, k)))
+    assert not any(f.is_declaration for f in lowered.functions)  # no library GEMM
+    a, b, _, w = operands(m, n, k, dtype, (False, True), seed=m * n + k)
+    got = exe.mm(a, w)
+    assert within_sum_bound(got, a, b)
+    assert within_sum_bound(np.asarray(irc.interpret(module, "mm", a, w)), a, b)

@@ -79,6 +79,14 @@ def torch_conv(stride, padding):
     return lambda x, w: torch.nn.functional.conv2d(x, w, stride=stride, padding=padding)
 
 
+def weight_grad(b, x, g, kernel, stride, padding):
+    return b.tensor_op("graph.conv2d_weight_grad", x, g, kernel=kernel, stride=stride, padding=padding)
+
+
+def torch_weight_grad(shape, stride, padding):
+    return lambda x, g: torch.nn.grad.conv2d_weight(x, shape, g, stride=stride, padding=padding)
+
+
 def torch_slice(offsets, sizes, strides):
     return lambda x: x[tuple(slice(o, o + (n - 1) * s + 1 if n else o, s) for o, n, s in zip(offsets, sizes, strides))]
 
@@ -174,6 +182,10 @@ CASES = [
          lambda b, x, w: conv(b, x, w, [2, 3], [1, 2]), torch_conv((2, 3), (1, 2))),
     Case("conv2d-big-pad", [T(1, 1, 4, 4), T(2, 1, 2, 2)], [(1, 1, 4, 4), (2, 1, 2, 2)],
          lambda b, x, w: conv(b, x, w, [3, 1], [2, 1]), torch_conv((3, 1), (2, 1))),
+    Case("conv2d_weight_grad", [T(2, 3, 5, 5), T(2, 4, 3, 3)], [(2, 3, 5, 5), (2, 4, 3, 3)],
+         lambda b, x, g: weight_grad(b, x, g, [3, 3], [1, 1], [0, 0]), torch_weight_grad((4, 3, 3, 3), 1, 0)),
+    Case("conv2d_weight_grad-stride-pad", [T(1, 2, 7, 6), T(1, 3, 4, 3)], [(1, 2, 7, 6), (1, 3, 4, 3)],
+         lambda b, x, g: weight_grad(b, x, g, [3, 2], [2, 3], [1, 2]), torch_weight_grad((3, 2, 3, 2), (2, 3), (1, 2))),
     Case("conv2d-dyn-batch", [T(None, 2, 5, 4), T(3, 2, 2, 2)], [(2, 2, 5, 4), (3, 2, 2, 2)],
          lambda b, x, w: conv(b, x, w, [2, 1], [1, 0]), torch_conv((2, 1), (1, 0))),
 ]
@@ -325,7 +337,7 @@ func.func @f(%t: tensor<2x3xf64>, %i: index, %j: index) -> f64 {
 # One compiled run per family: the gradient functions compile and agree with the interpreter.
 COMPILED = ["broadcast-dyn-not-1", "reshape", "reduce_sum-keep-dyn", "reduce_prod-zeros", "reduce_max",
             "reduce_mean-dyn", "matmul", "batch_matmul", "transpose", "slice", "concat-dyn", "pad", "splat",
-            "softmax", "log_softmax", "conv2d-stride-pad"]
+            "softmax", "log_softmax", "conv2d-stride-pad", "conv2d_weight_grad-stride-pad"]
 
 
 @pytest.mark.parametrize("name", COMPILED)

@@ -949,3 +949,59 @@ func.func @g(%a: memref<64xf32>) {
     interpret(irc.parse(text), "f", expected)
     irc.compile(irc.parse(text)).f(a)
     np.testing.assert_array_equal(a, expected)
+
+
+def test_chunks_no_worker_has_started_run_on_the_calling_thread():
+    """With irc's worker busy elsewhere, the calling thread runs the chunk it queued instead of
+    waiting for the worker: the call finishes while the worker is still blocked, with the right
+    result, by the Python wrappers' path and by the fast path of C arguments alike."""
+    import queue
+    import threading
+
+    from irc.runtime.tensor_function import _workers
+
+    src = """
+func.func @f(%x: tensor<400000xf32>) -> tensor<400000xf32> {
+  %two = arith.constant dense<2.0> : tensor<400000xf32>
+  %y = arith.mulf %x, %two : tensor<400000xf32>
+  %z = math.sqrt %y : tensor<400000xf32>
+  func.return %z : tensor<400000xf32>
+}"""
+    f = irc.compile(irc.parse(src), threads=2).f
+    x = np.random.default_rng(0).random(400000).astype(np.float32)
+    want = np.sqrt(x * np.float32(2))
+    np.testing.assert_allclose(f(x), want, rtol=1e-6)
+    spec = next(iter(f._specializations.values()))
+    assert spec.threaded and any(seg.range is not None for seg in spec.segments)  # split across threads
+    started, release, done = threading.Event(), threading.Event(), queue.SimpleQueue()
+
+    def block(lo, hi):
+        started.set()
+        release.wait(30)
+
+    _workers(2).put((block, [], (0, 0), done))
+    assert started.wait(30)  # the only worker is taken
+    try:
+        np.testing.assert_allclose(f(x), want, rtol=1e-6)  # the wrappers' path (a new array)
+        out = np.empty_like(x)
+        np.testing.assert_allclose(f(x, out=out), want, rtol=1e-6)
+        assert not release.is_set() and done.empty()  # the calls did not wait for the worker
+    finally:
+        release.set()
+        done.get(timeout=30)
+
+
+def test_small_functions_run_as_one_call_whatever_the_threads():
+    """Segments whose split work would not repay running them one by one (SEGMENT_COST each) are
+    not used: the whole function is one C call, as with one thread."""
+    src = """
+func.func @f(%x: tensor<3000xf32>) -> tensor<3000xf32> {
+  %y = math.sqrt %x : tensor<3000xf32>
+  %z = arith.mulf %y, %x : tensor<3000xf32>
+  func.return %z : tensor<3000xf32>
+}"""
+    f = irc.compile(irc.parse(src), threads=2).f
+    x = np.random.default_rng(1).random(3000).astype(np.float32)
+    np.testing.assert_allclose(f(x), np.sqrt(x) * x, rtol=1e-6)
+    spec = next(iter(f._specializations.values()))
+    assert not spec.threaded

@@ -532,6 +532,7 @@ func.func @f(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>, %c: tensor<?x3x4xf32>, %d
   %25 = graph.dynamic_slice %a, %n, %n : tensor<3x4xf32> to tensor<2x4xf32>
   %26 = graph.dynamic_update_slice %a, %25, %n, %n : (tensor<3x4xf32>, tensor<2x4xf32>, index, index) -> tensor<3x4xf32>
   %27 = graph.scatter_add %a, %16, %24 {axis = 1} : (tensor<3x4xf32>, tensor<?x?xi32>, tensor<3x?x?xf32>) -> tensor<3x4xf32>
+  %28 = graph.conv2d_weight_grad %img, %9 {kernel = [3, 3], stride = [2, 1], padding = [1, 0]} : (tensor<?x3x8x8xf32>, tensor<?x4x4x6xf32>) -> tensor<4x3x3x3xf32>
   func.return %7 : tensor<3x5xf32>
 }
 """

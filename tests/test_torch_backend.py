@@ -447,3 +447,50 @@ def test_transformer_encoder_layer_fast_path(norm_first, activation, masked):
     assert any("_transformer_encoder_layer_fwd" in t for t in seen)  # the fast path, not its decomposition
     assert_close(got, want)
     assert COUNTS == {"irc": 1}
+
+
+@pytest.mark.parametrize("kernel, size", [(2, (9, 7)), ((2, 3), (8, 9)), (3, (6, 6))])
+def test_max_pool_gradient_with_windows_that_tile_the_input(kernel, size):
+    """Stride equal to the kernel, no padding: each input element in at most one window (irc's
+    elementwise form of the backward); rows and columns past the last window get no gradient,
+    and of equal maxima (rounded inputs tie) the one torch's index names gets it all."""
+
+    class Pool(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.x = nn.Parameter(torch.round(torch.randn(2, 3, *size) * 2))
+
+        def forward(self, scale):
+            return nn.functional.max_pool2d(self.x * scale, kernel)
+
+    model = Pool()
+    compiled = torch.compile(copy.deepcopy(model), backend="irc")
+    ctx = irc_only()
+    try:
+        weighted_sum(compiled(torch.tensor(1.5))).backward()
+    finally:
+        ctx.__exit__(None, None, None)
+    weighted_sum(model(torch.tensor(1.5))).backward()
+    assert_close(compiled._orig_mod.x.grad, model.x.grad, rtol=0, atol=0)
+    assert COUNTS["irc"] >= 2 and not COUNTS["torch"]
+
+
+def test_parameter_arrays_are_reused_and_follow_their_memory():
+    """A parameter's array is made once (``runtime._arrays``); an in-place update is seen through it,
+    and a parameter given new memory (``p.data = ...``) gets a new array."""
+    model = nn.Sequential(nn.Linear(8, 4), nn.Tanh())
+    model.eval()
+    compiled = torch.compile(model, backend="irc")
+    x = torch.randn(3, 8)
+    ctx = irc_only()
+    try:
+        with torch.no_grad():
+            assert_close(compiled(x), model(x))
+            model[0].weight.mul_(-2.0)  # same memory
+            assert_close(compiled(x), model(x))
+            model[0].weight.data = torch.randn(4, 8)  # new memory
+            model[0].bias.data = torch.randn(4)
+            assert_close(compiled(x), model(x))
+    finally:
+        ctx.__exit__(None, None, None)
+    assert COUNTS["irc"] >= 1 and not COUNTS["torch"]

@@ -1105,6 +1105,8 @@ def _max_pool(cx, node, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_
 @converts(aten.max_pool2d_with_indices_backward.default)
 def _max_pool_backward(cx, node, g, x, kernel, stride, padding, dilation, ceil_mode, indices):
     kernel, stride, padding, out = _pool_window(cx, x, kernel, stride, padding, dilation * 2, ceil_mode)
+    if list(stride) == list(kernel) and not any(padding):
+        return _tiled_max_pool_backward(cx, g, indices, kernel, out, x.shape)
     xp = _padded(cx, x, padding, 0.0)
     width = x.shape[3]
     total = None
@@ -1114,6 +1116,28 @@ def _max_pool_backward(cx, node, g, x, kernel, stride, padding, dilation, ceil_m
         part = _untap(cx, cx.b.select(indices.eq(pos), g, zero), xp, i, j, stride, out)
         total = part if total is None else total + part
     return _unpad(cx, total, padding, x.shape)
+
+
+def _tiled_max_pool_backward(cx, g, indices, kernel, out, shape) -> V:
+    """Max pooling's gradient where the windows tile the input (stride = kernel, no padding):
+    each input element lies in at most one window, so it gets its window's gradient where torch's
+    index names it and zero elsewhere.  One elementwise loop over the input's shape (the window's
+    gradient and index broadcast over its taps), where the general form builds one padded
+    and sliced copy of the input's size per tap."""
+    n, c, h, w = shape
+    (kh, kw), (oh, ow) = kernel, out
+    full = [n, c, oh, kh, ow, kw]
+    spread = [n, c, oh, 1, ow, 1]
+    rows = np.arange(oh * kh).reshape(oh, kh)
+    cols = np.arange(ow * kw).reshape(ow, kw)
+    positions = const(cx, rows[:, :, None, None] * w + cols[None, None, :, :], i64)
+    hit = broadcast(cx, reshape(cx, indices, spread), full).eq(broadcast(cx, positions, full))
+    gs = broadcast(cx, reshape(cx, g, spread), full)
+    grads = reshape(cx, cx.b.select(hit, gs, cx.b.zeros_like(gs)), [n, c, oh * kh, ow * kw])
+    if (oh * kh, ow * kw) == (h, w):
+        return grads
+    return cx.b.built(T.PadOp.build(grads.value, [0, 0, 0, 0], [0, 0, h - oh * kh, w - ow * kw],
+                                    FloatAttr(0.0, g.elem)))
 
 
 def _avg_divisor(cx, x, kernel, stride, padding, out, count_include_pad, divisor_override):

@@ -148,8 +148,8 @@ class IrcGraph:
             entry = self.compiled[key] = self._compile(args)
         if entry == "torch":
             return self.gm(*args)
-        graph, fn = entry
-        arrays = [_array(args[i]) for i in graph.params]
+        graph, fn, views = entry
+        arrays = _arrays(args, graph.params, views)
         if first:  # irc compiles the function for these shapes now: a failure falls back
             start = time.perf_counter()
             try:
@@ -204,7 +204,26 @@ class IrcGraph:
                 COUNTS["torch"] += 1
                 return "torch"
         self.compile_seconds += time.perf_counter() - start
-        return graph, fn
+        return graph, fn, {}
+
+
+def _arrays(args, params, views: dict) -> list:
+    """The arrays of ``args`` at ``params``.  A parameter (``nn.Parameter``: the same object call
+    after call) has its array made once per signature and kept in ``views`` while its memory stays
+    where it was and contiguous (an optimiser's in-place update changes neither): a model's
+    weights are most of a small graph's arguments, and ``_array`` costs about a microsecond each."""
+    arrays = []
+    for i in params:
+        t = args[i]
+        seen = views.get(i)
+        if seen is not None and seen[0] is t and seen[1] == t.data_ptr() and t.is_contiguous():
+            arrays.append(seen[2])
+            continue
+        a = _array(t)
+        if isinstance(t, torch.nn.Parameter):
+            views[i] = (t, t.data_ptr(), a)
+        arrays.append(a)
+    return arrays
 
 
 def _array(t: torch.Tensor):

@@ -1,4 +1,6 @@
-"""Loops for ``graph.conv2d``: im2col into a scratch matrix, then the GEMM of matmul.py.
+"""Loops for ``graph.conv2d`` and ``graph.conv2d_weight_grad``: im2col into a scratch matrix,
+then products: calls of the GEMM library (gemm_library.py) for f32/f64 where the pipeline uses it,
+the inline GEMM of matmul.py otherwise.
 
 For each image n, the output O x (Ho*Wo) is W (O x C*KH*KW) times the matrix
 whose row ``(c, kh, kw)`` holds the input pixels that kernel tap sees at every
@@ -17,11 +19,20 @@ tolerance scaled by C*KH*KW; integers exactly.
 from __future__ import annotations
 
 from irc.builder import Builder
-from irc.types import MemRefType
+from irc.types import FloatType, MemRefType
 
 from . import lowering
+from .gemm_library import THREAD_MIN_WORK, LibraryGemm
 from .matmul import Gemm
 from .movement import fill
+
+
+def _library(ctx, elem) -> bool:
+    """Whether the products go to the GEMM library (lowering/gemm_library.py), as a large
+    matmul's do: f32/f64 under ``gemm-library``.  Its kernel packs A (the weight, read once per
+    image in place by the inline kernel: rows C*KH*KW apart) and reads B (the im2col matrix) in
+    place when the weight has few rows, where the inline GEMM packs B every time."""
+    return bool(ctx.options.get("gemm_library")) and isinstance(elem, FloatType) and elem.kind in ("f32", "f64")
 
 
 @lowering("graph.conv2d")
@@ -31,29 +42,109 @@ def lower_conv2d(ctx, op, inputs, output) -> None:
     n, c, h, wd = x.type.shape
     o, _, kh, kw = w.type.shape
     _, _, ho, wo = output.type.shape
-    stride = [e.value for e in op.attributes["stride"].elements] if "stride" in op.attributes else [1, 1]
-    padding = [e.value for e in op.attributes["padding"].elements] if "padding" in op.attributes else [0, 0]
+    stride, padding = _window(op)
     if n * o * ho * wo == 0:
         return
+    elem = output.type.element_type
     depth, positions = c * kh * kw, ho * wo
-    gemm = Gemm(ctx, output.type.element_type, o, positions, depth)
     fx, fw, fout = lb.flat(x), lb.flat(w), lb.flat(output)
     direct = kh == kw == 1 and stride == [1, 1] and padding == [0, 0]
-    if direct:
-        with lb.for_(0, n) as image:
-            gemm.emit(fw, lb.index(0), fx, image.iv * (c * h * wd), fout, image.iv * (o * positions))
-        return
-    cols = ctx.temporary(MemRefType([depth * positions], x.type.element_type))
-    if depth:
+    library = _library(ctx, elem) and depth
+    parts = _parts(ctx, n, o * positions * depth) if library else 1
+    size = depth * positions
+    cols = None if direct else ctx.temporary(MemRefType([size * parts], x.type.element_type))
+    if cols is not None and depth:
         fill(lb, cols, lb.const(0, x.type.element_type))
+    if library:
+        gemm = LibraryGemm(ctx, elem, o, positions, depth, parts)
+        weight = gemm.matrix(fw, o, depth)
+
+        def images(part, first, last) -> None:
+            own = lb.index(part) * size
+            with lb.for_(first, last) as image:
+                if direct:
+                    source = gemm.matrix(fx, depth, positions, image.iv * (c * h * wd))
+                else:
+                    _im2col(lb, fx, image.iv, cols, (c, h, wd), (kh, kw), (ho, wo), stride, padding, own)
+                    source = gemm.matrix(cols, depth, positions, own)
+                gemm.call(weight, source, gemm.matrix(fout, o, positions, image.iv * (o * positions)), part=part)
+
+        _split(lb, n, parts, images)
+        return
+    gemm = Gemm(ctx, elem, o, positions, depth)
     with lb.for_(0, n) as image:
-        if depth:
+        if direct:
+            gemm.emit(fw, lb.index(0), fx, image.iv * (c * h * wd), fout, image.iv * (o * positions))
+        else:
+            if depth:
+                _im2col(lb, fx, image.iv, cols, (c, h, wd), (kh, kw), (ho, wo), stride, padding)
+            gemm.emit(fw, lb.index(0), cols, lb.index(0), fout, image.iv * (o * positions))
+
+
+@lowering("graph.conv2d_weight_grad")
+def lower_conv2d_weight_grad(ctx, op, inputs, output) -> None:
+    """``dw (O x C*KH*KW) = sum over images of g[n] (O x Ho*Wo) @ cols[n]^T``, cols[n] the forward's
+    im2col matrix of image n (C*KH*KW x Ho*Wo): the product reads it as B^T."""
+    lb = ctx.lb
+    x, g = inputs
+    n, c, h, wd = x.type.shape
+    o, _, kh, kw = output.type.shape
+    ho, wo = g.type.shape[2:]
+    stride, padding = _window(op)
+    elem = output.type.element_type
+    depth, positions = c * kh * kw, ho * wo
+    fx, fg, fout = lb.flat(x), lb.flat(g), lb.flat(output)
+    if o * depth == 0:
+        return
+    if n * positions == 0:
+        fill(lb, fout, lb.const(0, elem))
+        return
+    cols = ctx.temporary(MemRefType([depth * positions], elem))
+    fill(lb, cols, lb.const(0, elem))
+    if _library(ctx, elem):
+        # One thread: parts summing their images apart would change the order of the sums with
+        # the number of threads (results are those of one thread whatever the threads).
+        gemm = LibraryGemm(ctx, elem, o, depth, positions)
+        source, result = gemm.matrix(cols, depth, positions), gemm.matrix(fout, o, depth)
+        with lb.for_(0, n) as image:
             _im2col(lb, fx, image.iv, cols, (c, h, wd), (kh, kw), (ho, wo), stride, padding)
-        gemm.emit(fw, lb.index(0), cols, lb.index(0), fout, image.iv * (o * positions))
+            grads = gemm.matrix(fg, o, positions, image.iv * (o * positions))
+            gemm.call(grads, source, result, (False, True), add_d=lb.compare("ne", image.iv, lb.index(0)))
+        return
+    fill(lb, fout, lb.const(0, elem))
+    gemm = Gemm(ctx, elem, o, depth, positions, (False, True), accumulate=True)
+    with lb.for_(0, n) as image:
+        _im2col(lb, fx, image.iv, cols, (c, h, wd), (kh, kw), (ho, wo), stride, padding)
+        gemm.emit(fg, image.iv * (o * positions), cols, lb.index(0), fout, lb.index(0))
 
 
-def _im2col(lb: Builder, x, image, cols, chw, kernel, out_hw, stride, padding) -> None:
-    """cols[((ci*KH + i)*KW + j) * Ho*Wo + oh*Wo + ow] = x[image, ci, oh*sh + i - ph, ow*sw + j - pw]
+def _parts(ctx, images: int, work_per_image: int) -> int:
+    """Parts the images are split into, each on a thread with its own scratch (``threads`` of
+    tensor-to-loops; as a large matmul is split: gemm_library.THREAD_MIN_WORK multiply-adds each)."""
+    return max(1, min(ctx.options.get("threads", 1), images, images * work_per_image // THREAD_MIN_WORK))
+
+
+def _split(lb: Builder, n: int, parts: int, images) -> None:
+    """``images(part, first, last)`` for ``parts`` blocks of the ``n`` images: one call, or the
+    iterations of a ``parallel`` loop (split-parallel runs them on threads)."""
+    if parts == 1:
+        images(0, 0, n)
+        return
+    with lb.for_(0, parts, parallel=True) as t:
+        first = lb.op("arith.divui", t.iv * n, lb.index(parts))
+        last = lb.op("arith.divui", (t.iv + 1) * n, lb.index(parts))
+        images(t.iv, first, last)
+
+
+def _window(op) -> tuple[list[int], list[int]]:
+    attrs = op.attributes
+    stride = [e.value for e in attrs["stride"].elements] if "stride" in attrs else [1, 1]
+    padding = [e.value for e in attrs["padding"].elements] if "padding" in attrs else [0, 0]
+    return stride, padding
+
+
+def _im2col(lb: Builder, x, image, cols, chw, kernel, out_hw, stride, padding, offset=0) -> None:
+    """cols[offset + ((ci*KH + i)*KW + j) * Ho*Wo + oh*Wo + ow] = x[image, ci, oh*sh + i - ph, ow*sw + j - pw]
     for every in-bounds input position (the rest stay zero)."""
     c, h, wd = chw
     kh, kw = kernel
@@ -68,7 +159,7 @@ def _im2col(lb: Builder, x, image, cols, chw, kernel, out_hw, stride, padding) -
         shift_w = lb.op("arith.subi", j.iv, lb.index(pw))
         with lb.for_(oh_lo, oh_hi) as oh:
             src_row = plane + (oh.iv * sh + shift_h) * wd
-            dst_row = tap * (ho * wo) + oh.iv * wo
+            dst_row = offset + tap * (ho * wo) + oh.iv * wo
             with lb.for_(ow_lo, ow_hi) as ow:
                 value = lb.load(x, [src_row + (ow.iv * sw + shift_w)])
                 lb.store(value, cols, [dst_row + ow.iv])

@@ -10,7 +10,9 @@ accumulators in the innermost loop, combined at the end: without reassociation
 (no fast-math) this is what lets LLVM use vector lanes for a sum.  Float sums,
 products and means accumulate in f64, as ``tensor.reduce_*`` is defined; max and
 min in the element type.  Any other reduction accumulates into a scratch buffer
-of the result's shape while the domain is walked in memory order.
+of the result's shape while the domain is walked in memory order; the reduced dims
+at its end, if any, summed first as a trailing reduction is (batch norm's
+statistics over N, H and W: per image and channel a vectorised sum over H x W).
 """
 
 from __future__ import annotations
@@ -143,14 +145,38 @@ def _lower_reduction(ctx, op, inputs, output) -> None:
     init = lb.const(_identity(kind, acc_t), acc_t)
     with lb.nest([sizes[d] for d in kept], parallel=True) as ivs:
         lb.store(init, acc_buf, ivs)
-    with lb.nest(sizes) as ivs:
-        index = [ivs[d] for d in kept]
-        v = widen(_element(lb, op, inputs, ivs))
-        lb.store(lb.op(combine, lb.load(acc_buf, index), v), acc_buf, index)
+    trailing = _trailing(axes, rank)
+    if trailing:
+        # The reduced dims at the end (batch norm's H and W in [0, 2, 3]) are summed like a
+        # trailing reduction, U accumulators, once per point of the dims before them; each sum
+        # then goes into the scratch.  One scalar chain through the scratch, element by element,
+        # is bound by the latency of its additions (4 cycles an element).
+        lead = list(range(rank - len(trailing)))
+        with lb.nest([sizes[d] for d in lead]) as lead_ivs:
+            ivs = dict(zip(lead, lead_ivs))
+            accs = _reduce_loops(lb, op, inputs, sizes, trailing, ivs, [init] * UNROLL, combine, widen)
+            total = accs[0]
+            for acc in accs[1:]:
+                total = lb.op(combine, total, acc)
+            index = [ivs[d] for d in kept]
+            lb.store(lb.op(combine, lb.load(acc_buf, index), total), acc_buf, index)
+    else:
+        with lb.nest(sizes) as ivs:
+            index = [ivs[d] for d in kept]
+            v = widen(_element(lb, op, inputs, ivs))
+            lb.store(lb.op(combine, lb.load(acc_buf, index), v), acc_buf, index)
     with lb.nest([sizes[d] for d in kept], parallel=True) as ivs:
         full = dict(zip(kept, ivs))
         index = [full[d] if d in kept else 0 for d in range(rank)] if op.keepdims else ivs
         lb.store(finish(lb.load(acc_buf, ivs)), output, index)
+
+
+def _trailing(axes: list[int], rank: int) -> list[int]:
+    """The reduced dims that end the domain (``[2, 3]`` of ``[0, 2, 3]`` in rank 4)."""
+    end = rank
+    while end - 1 in axes:
+        end -= 1
+    return list(range(end, rank))
 
 
 def _reduce_loops(lb, op, inputs, sizes, axes, ivs, accs, combine, widen):

@@ -321,11 +321,25 @@ class PackedGemm:
             with partial.then_():
                 base = full * (kc * nr)
                 self._zero_fill(self.pb, base, kc * nr)
-                with lb.for_(0, rest) as j:
-                    col = jc + full * nr + j.iv
-                    with lb.for_(0, kc) as p:
-                        at = self._pick(self.tb, col * self.k + pc + p.iv, (pc + p.iv) * self.n + col)
-                        lb.store(lb.load(self.b, [at]), self.pb, [base + p.iv * nr + j.iv])
+                first = jc + full * nr
+                with lb.if_(self.tb) as layout:
+                    with layout.then_():  # as the whole panels: GROUP rows of B^T a k step, then one by one
+                        group = GROUP if nr % GROUP == 0 else 1
+                        groups = lb.op("arith.divui", rest, lb.index(group))
+                        with lb.for_(0, groups) as g:
+                            col = first + g.iv * group
+                            with lb.for_(0, kc) as p:
+                                values = [lb.load(self.b, [(col + j) * self.k + pc + p.iv]) for j in range(group)]
+                                self._store_all(values, self.pb, base + g.iv * group + p.iv * nr)
+                        with lb.for_(groups * group, rest) as j:
+                            src = (first + j.iv) * self.k + pc
+                            with lb.for_(0, kc) as p:
+                                lb.store(lb.load(self.b, [src + p.iv]), self.pb, [base + p.iv * nr + j.iv])
+                    with layout.else_():  # B's rows: the partial panel's columns are contiguous
+                        with lb.for_(0, kc) as p:
+                            src = (pc + p.iv) * self.n + first
+                            with lb.for_(0, rest) as j:
+                                lb.store(lb.load(self.b, [src + j.iv]), self.pb, [base + p.iv * nr + j.iv])
 
     def _zero_fill(self, buf, start, count) -> None:
         """The padding of a partial panel: the kernel reads it as zeros."""
@@ -476,49 +490,77 @@ def thread_parts(ctx_options: dict, blocking: Blocking, m: int, n: int, k: int) 
     return max(1, min(ctx_options.get("threads", 1), panels, m * n * k // THREAD_MIN_WORK))
 
 
+class LibraryGemm:
+    """Calls of the library GEMM for the host's blocking on products of one shape (m x k by
+    k x n): the declaration, and packing scratch the size ``Blocking.scratch_sizes`` gives for
+    ``parts`` calls at once (planned like any temporary), made where this object is made (before
+    a loop whose iterations call it); ``call`` emits one call on 2-D views."""
+
+    def __init__(self, ctx, elem, m: int, n: int, k: int, parts: int = 1):
+        from .blas import declare
+
+        self.lb, self.elem = ctx.lb, elem
+        self.blocking = Blocking.for_host(elem, ctx.options)
+        self.name = symbol(elem, self.blocking)
+        declare(ctx, self.name, signature(elem))
+        self.work = max(1, m * n * k // parts)
+        self.sizes = self.blocking.scratch_sizes(m, n, k)
+        self.scratch = [ctx.temporary(MemRefType([size * parts], elem)) for size in self.sizes]
+
+    def matrix(self, buf, rows, cols, element_offset=0):
+        """``buf``'s memory from element ``element_offset`` on as a ``rows`` x ``cols`` matrix view."""
+        lb = self.lb
+        byte = lb.index(element_offset) * (self.elem.width // 8)
+        return lb.view(buf, byte, MemRefType([None, None], self.elem), [lb.index(rows), lb.index(cols)]).value
+
+    def call(self, a, b, c, transposed=(False, False), d=None, alpha=1.0, add_d=False, part=0, cols=None) -> None:
+        """``c = (add_d ? d : 0) + alpha * op(a) op(b)`` on the matrix views (``d`` defaults to ``c``;
+        ``add_d`` a bool or an ``i1`` value), for C's columns ``cols`` (all: None), with scratch
+        ``part``."""
+        from irc.dialects.func import CallOp
+
+        lb, elem = self.lb, self.elem
+        vec = MemRefType([None], elem)
+        own = [lb.view(buf, lb.index(part) * (size * elem.width // 8), vec, [lb.index(size)]).value
+               for buf, size in zip(self.scratch, self.sizes)]
+        flags = [lb.const(int(t), i1).value for t in transposed]
+        add = lb.const(int(add_d), i1).value if isinstance(add_d, bool) else lb.wrap(add_d).value
+        begin, end = cols if cols is not None else (0, lb.dim(c, 1))
+        tail = [d if d is not None else c, lb.const(alpha, elem).value, add, lb.index(begin).value,
+                lb.index(end).value]
+        op = CallOp.build(self.name, [a, b, c, *own, *flags, *tail], [])
+        op.attributes["nocapture"] = UnitAttr()  # keeps no pointer: plan-memory may reuse the buffers
+        op.attributes["work"] = IntegerAttr(self.work, i64)  # split-parallel's estimate
+        lb.insert(op)
+
+
 def lower_matmul_library(ctx, op, inputs, output, epilogue=None, consumer=None) -> None:
-    """The matmul as a call of the library GEMM for the host's blocking (declared in the module),
-    with packing scratch the size ``Blocking.scratch_sizes`` gives, planned like any temporary;
-    ``epilogue`` = (D's buffer, alpha) computes ``D + alpha * (A @ B)`` instead (``epilogue``).
-    With ``threads`` > 1 (tensor-to-loops' option) a large product is a ``parallel`` loop of one
-    call per block of whole column panels, each with its own scratch, which split-parallel runs
-    on threads (each part packs all of A and its own columns of B).  ``consumer(col_begin,
-    col_end)``, when given, builds the loops of an elementwise op after the product over those
-    columns of C: each part runs it on its own columns right after its call
-    (``column_consumer``)."""
-    from irc.dialects.func import CallOp
-
-    from .blas import declare
-
+    """The matmul as a call of the library GEMM (``LibraryGemm``); ``epilogue`` = (D's buffer,
+    alpha) computes ``D + alpha * (A @ B)`` instead (``epilogue``).  With ``threads`` > 1
+    (tensor-to-loops' option) a large product is a ``parallel`` loop of one call per block of
+    whole column panels, each with its own scratch, which split-parallel runs on threads (each
+    part packs all of A and its own columns of B).  ``consumer(col_begin, col_end)``, when
+    given, builds the loops of an elementwise op after the product over those columns of C:
+    each part runs it on its own columns right after its call (``column_consumer``)."""
     lb = ctx.lb
     elem = output.type.element_type
     transposed = ctx.transposed or (False, False)
     m, k = op.operands[0].type.shape
     n = op.operands[1].type.shape[1]
     blocking = Blocking.for_host(elem, ctx.options)
-    name = symbol(elem, blocking)
-    mat, vec = MemRefType([None, None], elem), MemRefType([None], elem)
-    declare(ctx, name, signature(elem))
+    mat = MemRefType([None, None], elem)
     views = [lb.view(buf, 0, mat, [lb.dim(buf, 0), lb.dim(buf, 1)]).value for buf in (*inputs, output)]
     panels = -(-n // blocking.nr)
     parts = thread_parts(ctx.options, blocking, m, n, k)
-    sizes = blocking.scratch_sizes(m, n, k)
-    scratch = [ctx.temporary(MemRefType([size * parts], elem)) for size in sizes]
+    gemm = LibraryGemm(ctx, elem, m, n, k, parts)
     d, alpha = epilogue if epilogue is not None else (None, 1.0)
-    d_view = lb.view(d, 0, mat, [lb.dim(d, 0), lb.dim(d, 1)]).value if d is not None else views[2]
-    flags = [lb.const(int(t), i1).value for t in transposed]
-    tail = [d_view, lb.const(alpha, elem).value, lb.const(int(d is not None), i1).value]
+    d_view = lb.view(d, 0, mat, [lb.dim(d, 0), lb.dim(d, 1)]).value if d is not None else None
 
     def call(part, col_begin, col_end) -> None:
-        own = [lb.view(buf, part * (size * elem.width // 8), vec, [lb.index(size)]).value
-               for buf, size in zip(scratch, sizes)]
-        c = CallOp.build(name, [*views, *own, *flags, *tail, lb.index(col_begin).value, lb.index(col_end).value], [])
-        c.attributes["nocapture"] = UnitAttr()  # keeps no pointer: plan-memory may reuse the buffers
-        c.attributes["work"] = IntegerAttr(max(1, m * n * k // parts), i64)  # split-parallel's estimate
-        lb.insert(c)
+        gemm.call(*views, transposed, d_view, alpha, d is not None, part, (col_begin, col_end))
 
     if parts == 1:
-        call(lb.index(0), 0, n)
+        call(0, 0, n)
         if consumer is not None:
             consumer(lb.index(0), lb.index(n))
         return

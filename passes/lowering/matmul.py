@@ -103,10 +103,12 @@ def block_sizes(elem, nr: int, l1_bytes: int = 0, l3_bytes: int = 0) -> tuple[in
 
 
 class Gemm:
-    """Emits one C += A @ B over flat buffers (element offsets ``*_off``), sizes static."""
+    """Emits one C = A @ B over flat buffers (element offsets ``*_off``), sizes static; with
+    ``accumulate``, C += A @ B (C holds a partial sum already: a sum of products over a loop)."""
 
-    def __init__(self, ctx, elem, m: int, n: int, k: int, transposed=(False, False)):
+    def __init__(self, ctx, elem, m: int, n: int, k: int, transposed=(False, False), accumulate: bool = False):
         self.ctx = ctx
+        self.accumulate = accumulate
         self.ta, self.tb = transposed  # A's (B's) buffer holds A^T (B^T): read with swapped indices
         self.lb: Builder = ctx.lb
         self.elem = elem
@@ -140,6 +142,8 @@ class Gemm:
         self.a_off, self.b_off, self.c_off = a_off, b_off, c_off
         m, n, k = self.m, self.n, self.k
         if k == 0:  # otherwise the first K panel's kernels start from zero instead of reading C
+            if self.accumulate:
+                return
             with lb.for_(0, m * n) as loop:
                 lb.store(self.zero, c, [c_off + loop.iv])
             return
@@ -209,9 +213,12 @@ class Gemm:
             return lb.load(self.a, [a_col + (kl.iv * self.m + r)] if self.ta else [a_rows[r] + kl.iv])
 
         panel = jr * kc * nr
+        starts = lb.compare("eq", lb.index(pc), lb.index(0))  # the first K panel starts from zero
+        if self.accumulate:
+            starts = lb.const(0, starts.type)
         if self.is_float:  # a row of the tile is one vector (see gemm_library.PackedGemm._kernel)
             zeros = lb.splat_vector(self.zero, nr)
-            with lb.if_(lb.compare("eq", lb.index(pc), lb.index(0)), [zeros.type] * mr) as first:
+            with lb.if_(starts, [zeros.type] * mr) as first:
                 with first.then_():
                     first.yield_(*[zeros] * mr)
                 with first.else_():
@@ -225,7 +232,7 @@ class Gemm:
             return
         # The first K panel starts from zero (C is not cleared beforehand: one pass over C
         # less, and C is read once less); the others continue C's partial sums.
-        with lb.if_(lb.compare("eq", lb.index(pc), lb.index(0)), [self.elem] * (mr * nr)) as first:
+        with lb.if_(starts, [self.elem] * (mr * nr)) as first:
             with first.then_():
                 first.yield_(*[self.zero] * (mr * nr))
             with first.else_():
@@ -314,8 +321,84 @@ class RowStream:
                     lb.store(acc, c, [at])
 
 
+DOT_ROWS = 4
+"""Rows of C up to which a float product whose B is given as B^T (a torch ``Linear``'s ``x @ W^T``)
+takes each element as a dot product of rows (``DotRows``) instead of the blocked GEMM, which
+packs all of B^T (a strided gather) for those few rows and pads them to its register tile."""
+
+
+class DotRows:
+    """C[i, j] = dot(A[i, :], B^T[j, :]) for the few rows i of C, B given as B^T (n x k): both
+    operands are read in place along k, contiguous, and B^T once.  A register block of the
+    rows of C by ``JB`` columns keeps one vector accumulator per element (a lane per k residue);
+    each k step loads a vector of each row of A and of B^T and does one fused multiply-add per
+    element, then each accumulator's lanes are added (through a small scratch) and the last
+    k % width terms follow in k order.  So each element is a sum of fused steps in another
+    order than the GEMM's (within the same K-term bound)."""
+
+    def __init__(self, ctx, elem, m: int, n: int, k: int):
+        self.lb, self.elem = ctx.lb, elem
+        self.m, self.n, self.k = m, n, k
+        bits = ctx.options.get("vector_bits", 0) or VECTOR_BITS
+        registers = ctx.options.get("vector_registers", 0) or VECTOR_REGISTERS
+        self.width = max(1, bits // getattr(elem, "width", 64))
+        # accumulators m * JB, plus the m + JB vectors a k step loads, fit in the registers
+        self.jb = max(1, min(8, (registers - m) // (m + 1)))
+        self.zero = self.lb.const(0, elem)
+        self.lanes = ctx.temporary(MemRefType([self.width], elem))
+
+    def emit(self, a, a_off, b, b_off, c, c_off) -> None:
+        lb, n, jb = self.lb, self.n, self.jb
+        main = n - n % jb
+        if main:
+            with lb.for_(0, main, jb) as j:
+                self._block(j.iv, jb, a, a_off, b, b_off, c, c_off)
+        for j in range(main, n):
+            self._block(lb.index(j), 1, a, a_off, b, b_off, c, c_off)
+
+    def _block(self, j0, cols: int, a, a_off, b, b_off, c, c_off) -> None:
+        lb, m, k, w = self.lb, self.m, self.k, self.width
+        k_main = k - k % w
+        a_rows = [a_off + i * k for i in range(m)]
+        b_rows = [b_off + (j0 + jj) * k for jj in range(cols)]
+        sums = [[self.zero] * cols for _ in range(m)]
+        if k_main:
+            zeros = lb.splat_vector(self.zero, w)
+            with lb.for_(0, k_main, w, inits=[zeros] * (m * cols)) as step:
+                avs = [lb.vector_load(a, [row + step.iv], w) for row in a_rows]
+                bvs = [lb.vector_load(b, [row + step.iv], w) for row in b_rows]
+                step.yield_(*[lb.op("math.fma", avs[i], bvs[jj], step.args[i * cols + jj])
+                              for i in range(m) for jj in range(cols)])
+            for i in range(m):
+                for jj in range(cols):
+                    lb.vector_store(step.results[i * cols + jj], self.lanes, [lb.index(0)])
+                    total = lb.load(self.lanes, [lb.index(0)])
+                    for lane in range(1, w):
+                        total = lb.op("arith.addf", total, lb.load(self.lanes, [lb.index(lane)]))
+                    sums[i][jj] = total
+        if k % w:
+            flat = [sums[i][jj] for i in range(m) for jj in range(cols)]
+            with lb.for_(k_main, k, inits=flat) as p:
+                xs = [lb.load(a, [row + p.iv]) for row in a_rows]
+                ys = [lb.load(b, [row + p.iv]) for row in b_rows]
+                p.yield_(*[lb.op("math.fma", xs[i], ys[jj], p.args[i * cols + jj])
+                           for i in range(m) for jj in range(cols)])
+            sums = [[p.results[i * cols + jj] for jj in range(cols)] for i in range(m)]
+        for i in range(m):
+            for jj in range(cols):
+                lb.store(sums[i][jj], c, [c_off + (i * self.n + j0 + jj)])
+
+
+def dots_rows(elem, m: int, transposed) -> bool:
+    """Whether a product of ``m`` rows of C is a ``DotRows`` (see DOT_ROWS): B given as B^T, A not."""
+    ta, tb = transposed or (False, False)
+    return isinstance(elem, FloatType) and 0 < m <= DOT_ROWS and tb and not ta
+
+
 def streams_rows(elem, m: int, transposed) -> bool:
-    """Whether a product of ``m`` rows of C is a ``RowStream`` (see ROW_STREAM_ROWS)."""
+    """Whether a product of ``m`` rows of C is a ``RowStream`` (see ROW_STREAM_ROWS) or a ``DotRows``."""
+    if dots_rows(elem, m, transposed):
+        return True
     return isinstance(elem, FloatType) and 0 < m <= ROW_STREAM_ROWS and not (transposed or (False, False))[1]
 
 
@@ -326,7 +409,9 @@ def lower_matmul(ctx, op, inputs, output) -> None:
     *batch, m, k = op.operands[0].type.shape  # the operand's shape: its buffer may hold its transpose
     n = op.operands[1].type.shape[-1]
     elem = output.type.element_type
-    if streams_rows(elem, m, ctx.transposed):
+    if dots_rows(elem, m, ctx.transposed):
+        gemm = DotRows(ctx, elem, m, n, k)
+    elif streams_rows(elem, m, ctx.transposed):
         gemm = RowStream(ctx, elem, m, n, k, (ctx.transposed or (False, False))[0])
     else:
         gemm = Gemm(ctx, elem, m, n, k, ctx.transposed or (False, False))

@@ -1,7 +1,7 @@
 """Loops for the structured tensor ops, one module per family, registered in ``LOWERINGS``.
 
 - ``matmul.py``: matmul and batch_matmul, a blocked register-tiled GEMM;
-- ``conv.py``: conv2d as im2col plus that GEMM;
+- ``conv.py``: conv2d and conv2d_weight_grad as im2col plus the GEMM library (or that GEMM);
 - ``softmax.py``: softmax and log_softmax, three passes per row;
 - ``movement.py``: transpose, slice, concat, pad, reshape (a copy) and iota;
 - here: broadcast, splat and the reductions that ``fuse-elementwise`` left

@@ -1135,8 +1135,33 @@ class TruncIOp(CastOp):
             raise self.error(f"result must be a narrower integer type than the operand, got {src} to {dst}")
 
 
+_MANTISSA_BITS = {"f16": 11, "bf16": 8, "f32": 24, "f64": 53}
+
+
+def _wide_int_to_float(value: int, dst):
+    """A Python int too wide for numpy's int64/uint64 as ``dst``, rounded once to nearest, ties
+    to even (as LLVM's conversion of i128 and wider does): the significand rounded here is
+    exact in every float format, so converting it does not round again; inf past the range."""
+    p = _MANTISSA_BITS[dst.kind]
+    magnitude = abs(value)
+    shift = magnitude.bit_length() - p
+    q, r = magnitude >> shift, magnitude & ((1 << shift) - 1)
+    half = 1 << (shift - 1)
+    if r > half or (r == half and q & 1):
+        q += 1
+    try:
+        out = float(q) * 2.0 ** shift
+    except OverflowError:
+        out = float("inf")
+    result = round_to(np.asarray(-out if value < 0 else out, dtype=np.float64), dst)
+    return result[()]
+
+
 def _int_to_float(x, src, dst, sign: bool):
     value = signed(_widen(x), src) if sign else unsigned(x, src)
+    fits = -(1 << 63) <= value < (1 << 63) if sign else value < (1 << 64)
+    if not is_array(x) and not fits:  # i65 and wider (arrays of them have no numpy dtype)
+        return _wide_int_to_float(value, dst)
     arr = np.asarray(value, dtype=np.int64 if sign else np.uint64)
     out = round_to(arr.astype(float_dtype(dst) if dst.kind != "bf16" else np.float64), dst)
     return out if is_array(x) else out[()]

@@ -24,7 +24,7 @@ from irc.semantics import Buffer
 from irc.types import MemRefType
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_gpu import ROWSUM, TENSOR_PROGRAMS  # noqa: E402
+from test_gpu import ROWSUM, TENSOR_PROGRAMS, _close  # noqa: E402
 
 BASE = 1 << 32  # device addresses start here (a null or host pointer would be caught)
 
@@ -184,14 +184,6 @@ def _compile(text: str, fake: FakeCuda, device=None):
 def _inputs(text, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.uniform(-2, 2, t.shape).astype(np.float32) for t in irc.parse(text).functions[0].function_type.inputs]
-
-
-def _close(expected, got):
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    got = got if isinstance(got, tuple) else (got,)
-    assert len(expected) == len(got)
-    for e, g in zip(expected, got):
-        np.testing.assert_allclose(g, e, rtol=3e-4, atol=3e-5)
 
 
 @pytest.fixture

@@ -20,7 +20,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from irc.attributes import DenseAttr, IntegerAttr, StringAttr, SymbolRefAttr, TypeAttr, UnitAttr
+from irc.attributes import (
+    ArrayAttr,
+    DenseArrayAttr,
+    DenseAttr,
+    IntegerAttr,
+    StringAttr,
+    SymbolRefAttr,
+    TypeAttr,
+    UnitAttr,
+)
 from irc.diagnostics import IRError
 from irc.operation import Operation, Pure, ReturnLike, Terminator
 from irc.registry import syntax_rule
@@ -34,11 +43,12 @@ from irc.types import (
     TensorType,
     i1,
     i32,
+    i64,
     index,
     numpy_dtype,
 )
 
-from .gpu import check_memory_space
+from .gpu import DEVICE_SPACES, check_memory_space
 from .scf import RegionRunOnce
 
 # Fault messages, worded once for the interpreter and compiled code alike.
@@ -896,3 +906,338 @@ class RankOp(Operation):
 
     def print_custom(self, p) -> None:
         p.write(f" {p.value(self.operands[0])}{p.attr_dict(self.attributes)} : {self.operands[0].type}")
+
+
+# ---- reshapes, memory space casts and realloc ---------------------------------------------------
+
+DYNAMIC = -(1 << 63)  # MLIR's ShapedType::kDynamic in static_output_shape
+
+
+def reshape_mismatch(op_name: str, t: MemRefType) -> str:
+    return f"{op_name} to {t}: the output shape does not match the source's sizes"
+
+
+def reassociation(op) -> list[list[int]]:
+    attr = op.attributes.get("reassociation")
+    if not isinstance(attr, ArrayAttr) or not all(
+            isinstance(g, ArrayAttr) and all(isinstance(k, IntegerAttr) for k in g.elements) for g in attr.elements):
+        raise op.error("needs a 'reassociation' attribute, a list of lists of dimensions")
+    return [[k.value for k in g.elements] for g in attr.elements]
+
+
+class ReshapeOp(Operation):
+    """The shared part of ``memref.collapse_shape`` and ``memref.expand_shape``: the buffer seen
+    with dimensions merged or split, by a reassociation that lists, for each dimension of the
+    collapsed type, the consecutive dimensions of the expanded type it stands for.
+
+    irc's buffers are contiguous and row-major, so every such reshape is valid and the result
+    is a view of the source (as ``memref.view`` is: it shares the source's lifetime, and
+    ``memref.dealloc`` of it is an error).  A group with a dynamic size has a dynamic size on
+    both sides; a static one is the product of its group's sizes.  Not ``Pure``: a reshape of
+    a freed buffer, or an expand_shape whose sizes do not match, is a fault, kept by DCE."""
+
+    collapsing: bool
+
+    def expanded_collapsed(self) -> tuple[MemRefType, MemRefType]:
+        """(the expanded type, the collapsed type)."""
+        a, b = self.operands[0].type, self.results[0].type
+        return (a, b) if self.collapsing else (b, a)
+
+    def verify_op(self) -> None:
+        if not self.operands or len(self.results) != 1:
+            raise self.error("takes a memref and has one result")
+        a, b = self.operands[0].type, self.results[0].type
+        if not isinstance(a, MemRefType) or not isinstance(b, MemRefType) or a.element_type is not b.element_type \
+                or a.memory_space != b.memory_space:
+            raise self.error(f"source and result must be memrefs of one element type and memory space, got {a} and {b}")
+        big, small = self.expanded_collapsed()
+        groups = reassociation(self)
+        if big.rank < small.rank:
+            raise self.error(f"{big} has fewer dimensions than {small}")
+        if len(groups) != small.rank:
+            raise self.error(f"needs {small.rank} reassociation group(s) for {small}, got {len(groups)}")
+        flat = [k for g in groups for k in g]
+        if any(not g for g in groups) or (groups and flat != list(range(big.rank))):
+            raise self.error(f"reassociation {groups} must split dimensions 0 to {big.rank - 1} of {big} into "
+                             "non-empty groups of consecutive dimensions, in order")
+        if not groups and any(d != 1 for d in big.shape):
+            raise self.error(f"only sizes of 1 may be reshaped to or from rank 0, got {big}")
+        for i, g in enumerate(groups):
+            sizes = [big.shape[k] for k in g]
+            if None in sizes:
+                if small.shape[i] is not None:
+                    raise self.error(f"dimension {i} of {small} must be dynamic: its group {g} has a dynamic size")
+                continue
+            product = int(np.prod(sizes, dtype=object)) if sizes else 1
+            if small.shape[i] != product:
+                raise self.error(f"dimension {i} of {small} must be {product}, the product of the sizes {sizes} "
+                                 f"of its group {g} in {big}")
+
+    def print_custom(self, p) -> None:
+        groups = ", ".join("[" + ", ".join(map(str, g)) + "]" for g in reassociation(self))
+        p.write(f" {p.value(self.operands[0])} [{groups}]{self._output_shape(p)}"
+                f"{p.attr_dict(self.attributes, elide=('reassociation', 'static_output_shape'))} : "
+                f"{self.operands[0].type} into {self.results[0].type}")
+
+    def _output_shape(self, p) -> str:
+        return ""
+
+
+class CollapseShapeOp(ReshapeOp):
+    """``%r = memref.collapse_shape %m [[0, 1], [2]] : memref<4x5x6xf32> into memref<20x6xf32>``."""
+
+    name = "memref.collapse_shape"
+    collapsing = True
+    summary = "The same buffer with groups of consecutive dimensions merged into one (a view)."
+    example = ("module { func.func @f(%m: memref<2x?xi64>) { "
+               "%r = memref.collapse_shape %m [[0, 1]] : memref<2x?xi64> into memref<?xi64> func.return } }")
+    example_is_module = True
+
+    def verify_op(self) -> None:
+        super().verify_op()
+        if len(self.operands) != 1 or "static_output_shape" in self.attributes:
+            raise self.error("takes one memref and no output shape")
+
+    def interpret(self, interp, args):
+        src = args[0]
+        if src.freed:
+            raise interp.fault(self, FREED_VIEW)
+        shape = [int(np.prod([src.array.shape[k] for k in g], dtype=np.int64)) for g in reassociation(self)]
+        if hasattr(src, "view_at"):  # device memory of a runtime (runtime/gpu/driver.py): no host memory
+            return [src.view_at(interp, self, 0, shape, self.results[0].type)]
+        return [Buffer(src.array.reshape(shape), self.results[0].type, base=src.base or src)]
+
+    @classmethod
+    def build(cls, source, reassociation, type: MemRefType):
+        return cls([source], [type], {"reassociation": _reassociation_attr(reassociation)})
+
+
+class ExpandShapeOp(ReshapeOp):
+    """``%e = memref.expand_shape %m [[0, 1], [2]] output_shape [%n, 5, 6] : memref<?x6xf32> into
+    memref<?x5x6xf32>``: one ``output_shape`` entry per result dimension, an index operand where
+    the result's size is dynamic.
+
+    The sizes of a group must multiply to its source size: MLIR leaves a mismatch undefined,
+    irc checks it at run time (a fault at the op, in the interpreter and compiled code), as
+    it does a negative size."""
+
+    name = "memref.expand_shape"
+    collapsing = False
+    summary = "The same buffer with dimensions split into groups of consecutive ones (a view)."
+    example = "%e = memref.expand_shape %m [[0, 1]] output_shape [2, %n] : memref<?xi64> into memref<2x?xi64>"
+
+    def static_output_shape(self) -> list[int]:
+        attr = self.attributes.get("static_output_shape")
+        if not isinstance(attr, DenseArrayAttr):
+            raise self.error("needs a 'static_output_shape' attribute (array<i64: ...>)")
+        return list(attr.values)
+
+    def verify_op(self) -> None:
+        super().verify_op()
+        t = self.results[0].type
+        shape = self.static_output_shape()
+        if len(shape) != t.rank:
+            raise self.error(f"output_shape has {len(shape)} size(s), but {t} has {t.rank}")
+        for i, (s, d) in enumerate(zip(shape, t.shape)):
+            if (s == DYNAMIC) != (d is None) or (d is not None and s != d):
+                raise self.error(f"output_shape size {i} must be {'an index value' if d is None else d} for {t}")
+        dynamic = sum(d is None for d in t.shape)
+        if len(self.operands) - 1 != dynamic:
+            raise self.error(f"needs {dynamic} dynamic size operand(s) for {t}, got {len(self.operands) - 1}")
+        for v in self.operands[1:]:
+            if not isinstance(v.type, IndexType):
+                raise self.error(f"sizes must be index values, got {v.type}")
+
+    def interpret(self, interp, args):
+        src, *dyn = args
+        t = self.results[0].type
+        if src.freed:
+            raise interp.fault(self, FREED_VIEW)
+        sizes = iter(dyn)
+        shape = [next(sizes) if d is None else d for d in t.shape]
+        if any(s < 0 for s in shape) or any(
+                int(np.prod([shape[k] for k in g], dtype=object)) != n
+                for g, n in zip(reassociation(self), src.array.shape)):
+            raise interp.fault(self, reshape_mismatch(self.name, t))
+        if hasattr(src, "view_at"):  # device memory of a runtime (runtime/gpu/driver.py): no host memory
+            return [src.view_at(interp, self, 0, shape, t)]
+        return [Buffer(src.array.reshape(shape), t, base=src.base or src)]
+
+    def _output_shape(self, p) -> str:
+        dyn = iter(self.operands[1:])
+        return " output_shape [" + ", ".join(p.value(next(dyn)) if s == DYNAMIC else str(s)
+                                             for s in self.static_output_shape()) + "]"
+
+    @classmethod
+    def build(cls, source, reassociation, type: MemRefType, sizes=()):
+        attrs = {"reassociation": _reassociation_attr(reassociation),
+                 "static_output_shape": DenseArrayAttr(i64, [DYNAMIC if d is None else d for d in type.shape])}
+        return cls([source, *sizes], [type], attrs)
+
+
+def _reassociation_attr(groups) -> ArrayAttr:
+    return ArrayAttr(ArrayAttr(IntegerAttr(k, i64) for k in g) for g in groups)
+
+
+@syntax_rule("reassociation_group")
+def _parse_group(ctx, children):
+    return [int(tok.value) for tok in children]
+
+
+@syntax_rule("output_shape")
+def _parse_output_shape(ctx, children):
+    from irc.parser import _value_tokens
+
+    items = []
+    for tok in children:
+        items.extend(_value_tokens(tok) if tok.type == "VALUE_LIST" else [tok])
+    return ("output_shape", items)
+
+
+@syntax_rule("reshape_op")
+def _parse_reshape(ctx, children):
+    kw, src, *rest = children
+    name = kw.value
+    cls = ExpandShapeOp if name == "memref.expand_shape" else CollapseShapeOp
+    *rest, into = rest
+    src_t, t = ctx.type_of(rest.pop()), ctx.type_of(into)
+    attrs = dict(rest.pop()) if rest and isinstance(rest[-1], dict) else {}
+    shape = rest.pop()[1] if rest and isinstance(rest[-1], tuple) else None
+    if shape is None and cls is ExpandShapeOp:
+        raise IRError("'memref.expand_shape' expects 'output_shape [...]' after its reassociation", ctx.loc(kw))
+    if shape is not None and cls is CollapseShapeOp:
+        raise IRError("'memref.collapse_shape' takes no output_shape", ctx.loc(kw))
+    if any(k < 0 or k >= 1 << 63 for g in rest for k in g):
+        raise IRError("a reassociation lists dimensions (from 0)", ctx.loc(kw))
+    attrs = {"reassociation": _reassociation_attr(rest), **attrs}
+    operands = [ctx.value(src, src_t)]
+    if shape is not None:
+        static = []
+        for tok in shape:
+            if tok.type == "INT":
+                n = int(tok.value)
+                if not 0 <= n < 1 << 63:
+                    raise IRError(f"a size of output_shape must be from 0 to 2^63 - 1, got {n}", ctx.loc(tok))
+                static.append(n)
+            else:
+                static.append(DYNAMIC)
+                operands.append(ctx.value(tok, index))
+        attrs["static_output_shape"] = DenseArrayAttr(i64, static)
+    return cls(operands, [t], attrs, loc=ctx.loc(kw))
+
+
+class MemorySpaceCastOp(Operation):
+    """``%c = memref.memory_space_cast %m : memref<4xf32, 1> to memref<4xf32>``: the same buffer
+    with another memory space (same shape and element type).
+
+    It changes no memory and moves no data: the buffer is the source itself (freeing one
+    frees the other).  irc's spaces are none (host), ``gpu``, ``workgroup`` and ``private``
+    (MLIR's 1, 3 and 5)."""
+
+    name = "memref.memory_space_cast"
+    traits = frozenset({Pure})
+    summary = "The same buffer in another memory space (no data moves)."
+    example = "%g = memref.memory_space_cast %m : memref<?xi64> to memref<?xi64, gpu>"
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 1 or len(self.results) != 1:
+            raise self.error("takes one memref and has one result")
+        a, b = self.operands[0].type, self.results[0].type
+        if not isinstance(a, MemRefType) or not isinstance(b, MemRefType) or a.shape != b.shape \
+                or a.element_type is not b.element_type:
+            raise self.error(f"cannot cast {a} to {b}: only the memory space may differ")
+        for t in (a, b):
+            if t.memory_space is not None and t.memory_space not in DEVICE_SPACES:
+                raise self.error(f"unknown memory space '{t.memory_space}' (known: gpu, workgroup, private, "
+                                 "or none for host)")
+
+    def interpret(self, interp, args):
+        return [args[0]]
+
+    def fold(self, constants):
+        return [self.operands[0]] if self.operands[0].type is self.results[0].type else None
+
+    @classmethod
+    def parse_uniform(cls, ctx, syn):
+        if syn.sig is None or syn.sig[0] != "cast" or len(syn.args) != 1 or isinstance(syn.args[0], tuple):
+            raise IRError("'memref.memory_space_cast' expects '%buffer : memref<...> to memref<...>'", syn.loc)
+        (a,), (b,) = syn.sig[1], syn.sig[2]
+        return cls([ctx.value(syn.args[0], a)], [b], syn.attrs)
+
+    def print_custom(self, p) -> None:
+        p.write(f" {p.value(self.operands[0])}{p.attr_dict(self.attributes)} : {self.operands[0].type} to "
+                f"{self.results[0].type}")
+
+
+REALLOC_FREED = "memref.realloc of a freed buffer"
+REALLOC_NOT_ALLOCATED = "memref.realloc of a buffer that memref.alloc did not allocate (an alloca, a view or an argument)"
+
+
+class ReallocOp(Operation):
+    """``%n = memref.realloc %m(%size) : memref<?xf32> to memref<?xf32>``: a 1-D buffer of the
+    new size holding the old one's elements (as many as fit; the rest zero, as memref.alloc's),
+    the old one freed; the size operand is there when the result's size is dynamic.
+
+    As for memref.dealloc, the source must be a live buffer of memref.alloc (a fault
+    otherwise), and a later use of it is a use of a freed buffer: a fault wherever irc
+    detects one (the interpreter; compiled code with bounds checks)."""
+
+    name = "memref.realloc"
+    summary = "Resize a buffer of memref.alloc: a new buffer with the old contents, the old one freed."
+    example = "%r = memref.realloc %m(%n) : memref<?xi64> to memref<?xi64>"
+
+    def verify_op(self) -> None:
+        if not 1 <= len(self.operands) <= 2 or len(self.results) != 1:
+            raise self.error("takes a memref and an optional size, and has one result")
+        a, b = self.operands[0].type, self.results[0].type
+        if not isinstance(a, MemRefType) or not isinstance(b, MemRefType) or a.rank != 1 or b.rank != 1 \
+                or a.element_type is not b.element_type or a.memory_space != b.memory_space:
+            raise self.error(f"source and result must be 1-D memrefs of one element type and memory space, "
+                             f"got {a} and {b}")
+        if a.memory_space is not None:
+            raise self.error(f"only host memory can be reallocated, got {a}")
+        dynamic = int(b.shape[0] is None)
+        if len(self.operands) - 1 != dynamic:
+            raise self.error(f"needs {dynamic} dynamic size operand(s) for {b}, got {len(self.operands) - 1}")
+        if dynamic and not isinstance(self.operands[1].type, IndexType):
+            raise self.error(f"the size must be an index value, got {self.operands[1].type}")
+
+    def interpret(self, interp, args):
+        src = args[0]
+        t = self.results[0].type
+        if not src.heap:
+            raise interp.fault(self, REALLOC_NOT_ALLOCATED)
+        if src.freed:
+            raise interp.fault(self, REALLOC_FREED)
+        n = args[1] if len(args) == 2 else t.shape[0]
+        if n < 0:
+            raise interp.fault(self, NEGATIVE_SIZE)
+        if is_too_big((n,), t):
+            raise interp.fault(self, too_big(t))
+        try:
+            array = np.zeros((n,), dtype=storage_dtype(t))
+        except (MemoryError, ValueError):
+            raise interp.fault(self, out_of_memory(self.name)) from None
+        keep = min(n, src.array.shape[0])
+        array[:keep] = src.array[:keep]
+        src.freed = True
+        return [Buffer(array, t, heap=True)]
+
+    @classmethod
+    def build(cls, source, type: MemRefType, size=None):
+        return cls([source] if size is None else [source, size], [type])
+
+    def print_custom(self, p) -> None:
+        size = f"({p.value(self.operands[1])})" if len(self.operands) == 2 else ""
+        p.write(f" {p.value(self.operands[0])}{size}{p.attr_dict(self.attributes)} : {self.operands[0].type} to "
+                f"{self.results[0].type}")
+
+
+@syntax_rule("realloc_op")
+def _parse_realloc(ctx, children):
+    kw, src, *rest = children
+    src_t, t = ctx.type_of(rest[-2]), ctx.type_of(rest[-1])
+    rest = rest[:-2]
+    attrs = dict(rest.pop()) if rest and isinstance(rest[-1], dict) else {}
+    operands = [ctx.value(src, src_t), *[ctx.value(tok, index) for tok in rest]]
+    return ReallocOp(operands, [t], attrs, loc=ctx.loc(kw))

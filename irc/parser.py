@@ -1475,6 +1475,7 @@ _TERMINAL_NAMES = {
         ("BUILTIN_MODULE", "builtin.module"), ("FUNC", "func.func"), ("FOR", "scf.for"), ("IF", "scf.if"),
         ("WHILE", "scf.while"), ("SWITCH", "cf.switch"), ("EXECUTE", "scf.execute_region"),
         ("ALLOCA_SCOPE", "memref.alloca_scope"), ("GLOBAL", "memref.global"), ("PARALLEL", "scf.parallel"),
+        ("RESHAPE", "memref.collapse_shape' or 'memref.expand_shape"), ("REALLOC", "memref.realloc"),
         ("REDUCE", "scf.reduce"), ("CONDITION", "scf.condition"))},
 }
 

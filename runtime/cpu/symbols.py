@@ -13,7 +13,7 @@ functions the translator calls and those LLVM's code generator turns math
 intrinsics into (found by compiling every math op at -O0..-O3, with and without
 fast math, and from LLVM's RuntimeLibcalls: ``sincos`` from a sin and a cos of
 one value, ``exp10`` from ``pow(10, x)``, ``ldexp`` from ``exp2(sitofp x)``),
-the memory functions it lowers ``llvm.memset``/``memmove`` and ``memref.alloc``
+the memory functions it lowers ``llvm.memset``/``memmove``, ``memref.alloc`` and ``memref.realloc``
 to (and ``calloc``, which LLVM makes of a malloc and a memset), and the
 compiler-runtime helpers for i128 and f16 arithmetic.  A program may not
 declare these names (their C signatures are not irc's calling convention), and
@@ -36,8 +36,8 @@ _LIBM_NAMES = ("exp exp2 exp10 expm1 log log2 log10 log1p sin cos tan tanh sinh 
 LIBM = frozenset(n + s for n in _LIBM_NAMES for s in ("", "f")) | {"sincos", "sincosf"}
 """libm functions (double and float) that generated code may call."""
 
-LIBC = frozenset({"memset", "memcpy", "memmove", "memcmp", "bcmp", "malloc", "calloc", "free"})
-"""libc functions that generated code may call (for memref.alloc/dealloc and LLVM's memory intrinsics)."""
+LIBC = frozenset({"memset", "memcpy", "memmove", "memcmp", "bcmp", "malloc", "calloc", "realloc", "free"})
+"""libc functions that generated code may call (for memref.alloc/realloc/dealloc and LLVM's memory intrinsics)."""
 
 COMPILER_RT = frozenset(
     [f"__{op}ti3" for op in ("div", "udiv", "mod", "umod", "mul", "ashl", "ashr", "lshr")]

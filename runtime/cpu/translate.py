@@ -1476,3 +1476,84 @@ def _assume_alignment(self, b, op):
     low_bits = b.and_(address, ir.Constant(I64, op.alignment - 1))
     self.fault_if(b, b.icmp_unsigned("!=", low_bits, ir.Constant(I64, 0)), op, memref_dialect.misaligned(op.alignment))
     return mem
+
+
+# ---- reshapes, memory space casts and realloc --------------------------------------------------------
+
+
+@_handler("memref.collapse_shape", "memref.expand_shape")
+def _reshape(self, b, op):
+    """A view of the source with new sizes (the data are contiguous, so no address changes): a
+    collapsed size is its group's product; an expanded group's sizes must multiply to the source
+    size (checked, exactly: a product that overflows 64 bits is a mismatch, unless a size is 0)."""
+    src_v = op.operands[0]
+    t = op.results[0].type
+    src = self.value(src_v)
+    _check_live(self, b, op, src, memref_dialect.FREED_VIEW)
+    src_sizes = _sizes(b, src, src_v.type.rank)
+    groups = memref_dialect.reassociation(op)
+    if op.name == "memref.collapse_shape":
+        sizes = []
+        for g in groups:
+            n = src_sizes[g[0]]
+            for k in g[1:]:
+                n = b.mul(n, src_sizes[k])
+            sizes.append(n)
+    else:
+        dyn = iter(self.value(v) for v in op.operands[1:])
+        sizes = [next(dyn) if d is None else ir.Constant(I64, d) for d in t.shape]
+        zero64, false = ir.Constant(I64, 0), ir.Constant(I1, 0)
+        for i, g in enumerate(groups):
+            if src_v.type.shape[i] is not None and all(t.shape[k] is not None for k in g):
+                continue  # static: checked by the verifier
+            product, overflow, negative, zero = ir.Constant(I64, 1), false, false, false
+            for k in g:
+                negative = b.or_(negative, b.icmp_signed("<", sizes[k], zero64))
+                zero = b.or_(zero, b.icmp_unsigned("==", sizes[k], zero64))
+                step = b.umul_with_overflow(product, sizes[k])
+                product, overflow = _extract(b, step, 0), b.or_(overflow, _extract(b, step, 1))
+            differ = b.select(zero, b.icmp_unsigned("!=", src_sizes[i], zero64),
+                              b.or_(overflow, b.icmp_unsigned("!=", product, src_sizes[i])))
+            self.fault_if(b, b.or_(negative, differ), op, memref_dialect.reshape_mismatch(op.name, t))
+    generation = b.or_(_extract(b, src, 3), ir.Constant(I64, VIEW_BIT))
+    return _descriptor(b, t, _extract(b, src, 0), sizes, _extract(b, src, 2), generation)
+
+
+@_handler("memref.memory_space_cast")
+def _memory_space_cast(self, b, op):
+    """The same descriptor: a memory space changes nothing in host code."""
+    return self.value(op.operands[0])
+
+
+@_handler("memref.realloc")
+def _realloc(self, b, op):
+    """C's realloc of a live buffer of memref.alloc, the new tail zeroed (memref.alloc's calloc
+    zeroes); the record stays, its generation moves on, so the old descriptor reads as freed."""
+    src_v = op.operands[0]
+    t = op.results[0].type
+    src = self.value(src_v)
+    size = self.value(op.operands[1]) if len(op.operands) == 2 else ir.Constant(I64, t.shape[0])
+    record, generation = _extract(b, src, 2), _extract(b, src, 3)
+    not_ours = b.or_(b.icmp_unsigned("==", record, ir.Constant(PTR, None)),
+                     b.icmp_signed("<", generation, ir.Constant(I64, 0)))  # VIEW_BIT
+    self.fault_if(b, not_ours, op, memref_dialect.REALLOC_NOT_ALLOCATED)
+    rec = b.bitcast(record, ir.PointerType(RECORD))
+    self.fault_if(b, b.icmp_unsigned("!=", b.load(_field(b, rec, 3)), generation), op, memref_dialect.REALLOC_FREED)
+    nbytes, negative, too_big = _checked_byte_size(self, b, t, [size])
+    if t.shape[0] is None:
+        self.fault_if(b, negative, op, memref_dialect.NEGATIVE_SIZE)
+        self.fault_if(b, too_big, op, memref_dialect.too_big(t))
+    old_bytes = _byte_size(b, src_v.type, _sizes(b, src, 1))
+    realloc = self._declare("realloc", ir.FunctionType(PTR, [PTR, I64]))
+    realloc.attributes.add("nobuiltin")
+    one = ir.Constant(I64, 1)
+    data = b.call(realloc, [b.load(_field(b, rec, 2)),
+                            b.select(b.icmp_unsigned("==", nbytes, ir.Constant(I64, 0)), one, nbytes)])
+    self.fault_if(b, b.icmp_unsigned("==", data, ir.Constant(PTR, None)), op, memref_dialect.out_of_memory(op.name))
+    with b.if_then(b.icmp_unsigned(">", nbytes, old_bytes)):
+        b.call(self.intrinsic_memset(), [b.gep(data, [old_bytes]), ir.Constant(I8, 0), b.sub(nbytes, old_bytes),
+                                         ir.Constant(I1, 0)])
+    b.store(data, _field(b, rec, 2))
+    generation = b.add(generation, one)
+    b.store(generation, _field(b, rec, 3))
+    return _descriptor(b, t, data, [size], record, generation)

@@ -1475,7 +1475,9 @@ _TERMINAL_NAMES = {
         ("BUILTIN_MODULE", "builtin.module"), ("FUNC", "func.func"), ("FOR", "scf.for"), ("IF", "scf.if"),
         ("WHILE", "scf.while"), ("SWITCH", "cf.switch"), ("EXECUTE", "scf.execute_region"),
         ("ALLOCA_SCOPE", "memref.alloca_scope"), ("GLOBAL", "memref.global"), ("PARALLEL", "scf.parallel"),
-        ("REDUCE", "scf.reduce"), ("CONDITION", "scf.condition"))},
+        ("REDUCE", "scf.reduce"), ("CONDITION", "scf.condition"), ("ATOMIC_RMW", "memref.atomic_rmw"),
+        ("GENERIC_ATOMIC_RMW", "memref.generic_atomic_rmw"),
+        ("EXTRACT_POINTER", "memref.extract_aligned_pointer_as_index"))},
 }
 
 

@@ -1476,3 +1476,6 @@ def _assume_alignment(self, b, op):
     low_bits = b.and_(address, ir.Constant(I64, op.alignment - 1))
     self.fault_if(b, b.icmp_unsigned("!=", low_bits, ir.Constant(I64, 0)), op, memref_dialect.misaligned(op.alignment))
     return mem
+
+
+from . import translate_atomic  # noqa: E402, F401  (registers the handlers of memref's atomic ops)

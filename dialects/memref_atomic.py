@@ -129,7 +129,9 @@ class GenericAtomicRMWOp(Operation):
     Atomically replaces ``m[i]`` with what its one-block region computes from the current
     value (the block's argument); the result is the value before.  Compiled code runs the
     region in a ``cmpxchg`` loop, so the region may run more than once when other threads
-    write the element meanwhile: it must have no side effects (MLIR's rule too).
+    write the element meanwhile: it must have no side effects (MLIR's rule too).  The region
+    is one block, as in MLIR: an ``scf.for`` inside it runs in the interpreter, but lowered
+    to blocks by ``scf-to-cf`` it is an error, so compiled code cannot loop inside the region.
     """
 
     name = "memref.generic_atomic_rmw"
@@ -148,7 +150,8 @@ class GenericAtomicRMWOp(Operation):
             raise self.error(f"result type {self.results[0].type} is not the element type of {self.operands[0].type}")
         region = self.regions[0]
         if region.is_empty or region.first_block is not region.last_block:
-            raise self.error("its region must be one block")
+            raise self.error("its region must be one block (so a loop inside it runs in the interpreter, "
+                             "but scf-to-cf's blocks cannot be compiled)")
         if [a.type for a in region.entry.args] != [elem]:
             raise self.error(f"its region takes one {elem} argument (the current value: '^bb0(%current: {elem}):')")
         for op in region.entry.ops:

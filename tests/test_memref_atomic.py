@@ -19,7 +19,7 @@ from irc import IRError
 from irc.diagnostics import ExecutionError
 
 MLIR_OPT = shutil.which("mlir-opt-22")
-TYPES = {"f32": np.float32, "f64": np.float64, "i8": np.int8, "i32": np.int32, "i64": np.int64}
+TYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8, "i32": np.int32, "i64": np.int64}
 
 def _ieee_max(a, b, number: bool = False):
     """IEEE 754-2019 maximum (maximumNumber with ``number``): numpy's maximum does not order -0 < +0."""
@@ -57,14 +57,14 @@ func.func @rmw(%m: memref<2x3x{t}>, %v: {t}, %i: index, %j: index) -> {t} {{
 
 def _cases():
     for kind in KINDS:
-        types = ["f32", "f64"] if kind in FLOAT_KINDS else ["i32", "i64", "i8"] if kind in INT_KINDS \
+        types = ["f16", "f32", "f64"] if kind in FLOAT_KINDS else ["i32", "i64", "i8"] if kind in INT_KINDS \
             else ["f32", "i64"]
         for t in types:
             yield kind, t
 
 
 def _values(t: str, rng) -> np.ndarray:
-    if t in ("f32", "f64"):
+    if t in ("f16", "f32", "f64"):
         pool = [0.0, -0.0, 1.5, -2.25, np.nan, np.inf, 3.0, -7.5]
     else:
         pool = [0, 1, -1, 5, -6, 127, -128, 2**31 - 1, -(2**31), 12345]
@@ -333,3 +333,29 @@ def test_attributes_after_the_region_and_before_the_type():
         ok, printed = rt.run_mlir_opt(MLIR_OPT, UPSTREAM_STYLE)
         assert ok, printed
         assert rt.round_trip(MLIR_OPT, printed, "attrs").status == "ok"
+
+
+def test_a_loop_inside_the_region_runs_on_the_interpreter_and_is_a_diagnostic_compiled():
+    text = """func.func @f(%m: memref<2xf32>, %i: index, %n: index) -> f32 {
+  %x = memref.generic_atomic_rmw %m[%i] : memref<2xf32> {
+  ^bb0(%cur: f32):
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %r = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %cur) -> (f32) {
+      %t = arith.addf %acc, %cur : f32
+      scf.yield %t : f32
+    }
+    memref.atomic_yield %r : f32
+  }
+  func.return %x : f32
+}
+"""
+    m = irc.parse(text)
+    m.verify()
+    a = np.array([1.5, 2.0], np.float32)
+    assert irc.interpret(m, "f", a, 1, 3) == 2.0
+    assert a[1] == 2.0 * 4
+    pytest.importorskip("llvmlite")
+    with pytest.raises(IRError, match="must be one block") as e:
+        irc.compile(m)
+    assert "<input>:2:8:" in str(e.value) or ":2:8:" in str(e.value)

@@ -13,10 +13,11 @@ from . import (  # noqa: F401
     graph_scatter,
     math,
     memref,
+    memref_atomic,
     scf,
     tensor,
     vector,
 )
 
 __all__ = ["arith", "bufferization", "cf", "func", "fused", "gpu", "graph", "graph_conv", "graph_dynamic", "graph_scatter", "math",
-           "memref", "scf", "tensor", "vector"]
+           "memref", "memref_atomic", "scf", "tensor", "vector"]

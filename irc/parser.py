@@ -1177,9 +1177,8 @@ OUT_OF_SCOPE_DIALECTS = {
 _SCOPE = "irc reads MLIR's func, arith, math, cf, scf and memref dialects"
 # Upstream memref ops irc lacks: named as out of scope rather than as a typo of another op.
 MLIR_MEMREF_OPS_NOT_IN_IRC = frozenset(f"memref.{n}" for n in (
-    "dma_start", "dma_wait", "atomic_rmw", "generic_atomic_rmw", "atomic_yield", "collapse_shape",
-    "expand_shape", "extract_aligned_pointer_as_index", "extract_strided_metadata", "memory_space_cast",
-    "realloc", "reinterpret_cast", "reshape", "subview", "transpose", "distinct_objects"))
+    "dma_start", "dma_wait", "extract_strided_metadata", "reinterpret_cast", "reshape", "subview",
+    "transpose", "distinct_objects"))
 
 
 def _unknown_op_message(name: str) -> str:
@@ -1476,7 +1475,9 @@ _TERMINAL_NAMES = {
         ("WHILE", "scf.while"), ("SWITCH", "cf.switch"), ("EXECUTE", "scf.execute_region"),
         ("ALLOCA_SCOPE", "memref.alloca_scope"), ("GLOBAL", "memref.global"), ("PARALLEL", "scf.parallel"),
         ("RESHAPE", "memref.collapse_shape' or 'memref.expand_shape"), ("REALLOC", "memref.realloc"),
-        ("REDUCE", "scf.reduce"), ("CONDITION", "scf.condition"))},
+        ("REDUCE", "scf.reduce"), ("CONDITION", "scf.condition"), ("ATOMIC_RMW", "memref.atomic_rmw"),
+        ("GENERIC_ATOMIC_RMW", "memref.generic_atomic_rmw"),
+        ("EXTRACT_POINTER", "memref.extract_aligned_pointer_as_index"))},
 }
 
 

@@ -1557,3 +1557,6 @@ def _realloc(self, b, op):
     generation = b.add(generation, one)
     b.store(generation, _field(b, rec, 3))
     return _descriptor(b, t, data, [size], record, generation)
+
+
+from . import translate_atomic  # noqa: E402, F401  (registers the handlers of memref's atomic ops)

@@ -1159,9 +1159,8 @@ def _wide_int_to_float(value: int, dst):
 
 def _int_to_float(x, src, dst, sign: bool):
     value = signed(_widen(x), src) if sign else unsigned(x, src)
-    fits = -(1 << 63) <= value < (1 << 63) if sign else value < (1 << 64)
-    if not is_array(x) and not fits:  # i65 and wider (arrays of them have no numpy dtype)
-        return _wide_int_to_float(value, dst)
+    if not is_array(x) and not (-(1 << 63) <= value < (1 << 63) if sign else value < (1 << 64)):
+        return _wide_int_to_float(value, dst)  # i65 and wider (arrays of them have no numpy dtype)
     arr = np.asarray(value, dtype=np.int64 if sign else np.uint64)
     out = round_to(arr.astype(float_dtype(dst) if dst.kind != "bf16" else np.float64), dst)
     return out if is_array(x) else out[()]

@@ -1327,16 +1327,25 @@ def _static_bytes(t: MemRefType) -> int:
     return _item_bytes(t) * (t.num_elements or 0)
 
 
+def _live_record(self, b, op, mem, not_allocated: str, freed: str):
+    """The allocation record of ``mem`` (as the descriptor holds it, and as a pointer to a
+    ``RECORD``) and its generation, faulting unless ``mem`` is a live
+    buffer of memref.alloc (``not_allocated``: a view, a global, an alloca; ``freed``: freed
+    already): what dealloc and realloc may free."""
+    record, generation = _extract(b, mem, 2), _extract(b, mem, 3)
+    not_ours = b.or_(b.icmp_unsigned("==", record, ir.Constant(PTR, None)),
+                     b.icmp_signed("<", generation, ir.Constant(I64, 0)))  # VIEW_BIT
+    self.fault_if(b, not_ours, op, not_allocated)
+    rec = b.bitcast(record, ir.PointerType(RECORD))
+    self.fault_if(b, b.icmp_unsigned("!=", b.load(_field(b, rec, 3)), generation), op, freed)
+    return record, rec, generation
+
+
 @_handler("memref.dealloc")
 def _dealloc(self, b, op):
     """Free a live buffer of memref.alloc, once; anything else is the interpreter's fault, never free()."""
     mem = self.value(op.operands[0])
-    record, generation = _extract(b, mem, 2), _extract(b, mem, 3)
-    not_ours = b.or_(b.icmp_unsigned("==", record, ir.Constant(PTR, None)),
-                     b.icmp_signed("<", generation, ir.Constant(I64, 0)))  # VIEW_BIT
-    self.fault_if(b, not_ours, op, memref_dialect.NOT_ALLOCATED)
-    rec = b.bitcast(record, ir.PointerType(RECORD))
-    self.fault_if(b, b.icmp_unsigned("!=", b.load(_field(b, rec, 3)), generation), op, memref_dialect.FREED_TWICE)
+    record, rec, generation = _live_record(self, b, op, mem, memref_dialect.NOT_ALLOCATED, memref_dialect.FREED_TWICE)
     free = self._declare("free", ir.FunctionType(ir.VoidType(), [PTR]))
     b.call(free, [b.load(_field(b, rec, 2))])
     b.store(ir.Constant(PTR, None), _field(b, rec, 2))
@@ -1533,12 +1542,8 @@ def _realloc(self, b, op):
     t = op.results[0].type
     src = self.value(src_v)
     size = self.value(op.operands[1]) if len(op.operands) == 2 else ir.Constant(I64, t.shape[0])
-    record, generation = _extract(b, src, 2), _extract(b, src, 3)
-    not_ours = b.or_(b.icmp_unsigned("==", record, ir.Constant(PTR, None)),
-                     b.icmp_signed("<", generation, ir.Constant(I64, 0)))  # VIEW_BIT
-    self.fault_if(b, not_ours, op, memref_dialect.REALLOC_NOT_ALLOCATED)
-    rec = b.bitcast(record, ir.PointerType(RECORD))
-    self.fault_if(b, b.icmp_unsigned("!=", b.load(_field(b, rec, 3)), generation), op, memref_dialect.REALLOC_FREED)
+    record, rec, generation = _live_record(self, b, op, src, memref_dialect.REALLOC_NOT_ALLOCATED,
+                                           memref_dialect.REALLOC_FREED)
     nbytes, negative, too_big = _checked_byte_size(self, b, t, [size])
     if t.shape[0] is None:
         self.fault_if(b, negative, op, memref_dialect.NEGATIVE_SIZE)

@@ -44,6 +44,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 import irc  # noqa: E402
+from irc.testing.tensor_programs import matmul_program  # noqa: E402
 
 SHAPES = [  # (label, m, n, k, A given transposed, B given transposed)
     ("square 256", 256, 256, 256, False, False),
@@ -63,20 +64,7 @@ QUICK_SHAPES = [("square 128", 128, 128, 128, False, False), ("A^T 96x80x64", 96
 
 
 def matmul_ir(m, n, k, ta, tb, elem="f32") -> str:
-    a_shape, b_shape = (f"{k}x{m}" if ta else f"{m}x{k}"), (f"{n}x{k}" if tb else f"{k}x{n}")
-    lines, a, b = [], "%a", "%b"
-    if ta:
-        lines.append(f"%at = graph.transpose %a {{perm = [1, 0]}} : tensor<{a_shape}x{elem}> to tensor<{m}x{k}x{elem}>")
-        a = "%at"
-    if tb:
-        lines.append(f"%bt = graph.transpose %b {{perm = [1, 0]}} : tensor<{b_shape}x{elem}> to tensor<{k}x{n}x{elem}>")
-        b = "%bt"
-    body = "\n  ".join(lines)
-    return f"""func.func @mm(%a: tensor<{a_shape}x{elem}>, %b: tensor<{b_shape}x{elem}>) -> tensor<{m}x{n}x{elem}> {{
-  {body}
-  %c = graph.matmul {a}, {b} : (tensor<{m}x{k}x{elem}>, tensor<{k}x{n}x{elem}>) -> tensor<{m}x{n}x{elem}>
-  func.return %c : tensor<{m}x{n}x{elem}>
-}}"""
+    return matmul_program(m, n, k, ta, tb, elem)
 
 
 def operands(m, n, k, ta, tb, dtype):

@@ -15,27 +15,14 @@ from irc.passes.gpu_map_parallel import matmul_tiles
 from irc.runtime import gpu
 
 import irc
+from irc.testing.tensor_programs import matmul_program
 
 PTXAS = shutil.which("ptxas")
 
 
 def _program(m: int, k: int, n: int, ta: bool = False, tb: bool = False, dtype: str = "f32") -> str:
-    """C = A @ B (m x k times k x n); ``ta``/``tb``: the operand arrives transposed."""
-    a_t = f"tensor<{k}x{m}x{dtype}>" if ta else f"tensor<{m}x{k}x{dtype}>"
-    b_t = f"tensor<{n}x{k}x{dtype}>" if tb else f"tensor<{k}x{n}x{dtype}>"
-    lines = []
-    a, b = "%a", "%b"
-    if ta:
-        lines.append(f"%at = graph.transpose %a {{perm = [1, 0]}} : {a_t} to tensor<{m}x{k}x{dtype}>")
-        a = "%at"
-    if tb:
-        lines.append(f"%bt = graph.transpose %b {{perm = [1, 0]}} : {b_t} to tensor<{k}x{n}x{dtype}>")
-        b = "%bt"
-    lines.append(f"%c = graph.matmul {a}, {b} : (tensor<{m}x{k}x{dtype}>, tensor<{k}x{n}x{dtype}>) "
-                 f"-> tensor<{m}x{n}x{dtype}>")
-    body = "\n  ".join(lines)
-    return (f"func.func @f(%a: {a_t}, %b: {b_t}) -> tensor<{m}x{n}x{dtype}> {{\n  {body}\n"
-            f"  func.return %c : tensor<{m}x{n}x{dtype}>\n}}\n")
+    """C = A @ B (m x k times k x n) as @f; ``ta``/``tb``: the operand arrives transposed."""
+    return matmul_program(m, n, k, ta, tb, dtype, name="f")
 
 
 def _lower(text: str, options: str = ""):

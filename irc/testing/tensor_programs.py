@@ -67,6 +67,26 @@ class _Builder:
         return self.rng.choice(options) if options else None
 
 
+def matmul_program(m: int, n: int, k: int, ta: bool = False, tb: bool = False, elem: str = "f32",
+                   name: str = "mm") -> str:
+    """``@name(a, b) = a @ b`` (m x k times k x n) as tensor-level irc text; with ``ta``/``tb``
+    an operand arrives transposed (k x m, n x k) and a ``graph.transpose`` puts it back, the
+    form the GEMM lowering reads in place."""
+    a_shape, b_shape = (f"{k}x{m}" if ta else f"{m}x{k}"), (f"{n}x{k}" if tb else f"{k}x{n}")
+    lines, a, b = [], "%a", "%b"
+    if ta:
+        lines.append(f"%at = graph.transpose %a {{perm = [1, 0]}} : tensor<{a_shape}x{elem}> to tensor<{m}x{k}x{elem}>")
+        a = "%at"
+    if tb:
+        lines.append(f"%bt = graph.transpose %b {{perm = [1, 0]}} : tensor<{b_shape}x{elem}> to tensor<{k}x{n}x{elem}>")
+        b = "%bt"
+    lines.append(f"%c = graph.matmul {a}, {b} : (tensor<{m}x{k}x{elem}>, tensor<{k}x{n}x{elem}>) "
+                 f"-> tensor<{m}x{n}x{elem}>")
+    body = "\n  ".join(lines)
+    return (f"func.func @{name}(%a: tensor<{a_shape}x{elem}>, %b: tensor<{b_shape}x{elem}>) -> "
+            f"tensor<{m}x{n}x{elem}> {{\n  {body}\n  func.return %c : tensor<{m}x{n}x{elem}>\n}}\n")
+
+
 def random_tensor_program(seed: int, size: int = 10) -> TensorProgram:
     rng = random.Random(seed)
     elem = rng.choice(["f32", "f64"])

@@ -652,10 +652,11 @@ _SLOW = object()
 
 
 def _plan(spec: Specialization, threads: int) -> list:
-    """How ``_invoke`` runs ``spec``'s segments on ``threads`` from C arguments, worked out on its
-    first such call and kept: per segment ``(c_function, raise_fault, positions of the C
-    arguments it takes, chunks)``, ``chunks`` being ``None`` for a serial segment, else the
-    (lo, hi) of each thread's chunk of whole trips, each worth ``MIN_WORK_PER_THREAD`` ops.
+    """How ``_invoke`` runs ``spec``'s segments on ``threads``, worked out on its first call and
+    kept: per segment ``(c_function, raise_fault, positions of the C arguments it takes,
+    chunks)``, ``chunks`` being ``None`` for a serial segment, else the (lo, hi) of each
+    thread's chunk of whole trips, each worth ``MIN_WORK_PER_THREAD`` ops.  Calls from C
+    arguments use all of it (``_run_plan``); calls through the Python wrappers the chunks.
     A call then does no arithmetic for it: what is left between two segments' chunks is the
     hand-off (``_run_plan``), which the other threads wait through."""
     plan = spec.plans.get(threads)

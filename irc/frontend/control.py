@@ -163,10 +163,9 @@ def fori_loop(lower, upper, body_fun, init_val):
 
 def _check_integer_bound(name: str, bound) -> None:
     """A loop bound must be an integer, as ``range`` wants: a float would be truncated."""
-    kind = bound.dtype.kind if isinstance(bound, (Tracer, np.ndarray, np.generic)) else None
-    if isinstance(bound, bool) or kind == "b" or (kind is None and not isinstance(bound, int)) \
-            or (kind is not None and kind not in "iu"):
-        what = bound.dtype if kind is not None else type(bound).__name__
+    dtype = getattr(bound, "dtype", None)  # a traced value or a numpy one
+    if not (dtype.kind in "iu" if dtype is not None else isinstance(bound, int) and not isinstance(bound, bool)):
+        what = dtype if dtype is not None else type(bound).__name__
         raise TypeError(located_message(f"irc.fori_loop: {name} must be an integer, got {what}"))
 
 

@@ -1,16 +1,18 @@
-"""Where the second thread waits: the MLP forward of tensor_cpu.py on one thread and on N.
+"""What threads cost and give: the hand-off of irc's thread pool, and the MLP forward on 1 and N threads.
 
     python benchmarks/thread_profile.py [--threads 2] [--rounds 10] [--quick]
 
-Wall times need every core free; on a shared machine they say little.  So the script also
-times what does not depend on that, per call of the N-thread forward pass: for each
-parallel segment the largest of its chunks' thread CPU times (``time.thread_time`` around
-each chunk's C call, on whichever thread ran it), and the calling thread's CPU outside its
-own chunks (the hand-offs between segments, which the other threads wait through).  Their
-sum is the call's critical path in CPU time; the one-thread call's CPU time over it bounds
-the speedup that N free cores would give (it still counts other jobs' cache traffic).
-Each chunk runs as ``runtime/tensor_function._run_plan`` runs it; only its C function is
-wrapped for the timing.
+Two measurements, in one process:
+
+* **hand-off**: a function of 64 calls of a tiny parallel loop (two trips), each call marked
+  ``chunks = 2`` (runtime/cpu/pool.py runs it on two threads), against the same calls unmarked
+  (one thread, a plain call).  The difference per loop is what publishing a loop to the pool
+  and waiting for its chunks costs while the worker spins for work (the case between the
+  loops of one model call; with chunks this small the caller often takes both).  Also timed:
+  the first call after a pause longer than the spin, when the worker sleeps and must be woken.
+* **MLP**: tensor_cpu.py's MLP forward on one thread and on ``--threads N``, interleaved;
+  wall medians and bests (which need every core free: on a shared machine they say little)
+  and whether the bits agree.
 """
 
 from __future__ import annotations
@@ -26,13 +28,94 @@ tc = importlib.import_module("tensor_cpu")  # sets the thread variables first
 
 import argparse  # noqa: E402
 import statistics  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from irc.runtime import tensor_function as tf  # noqa: E402
+from irc.runtime.cpu import pool  # noqa: E402
 
 import irc  # noqa: E402
+
+CALLS = 64
+
+
+def handoff_program(chunked: bool) -> str:
+    """``@f``: CALLS calls of a two-trip parallel segment, with ``chunks = 2`` or without."""
+    mark = " {chunks = 2 : i64}" if chunked else ""
+    calls = "\n".join(f"  func.call @f.seg(%a, %c0, %c2){mark} : (memref<2xf32>, index, index) -> ()"
+                      for _ in range(CALLS))
+    return f"""
+func.func @f(%a: memref<2xf32>) {{
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+{calls}
+  func.return
+}}
+
+func.func private @f.seg(%a: memref<2xf32>, %lo: index, %hi: index)
+    attributes {{parallel_range = [0 : i64, 2 : i64, 1 : i64], noinline}} {{
+  %c1 = arith.constant 1 : index
+  %one = arith.constant 1.0 : f32
+  scf.for %i = %lo to %hi step %c1 {{
+    %x = memref.load %a[%i] : memref<2xf32>
+    %y = arith.addf %x, %one : f32
+    memref.store %y, %a[%i] : memref<2xf32>
+  }} {{parallel}}
+  func.return
+}}
+"""
+
+
+def handoff(rounds: int, threads: int) -> None:
+    plain = irc.compile(irc.parse(handoff_program(False)), cache=False).f
+    split = irc.compile(irc.parse(handoff_program(True)), cache=False).f
+    pool.ensure_workers(threads)
+    a = np.zeros(2, np.float32)
+    times: dict = {"plain": [], "spinning": [], "asleep": []}
+    for _ in range(rounds * 20):
+        for name, f in (("plain", plain), ("spinning", split)):
+            start = time.perf_counter()
+            f(a)
+            times[name].append(time.perf_counter() - start)
+    for _ in range(rounds):
+        time.sleep(0.01)  # past the workers' spin: they sleep
+        start = time.perf_counter()
+        split(a)
+        times["asleep"].append(time.perf_counter() - start)
+    assert a[0] == a[1] == CALLS * (rounds * 20 * 2 + rounds)
+    base = statistics.median(times["plain"])
+    print(f"hand-off: {CALLS} calls of a 2-trip loop: one thread {base * 1e6:.1f} us a function call; "
+          f"chunked, worker spinning {statistics.median(times['spinning']) * 1e6:.1f} us "
+          f"({(statistics.median(times['spinning']) - base) / CALLS * 1e6:.2f} us more a loop); "
+          f"first call after 10 ms idle {statistics.median(times['asleep']) * 1e6:.1f} us")
+
+
+def mlp(rounds: int, threads: int, quick: bool) -> bool:
+    layers, batch, width = (4, 64, 256) if quick else (16, 256, 1024)
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal((batch, width)).astype(np.float32)]
+    for _ in range(layers):
+        args += [(rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32),
+                 rng.standard_normal(width).astype(np.float32)]
+    text = tc.mlp_ir(layers)
+    one = irc.compile(irc.parse(text), threads=1, cache=False).mlp
+    many = irc.compile(irc.parse(text), threads=threads, cache=False).mlp
+    same = bool(np.array_equal(one(*args), many(*args)))
+    module, _ = many.lower(tuple(a.shape for a in args))
+    chunked = sum(1 for f in module.functions if not f.is_declaration for op in f.walk()
+                  if op.name == "func.call" and "chunks" in op.attributes)
+    walls: dict = {1: [], threads: []}
+    for _ in range(rounds):
+        for n, f in ((1, one), (threads, many)):
+            start = time.perf_counter()
+            f(*args)
+            walls[n].append(time.perf_counter() - start)
+    print(f"MLP forward {layers} x {width}, batch {batch}: {chunked} parallel calls")
+    w1, wn = (sorted(walls[t]) for t in (1, threads))
+    for label, k in (("median", len(w1) // 2), ("best", 0)):
+        print(f"wall, {label}: 1 thread {w1[k] * 1e3:.1f} ms, {threads} threads {wn[k] * 1e3:.1f} ms "
+              f"({w1[k] / wn[k]:.2f}x)")
+    print(f"same bits on {threads} threads: {same}")
+    return same
 
 
 def main(argv=None) -> int:
@@ -41,68 +124,11 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="4 layers, width 256")
     opts = ap.parse_args(argv)
-    layers, batch, width = (4, 64, 256) if opts.quick else (16, 256, 1024)
-    rng = np.random.default_rng(5)
-    args = [rng.standard_normal((batch, width)).astype(np.float32)]
-    for _ in range(layers):
-        args += [(rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32),
-                 rng.standard_normal(width).astype(np.float32)]
-    text = tc.mlp_ir(layers)
-    one = irc.compile(irc.parse(text), threads=1, cache=False).mlp
-    many = irc.compile(irc.parse(text), threads=opts.threads, cache=False).mlp
-    same = bool(np.array_equal(one(*args), many(*args)))
-
-    chunks: list = []  # (thread id, CPU seconds) of each chunk, in the order they finished
-    ends: list = []  # len(chunks) after each segment
-
-    def timed(c_function):
-        def run(*a):
-            start = time.thread_time()
-            status = c_function(*a)
-            chunks.append((threading.get_ident(), time.thread_time() - start))
-            return status
-        return run
-
-    plan, run_plan = tf._plan, tf._run_plan
-    tf._plan = lambda spec, threads: [(timed(c), fault, at, parts) for c, fault, at, parts in plan(spec, threads)]
-
-    def each_segment(steps, call, threads):
-        for step in steps:
-            run_plan([step], call, threads)
-            ends.append(len(chunks))
-    tf._run_plan = each_segment
-    walls: dict = {1: [], opts.threads: []}
-    cpu_one, critical, handoffs = [], [], []
-    for _ in range(opts.rounds):
-        start, cpu = time.perf_counter(), time.thread_time()
-        one(*args)
-        walls[1].append(time.perf_counter() - start)
-        cpu_one.append(time.thread_time() - cpu)
-        chunks.clear()
-        ends.clear()
-        start, cpu = time.perf_counter(), time.thread_time()
-        many(*args)
-        walls[opts.threads].append(time.perf_counter() - start)
-        caller = time.thread_time() - cpu
-        mine = sum(t for who, t in chunks if who == threading.get_ident())
-        groups = [chunks[a:b] for a, b in zip([0, *ends], ends)]
-        critical.append(sum(max(t for _, t in g) for g in groups if g) + caller - mine)
-        handoffs.append(caller - mine)
-    tf._plan, tf._run_plan = plan, run_plan
     info = tc.machine()
-    segments = len(next(iter(many._specializations.values())).segments)
     print(f"thread_profile: {info['cpu']}, cores {sorted(os.sched_getaffinity(0))}, irc {info['irc']}; "
-          f"load {os.getloadavg()[0]:.2f}; MLP forward {layers} x {width}, batch {batch}; {segments} segments")
-    t1 = statistics.median(cpu_one)
-    cp = statistics.median(critical)
-    print(f"1 thread: CPU {t1 * 1e3:.1f} ms a call; {opts.threads} threads: critical path {cp * 1e3:.1f} ms, "
-          f"of it the caller's hand-offs {statistics.median(handoffs) * 1e3:.2f} ms; speedup bound {t1 / cp:.3f}")
-    w1, wn = (sorted(walls[t]) for t in (1, opts.threads))
-    for label, k in (("median", len(w1) // 2), ("best", 0)):
-        print(f"wall, {label}: 1 thread {w1[k] * 1e3:.1f} ms, {opts.threads} threads {wn[k] * 1e3:.1f} ms "
-              f"({w1[k] / wn[k]:.2f}x)")
-    print(f"same bits on {opts.threads} threads: {same}")
-    return 0 if same else 1
+          f"load {os.getloadavg()[0]:.2f}")
+    handoff(opts.rounds, opts.threads)
+    return 0 if mlp(opts.rounds, opts.threads, opts.quick) else 1
 
 
 if __name__ == "__main__":

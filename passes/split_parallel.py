@@ -23,7 +23,11 @@ its LLVM IR and of its compile time.
 
 ``@f`` gets ``segments = ["f.seg0", ...]``; every segment gets ``params``; a parallel
 segment gets ``parallel_range = [lb, ub, step]`` and ``work``, the number of ops it executes
-(an estimate: what starting threads must be worth).  A function that allocates at
+(an estimate: what starting threads must be worth).  Segments are private: only ``@f`` calls
+them.  With ``threads`` > 1, the call of a parallel segment whose work is worth more than one
+thread (``min-work`` ops each) gets ``chunks = k`` (at most ``threads``, at most its trips):
+the CPU backend runs such a call as ``k`` chunks of its range on irc's thread pool
+(runtime/cpu/pool.py); the interpreter, which ignores the attribute, runs it whole.  A function that allocates at
 its top level or returns values is left alone, and so is one where a value made once
 (a load, a loop's or a call's result: it belongs to the serial segment that makes it)
 is read by another segment.
@@ -37,6 +41,9 @@ from irc.attributes import ArrayAttr, IntegerAttr, StringAttr, UnitAttr
 from irc.passmanager import Pass
 from irc.patterns import constant_value
 from irc.types import FunctionType, i64, index
+
+MAX_CHUNKS = 1 << 15
+"""The most chunks a call may run in (what the CPU backend's thread pool can count)."""
 
 # Side-effect-free ops a segment may recompute (views and sizes may fault, never write).
 _CLONABLE = frozenset({"memref.view", "memref.dim"})
@@ -127,9 +134,11 @@ def _reads(op, local: dict) -> set:
 def estimated_work(loop) -> int:
     """Ops a loop executes, counting nested loops with constant bounds by their trip counts
     (one trip where unknown): what a runtime weighs against the cost of starting threads.
-    A call of an outlined loop nest (outline-loops) says its own."""
+    A loop or a call of an outlined loop nest (outline-loops) may say its own (``work``)."""
+    if "work" in loop.attributes:
+        return loop.attributes["work"].value
     if loop.name == "func.call":
-        return loop.attributes["work"].value if "work" in loop.attributes else 1
+        return 1
     bounds = [constant_value(v) for v in loop.operands[:3]]
     trips = 1
     if all(b is not None for b in bounds) and bounds[2].value > 0:
@@ -204,6 +213,16 @@ class SplitParallel(Pass):
 
     name = "split-parallel"
     min_work: int = 0  # a parallel loop of fewer ops (its ``work``) joins a serial segment
+    threads: int = 1  # threads a parallel call may use (``chunks``); 1: none are marked
+
+    def __post_init__(self):
+        from irc.passmanager import PipelineError
+
+        if self.min_work < 0:
+            raise PipelineError(f"option 'min-work' of pass 'split-parallel' expects a count >= 0, got {self.min_work}")
+        if not 1 <= self.threads <= MAX_CHUNKS:
+            raise PipelineError(f"option 'threads' of pass 'split-parallel' expects 1 to {MAX_CHUNKS}, "
+                                f"got {self.threads}")
 
     def run(self, module, stats) -> None:
         for func in list(module.functions):
@@ -225,13 +244,21 @@ class SplitParallel(Pass):
                 names.append(name)
                 stats.add("parallel-segments" if bounds else "serial-segments")
             func.attributes["segments"] = ArrayAttr(StringAttr(n) for n in names)
-            _call_segments(func, plan, names)
+            _call_segments(func, plan, names, self.threads, self.min_work)
 
 
-def _call_segments(func, plan, names) -> None:
+def chunk_count(bounds: list, work: int, threads: int, min_work: int) -> int:
+    """How many chunks a parallel segment's call runs in: one per thread, each of at least
+    ``min_work`` ops and one trip."""
+    lb, ub, step = bounds
+    trips = max(0, -(-(ub - lb) // step))
+    return max(1, min(threads, trips, work // max(1, min_work)))
+
+
+def _call_segments(func, plan, names, threads: int = 1, min_work: int = 0) -> None:
     """``@f``'s body becomes calls of its segments in order (each parallel one over its whole
-    range), so that every loop is compiled once, in its segment; segments are ``noinline`` for
-    the same reason."""
+    range, in ``chunks`` where worth it), so that every loop is compiled once, in its segment;
+    segments are private and ``noinline`` for the same reason."""
     from irc.dialects.func import CallOp
 
     from irc.builder import Builder
@@ -242,11 +269,16 @@ def _call_segments(func, plan, names) -> None:
     for (ops, bounds), name in zip(plan, names):
         seg = module_ops[name]
         seg.attributes["noinline"] = UnitAttr()
+        seg.attributes["sym_visibility"] = StringAttr("private")
         args = [func.args[k.value] for k in seg.attributes["params"].elements]
         if bounds:
             args += [b.index(bounds[0]).value, b.index(bounds[1]).value]
         call = CallOp.build(name, args, [])
         call.loc = ops[0].loc
+        if bounds and threads > 1:
+            chunks = chunk_count(bounds, seg.attributes["work"].value, threads, min_work)
+            if chunks > 1:
+                call.attributes["chunks"] = IntegerAttr(chunks, i64)
         ret.parent.insert_before(call, ret)
         for op in reversed(ops):
             op.erase()

@@ -25,8 +25,9 @@ from irc.diagnostics import IRError, Location, SourceFile
 from . import cache as _cache
 from . import tensor_function
 from .cpu import blas as blas_runtime
-from .cpu import callconv, engine, fastcall, gemm_library, stack, symbols
+from .cpu import callconv, engine, fastcall, gemm_library, pool, stack, symbols
 from .cpu.translate import Options, internal_only, translate
+from .cpu.translate_parallel import PARALLEL_FOR
 
 CPU_STAGES = [
     ("lower structured control flow", "scf-to-cf"),
@@ -310,18 +311,30 @@ def object_code(module, options: CompileOptions = CompileOptions(), owned: bool 
 
 def runtime_links(declared) -> dict:
     """What irc's own runtime declarations among the names ``declared`` link to: BLAS shims
-    (cpu/blas.py) and GEMM library functions (cpu/gemm_library.py), as ``engine.load``'s
-    ``extra_ir`` and ``imports``."""
+    (cpu/blas.py), GEMM library functions (cpu/gemm_library.py) and the thread pool
+    (cpu/pool.py), as ``engine.load``'s ``extra_ir`` and ``imports``."""
     extra_ir, imports = blas_runtime.link_extras(set(declared))
     imports.update(gemm_library.imports(set(declared)))
+    if PARALLEL_FOR in declared:
+        imports[PARALLEL_FOR] = pool.address()
     return {"extra_ir": extra_ir, "imports": imports}
+
+
+def runtime_names(lowered) -> list[str]:
+    """The names ``runtime_links`` needs for a lowered module: its declarations, and the thread
+    pool's entry where a call runs in ``chunks`` (cpu/translate_parallel.py declares it)."""
+    names = {f.sym_name for f in lowered.functions if f.is_declaration}
+    if any(op.name == "func.call" and "chunks" in op.attributes
+           for f in lowered.functions if not f.is_declaration for op in f.walk()):
+        names.add(PARALLEL_FOR)
+    return sorted(names)
 
 
 def _link_extras(lowered, extern: dict) -> dict:
     """What the module's declarations link to: runtime shims (BLAS gemm: see cpu/blas.py) and the
     addresses of the ``extern`` functions it declares (an IRError at a declaration not found)."""
     declared = {f.sym_name: f for f in lowered.functions if f.is_declaration}
-    links = runtime_links(declared.keys() - extern.keys())
+    links = runtime_links(set(runtime_names(lowered)) - extern.keys())
     extra_ir, imports = links["extra_ir"], links["imports"]
     for name in sorted(declared.keys() & extern.keys()):
         address = extern[name] or symbols.process_address(name)

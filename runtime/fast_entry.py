@@ -13,13 +13,11 @@ constants, the way the scalar wrappers of ``cpu/callconv.py`` are generated::
             args = (_at(a0), 4, 8, _at(a1), 8, 2, _at(o0), 4, 2,)
         except _refused:
             return _full(a0, a1)
-        status = _c0(*args)
-        if status: _fault0(status)
+        status = _c(*args)
+        if status: _fault(status)
         return o0
 
-with an arena from the specialisation's free list where it has temporaries, and one C
-call per segment where ``split-parallel`` cut it but each segment is too small to be
-worth a second thread (``TensorFunction._invoke``'s rule, decided here once).
+with an arena from the specialisation's free list where it has temporaries.
 
 This is a third of the time of ``TensorFunction.__call__``'s own fast path (which has to
 find the specialisation and check every argument first): see benchmarks/frontend.py
@@ -40,12 +38,10 @@ def _at(a) -> int:
 def make_entry(function, spec, shapes: tuple, name: str):
     """The call of ``spec`` (a ``Specialization`` of the ``TensorFunction`` ``function``) for
     arguments that the caller has checked are ``np.ndarray``s of exactly ``shapes`` and the
-    signature's dtypes; anything the buffers refuse goes to ``function`` itself.  None where a
-    call would run on several threads or the function takes sizes from scalars."""
+    signature's dtypes; anything the buffers refuse goes to ``function`` itself.  None where
+    the function takes sizes from scalars.  A call is one C call, on threads or not (its
+    parallel loops reach the thread pool from machine code: cpu/pool.py)."""
     if function._fast_dtypes is None:
-        return None
-    calls = _c_calls(spec, function.tensor_options.threads)
-    if calls is None:
         return None
     params = [f"a{i}" for i in range(len(shapes))]
     outs = [f"o{k}" for k in range(len(spec.out_shapes))]
@@ -65,39 +61,14 @@ def make_entry(function, spec, shapes: tuple, name: str):
     indent = "    " if spec.arena_bytes is None else "        "
     lines += [f"{indent}try:", f"{indent}    args = ({', '.join(c_args)},)", f"{indent}except _refused:",
               f"{indent}    return _full({', '.join(params)})"]
-    for k, (c_function, raise_fault, picks, extra) in enumerate(calls):
-        env[f"_c{k}"], env[f"_fault{k}"] = c_function, raise_fault
-        taken = ["*args"] if picks is None else [f"args[{int(i)}]" for i in picks]
-        lines += [f"{indent}status = _c{k}({', '.join(taken + [str(int(x)) for x in extra])})",
-                  f"{indent}if status: _fault{k}(status)"]
+    env["_c"], env["_fault"] = spec.c_function, spec.wrapper.raise_fault
+    lines += [f"{indent}status = _c(*args)", f"{indent}if status: _fault(status)"]
     if spec.arena_bytes is not None:
         lines += ["    finally:", "        _arenas.append(arena)"]
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)' if outs else 'None'}")
     source = "\n".join(lines) + "\n"
     exec(compile(source, f"<irc entry for @{name} {list(shapes)}>", "exec"), env)  # noqa: S102 - generated above
     return env["_entry"]
-
-
-def _c_calls(spec, threads: int) -> list | None:
-    """The C calls one call of ``spec`` makes, in order: ``(c_function, raise_fault, positions of
-    the entry's C arguments it takes or None for all, extra arguments)``; None where a segment would run on several threads (``TensorFunction._invoke``
-    decides that from the same figures, which are constants of the specialisation)."""
-    from .tensor_function import MIN_WORK_PER_THREAD
-
-    if threads <= 1 or not spec.threaded:
-        return [(spec.c_function, spec.wrapper.raise_fault, None, ())]
-    calls = []
-    for seg in spec.segments:
-        wrapper = seg.wrapper
-        if seg.range is None:
-            calls.append((wrapper.c_function, wrapper.raise_fault, seg.c_params, ()))
-            continue
-        lb, ub, step = seg.range
-        trips = max(0, -(-(ub - lb) // step))
-        if min(threads, trips, max(1, seg.work // MIN_WORK_PER_THREAD)) > 1:
-            return None
-        calls.append((wrapper.c_function, wrapper.raise_fault, seg.c_params, (lb, ub)))
-    return calls
 
 
 def _arena_maker():

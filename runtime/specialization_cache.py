@@ -6,7 +6,7 @@ look anything up: 0.1-0.5 s for a training step.  Here the key is the tensor-lev
 module as the user gave it, the function, its argument shapes, the options, the host and
 a hash of irc's own source (``cache.compiler_fingerprint``); the entry holds the machine
 code, its fault table, and the little that calling it needs (the signatures of the entry
-and its thread segments, output shapes, arena size, in-place pairs, the runtime symbols it
+output shapes, arena size, in-place pairs, the runtime symbols it
 links to).  A hit is a file read, a JIT link and a wrapper: milliseconds.
 
 Entries are written and read through ``diskcache``'s signed files (a cache directory may
@@ -79,28 +79,22 @@ def _check_record(r) -> None:
           and isinstance(r.get("out_shapes"), list) and all(ints(s) for s in r["out_shapes"])
           and (r.get("arena_bytes") is None or ints([r["arena_bytes"]]))
           and isinstance(r.get("in_place"), list) and all(ints(p) and len(p) == 2 for p in r["in_place"])
-          and isinstance(r.get("segments"), list)
-          and all(isinstance(s, list) and len(s) == 4 and isinstance(s[0], str)
-                  and (s[1] is None or ints(s[1]) and len(s[1]) == 3) and ints([s[2]]) and ints(s[3])
-                  for s in r["segments"])
           and isinstance(r.get("declared"), list) and all(isinstance(d, str) for d in r["declared"]))
     if not ok:
         raise ValueError("not a specialisation record")
 
 
-def record(module, name: str, out_shapes: list, arena_bytes, segments: list, in_place) -> dict:
-    """What calling the specialisation needs, from its lowered ``module``: the signatures of
-    the functions it calls from Python (the entry and the thread segments), and the runtime
-    symbols it declares."""
-    wanted = {name, *(seg for seg, *_ in segments)}
+def record(module, name: str, out_shapes: list, arena_bytes, in_place) -> dict:
+    """What calling the specialisation needs, from its lowered ``module``: the signature of
+    its entry (the one function Python calls), and the runtime symbols it links to."""
+    from .executable import runtime_names
+
     return {"functions": {f.sym_name: {"inputs": [_type_json(t) for t in f.function_type.inputs],
                                        "results": [_type_json(t) for t in f.function_type.results]}
-                          for f in module.functions if f.sym_name in wanted},
+                          for f in module.functions if f.sym_name == name},
             "out_shapes": [list(s) for s in out_shapes], "arena_bytes": arena_bytes,
             "in_place": sorted([list(p) for p in in_place]),
-            "segments": [[seg, list(rng) if rng is not None else None, work, list(params)]
-                         for seg, rng, work, params in segments],
-            "declared": sorted(f.sym_name for f in module.functions if f.is_declaration)}
+            "declared": runtime_names(module)}
 
 
 def declarations(record: dict) -> dict:

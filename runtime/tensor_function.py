@@ -21,16 +21,15 @@ and then compiles the result like any scalar module (``executable.CPU_STAGES``).
 irc computes the output shapes and allocates the outputs (or writes into the
 arrays given as ``out=``); intermediates live in one arena per specialisation,
 allocated once and reused across calls.  With ``threads > 1`` the parallel
-loops run as chunks of their range on irc's worker threads (the calls into machine
-code release the GIL), each chunk worth at least ``MIN_WORK_PER_THREAD`` ops.
+loops worth it run as chunks of their range on irc's thread pool, from the compiled code
+itself (split-parallel marks their calls, cpu/pool.py runs them), each chunk worth at least
+``MIN_WORK_PER_THREAD`` ops: a call is still one C call.
 """
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
-import os
-import queue
 import threading
 import time
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ import numpy as np
 
 from irc.checks import check_array
 from irc.diagnostics import IRError
-from irc.types import FloatType, IntegerType, TensorType, index, numpy_dtype
+from irc.types import FloatType, IntegerType, TensorType, numpy_dtype
 
 TENSOR_STAGES = [
     ("specialise shapes", "specialize-shapes"),
@@ -136,7 +135,7 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
         if name == "split for threads":
             if options.threads <= 1:
                 continue
-            pipeline = f"split-parallel{{min-work={MIN_WORK_PER_THREAD}}}"  # what _invoke would split
+            pipeline = f"split-parallel{{min-work={MIN_WORK_PER_THREAD} threads={options.threads}}}"
         if name == "approximate math" and not (options.math_approx and "math-approx" in PASSES):
             continue
         if name == "approximate math" and host_fma():
@@ -156,17 +155,10 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
 
 
 MIN_WORK_PER_THREAD = 1 << 18
-"""Ops (split-parallel's ``work`` estimate) a thread must get for starting it to pay off.  A chunk
-handed to a worker costs some 10-20 us (the pool's queue, a wake-up, the GIL; more on a busy
-machine), and these ops are vectorised, ~0.1 ns each on the machine of docs/benchmarks.md: at 2^15
-(~3 us a chunk) the 2-layer GPT-2 of benchmarks/torch_backend.py ran 3x slower on two threads
-than on one (70 segments)."""
+"""Ops (split-parallel's ``work`` estimate) a chunk of a parallel loop must get for handing it
+to another thread to pay off (cpu/pool.py: a hand-off costs about a microsecond when the
+worker spins, tens when it sleeps)."""
 
-SEGMENT_COST = 1 << 19
-"""Ops of split work a segment must bring for a call to run its segments one by one from Python
-(``Specialization.threaded``) rather than the whole function in one C call: each segment costs a
-Python-level call and the split ones a handoff, which the work done on the second thread must
-repay."""
 
 def _dtype(t):
     e = t.element_type
@@ -222,37 +214,11 @@ def _bind_constants(func, values: dict) -> None:
         arg.replace_all_uses_with(const.results[0])
 
 
-@dataclass(frozen=True)
-class Segment:
-    """One segment of ``split-parallel`` as the runtime calls it: ``wrapper`` on the entry's
-    arguments at ``params`` (or its C function on the entry's C arguments at ``c_params``:
-    addresses and sizes), then, for a parallel segment, a sub-range of ``range`` (lb, ub, step)."""
-
-    wrapper: object
-    range: tuple | None
-    work: int
-    params: tuple
-    c_params: tuple
-
-
-def c_positions(inputs, params) -> tuple:
-    """The positions in a call's C arguments of the parameters at ``params``, for a function
-    taking ``inputs``: a memref is its address and one size per dimension, a scalar itself."""
-    from irc.types import MemRefType
-
-    starts, at = [], 0
-    for t in inputs:
-        starts.append(at)
-        at += 1 + t.rank if isinstance(t, MemRefType) else 1
-    return tuple(starts[k] + j for k in params
-                 for j in range(1 + inputs[k].rank if isinstance(inputs[k], MemRefType) else 1))
-
-
 class Specialization:
     """Machine code for one tuple of argument shapes, and what calling it needs."""
 
-    def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int | None, segments: list,
-                 in_place: frozenset = frozenset(), inputs: list = ()):
+    def __init__(self, executable, name: str, out_shapes: list, arena_bytes: int | None,
+                 in_place: frozenset = frozenset()):
         self.executable = executable  # keeps the machine code alive
         self.in_place = in_place  # (output, input) pairs that may share one buffer (out_aliasing.py)
         self.wrapper = executable[name]
@@ -260,17 +226,7 @@ class Specialization:
         self.out_shapes = out_shapes
         self.arena_bytes = arena_bytes  # None: the function takes no arena
         self.arenas: list[np.ndarray] = []  # a free list: one arena per concurrent call
-        # what runs the function on threads: from (name, (lb, ub, step) or None, work, params), and
-        # the entry's parameter types ``inputs``
-        self.segments = [Segment(executable[seg], rng, work, tuple(params), c_positions(inputs, params))
-                         for seg, rng, work, params in segments]
-        # Whether threads pay for a call: the work of the segments that split (worth two chunks)
-        # against the cost of running segment by segment (SEGMENT_COST each); otherwise the whole
-        # function runs as one C call on the calling thread, as with one thread.
-        split = sum(seg.work for seg in self.segments if seg.range is not None and seg.work >= 2 * MIN_WORK_PER_THREAD)
-        self.threaded = bool(self.segments) and split >= SEGMENT_COST * len(self.segments)
         self.timings: dict[str, float] = {}  # seconds per stage of making it (--timing)
-        self.plans: dict[int, list] = {}  # threads -> how _invoke runs the segments (_plan)
 
 
 class TensorFunction:
@@ -339,7 +295,12 @@ class TensorFunction:
                     from irc.gcpause import paused_gc
 
                     with paused_gc():  # lowering and translating build many small objects (gcpause.py)
-                        spec = self._specializations[key] = self._specialize(shapes, sizes, aliased)
+                        spec = self._specialize(shapes, sizes, aliased)
+                    if self.tensor_options.threads > 1:  # its parallel calls run on the pool's workers
+                        from .cpu import pool
+
+                        pool.ensure_workers(self.tensor_options.threads)
+                    self._specializations[key] = spec
         return spec
 
     def lower(self, shapes: tuple, sizes: tuple = (), aliased: bool = False, part: str = "all",
@@ -425,15 +386,6 @@ class TensorFunction:
             irc.passes.run(module, pipeline, verify_each=False)
             timings[name] = time.perf_counter() - start
         arena = func.attributes.get("arena_bytes")
-        segments = []
-        names = func.attributes.get("segments")
-        for name in (names.elements if names is not None else ()):
-            seg = next(f for f in module.functions if f.sym_name == name.value)
-            rng = seg.attributes.get("parallel_range")
-            work = seg.attributes.get("work")
-            segments.append((name.value, tuple(e.value for e in rng.elements) if rng is not None else None,
-                             work.value if work is not None else 0,
-                             [e.value for e in seg.attributes["params"].elements]))
         # LLVM's unroller grows the vectorised loops of tensor code (which the vectoriser has
         # interleaved already) for no measured gain: ~15% of LLVM's time on a training step.
         options = dataclasses.replace(self.compile_options["options"], loop_unrolling=False)
@@ -442,9 +394,9 @@ class TensorFunction:
         if disk_key is not None and exe.cache_entry is not None:
             from . import specialization_cache
 
-            record = specialization_cache.record(module, self.name, outs, arena_bytes, segments, in_place)
+            record = specialization_cache.record(module, self.name, outs, arena_bytes, in_place)
             specialization_cache.store(disk_key, record, exe.cache_entry, self.compile_options.get("cache_dir"))
-        spec = Specialization(exe, self.name, outs, arena_bytes, segments, in_place, func.function_type.inputs)
+        spec = Specialization(exe, self.name, outs, arena_bytes, in_place)
         spec.timings = {**timings, **{k: v for k, v in exe.stats.items() if isinstance(v, float) and k != "total"}}
         return spec
 
@@ -477,15 +429,8 @@ class TensorFunction:
         record, entry = hit
         try:
             funcs = specialization_cache.declarations(record)
-            segments = [(name, tuple(rng) if rng is not None else None, work, params)
-                        for name, rng, work, params in record["segments"]]
-            if self.name not in funcs or any(name not in funcs for name, *_ in segments):
-                raise ValueError("the entry or a segment is missing")
-            inputs = funcs[self.name].function_type.inputs
-            for name, rng, _, params in segments:  # a segment takes the entry's parameters it names
-                if any(not 0 <= k < len(inputs) for k in params) or list(funcs[name].function_type.inputs) != \
-                        [inputs[k] for k in params] + ([index, index] if rng is not None else []):
-                    raise ValueError(f"segment {name} does not take the entry's parameters it names")
+            if self.name not in funcs:
+                raise ValueError("the entry is missing")
             links = runtime_links(record["declared"])
             library, addresses = engine.load([symbols.jit_symbol(n) for n in funcs], object_code=entry.object_code,
                                              **links)
@@ -497,7 +442,7 @@ class TensorFunction:
                      for n, f in funcs.items()}
         exe = Executable(functions, library, None, {"cache": "disk (specialisation)"})
         return Specialization(exe, self.name, [tuple(s) for s in record["out_shapes"]], record["arena_bytes"],
-                              segments, frozenset(tuple(p) for p in record["in_place"]), inputs)
+                              frozenset(tuple(p) for p in record["in_place"]))
 
     # -- the call ----------------------------------------------------------------------------------------
 
@@ -522,7 +467,7 @@ class TensorFunction:
             arena = spec.arenas.pop() if spec.arenas else _aligned_arena(spec.arena_bytes)
             call.append(arena)
         try:
-            scalars = self._invoke(spec, call)
+            scalars = spec.wrapper(*call)
         finally:
             if arena is not None:
                 spec.arenas.append(arena)
@@ -583,12 +528,9 @@ class TensorFunction:
             call.append(_address(_from_buffer(arena)) if arena.nbytes else arena.ctypes.data)  # from_buffer: >= 1 byte
             call.append(arena.shape[0])
         try:
-            if spec.threaded and self.tensor_options.threads > 1:
-                self._invoke(spec, call, raw=True)
-            else:
-                status = spec.c_function(*call)
-                if status:
-                    spec.wrapper.raise_fault(status)
+            status = spec.c_function(*call)
+            if status:
+                spec.wrapper.raise_fault(status)
         finally:
             if arena is not None:
                 spec.arenas.append(arena)
@@ -611,25 +553,6 @@ class TensorFunction:
                                  f"{list(shape)}")
         return given
 
-    def _invoke(self, spec: Specialization, call: list, raw: bool = False):
-        """Run the specialisation on ``call`` (its Python wrappers' arguments, or with ``raw`` the
-        C arguments ``_fast_call`` made: addresses and sizes), on threads where it has segments."""
-        threads = self.tensor_options.threads
-        if threads <= 1 or not spec.threaded:
-            return _checked(spec.wrapper)(*call) if raw else spec.wrapper(*call)
-        plan = _plan(spec, threads)
-        if raw:
-            return _run_plan(plan, call, threads)
-        for seg, (_, _, _, chunks) in zip(spec.segments, plan):  # the Python wrappers, on the plan's chunks
-            args = [call[k] for k in seg.params]
-            if chunks is None:
-                seg.wrapper(*args)
-            elif len(chunks) == 1:
-                seg.wrapper(*args, *chunks[0])
-            else:
-                _run_chunks(seg.wrapper, args, chunks, threads)
-        return None
-
     def _results(self, outputs: list, scalars):
         if not isinstance(scalars, tuple):
             scalars = () if scalars is None else (scalars,)
@@ -649,129 +572,6 @@ def _shares_memory(values: list, out) -> bool:
 
 _SLOW = object()
 """What ``_fast_call`` returns for a call it leaves to the full path."""
-
-
-def _plan(spec: Specialization, threads: int) -> list:
-    """How ``_invoke`` runs ``spec``'s segments on ``threads``, worked out on its first call and
-    kept: per segment ``(c_function, raise_fault, positions of the C arguments it takes,
-    chunks)``, ``chunks`` being ``None`` for a serial segment, else the (lo, hi) of each
-    thread's chunk of whole trips, each worth ``MIN_WORK_PER_THREAD`` ops.  Calls from C
-    arguments use all of it (``_run_plan``); calls through the Python wrappers the chunks.
-    A call then does no arithmetic for it: what is left between two segments' chunks is the
-    hand-off (``_run_plan``), which the other threads wait through."""
-    plan = spec.plans.get(threads)
-    if plan is None:
-        plan = []
-        for seg in spec.segments:
-            chunks = None
-            if seg.range is not None:
-                lb, ub, step = seg.range
-                trips = max(0, -(-(ub - lb) // step))
-                n = min(threads, trips, max(1, seg.work // MIN_WORK_PER_THREAD))
-                cuts = [lb + step * (trips * i // n) for i in range(n)] + [ub]
-                chunks = tuple(zip(cuts, cuts[1:])) if n > 1 else ((lb, ub),)
-            plan.append((seg.wrapper.c_function, seg.wrapper.raise_fault, seg.c_params, chunks))
-        spec.plans[threads] = plan
-    return plan
-
-
-def _run_plan(plan: list, call: list, threads: int) -> None:
-    """``plan`` on the C arguments ``call``: the calling thread runs each parallel segment's
-    first chunk, irc's workers the others (``_run_chunks``); a fault raises after every chunk of
-    the segment has finished."""
-    for c_function, raise_fault, positions, chunks in plan:
-        args = [call[k] for k in positions]
-        if chunks is None:
-            status = c_function(*args)
-        elif len(chunks) == 1:
-            status = c_function(*args, *chunks[0])
-        else:
-            status = _run_chunks(c_function, args, chunks, threads)
-        if status:
-            raise_fault(status)
-
-
-_job_queues: dict[int, object] = {}
-
-
-def _workers(threads: int):
-    """The job queue of the process's ``threads - 1`` irc worker threads, started on first use
-    (daemons: a job is one chunk of a parallel loop, run by one C call that drops the GIL).
-    Lighter than a ``ThreadPoolExecutor``: no ``Future`` and no condition variable per chunk;
-    a job names the queue its status goes back to, so that concurrent callers get their own."""
-    jobs = _job_queues.get(threads)
-    if jobs is None:
-        with _workers_lock:
-            jobs = _job_queues.get(threads)
-            if jobs is None:
-                jobs = queue.SimpleQueue()
-                for k in range(threads - 1):
-                    threading.Thread(target=_work, args=(jobs,), name=f"irc-{threads}-{k}", daemon=True).start()
-                _job_queues[threads] = jobs
-    return jobs
-
-
-_workers_lock = threading.Lock()
-if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads: it starts its own
-    os.register_at_fork(after_in_child=_job_queues.clear)
-
-
-def _run_chunks(fn, args: list, chunks: tuple, threads: int):
-    """``fn(*args, lo, hi)`` for each ``(lo, hi)`` of ``chunks``: the first on the calling thread
-    (a C call drops the GIL), the others queued for irc's workers.  While its chunks are out,
-    the calling thread runs any job still queued (its own or another caller's) instead of
-    waiting: on a machine whose other cores are busy a worker may not run for a scheduler's
-    time slice (milliseconds).  Every chunk has finished when this returns or raises (they
-    write the outputs and the arena the next call may get); it raises the first exception,
-    else returns the first non-zero status (a C entry's fault; a Python wrapper returns None)."""
-    jobs = _workers(threads)
-    reply = queue.SimpleQueue()  # this call's: nothing left over can reach another call
-    for lo_hi in chunks[1:]:
-        jobs.put((fn, args, lo_hi, reply))
-    results = [_call_chunk(fn, args, chunks[0])]
-    while len(results) < len(chunks):
-        try:
-            results.append(reply.get_nowait())
-            continue
-        except queue.Empty:
-            pass
-        try:
-            job = jobs.get_nowait()
-        except queue.Empty:  # every chunk is running: wait for one
-            results.append(reply.get())
-            continue
-        _do(job)
-    for r in results:
-        if isinstance(r, BaseException):
-            raise r
-    return next((r for r in results if r), None)
-
-
-def _call_chunk(fn, args: list, lo_hi: tuple):
-    """``fn(*args, lo, hi)``'s result, or the exception it raised (the caller raises it)."""
-    try:
-        return fn(*args, *lo_hi)
-    except BaseException as e:  # noqa: BLE001 - raised by _run_chunks once every chunk has finished
-        return e
-
-
-def _do(job) -> None:
-    fn, args, lo_hi, reply = job
-    reply.put(_call_chunk(fn, args, lo_hi))
-
-
-def _work(jobs) -> None:
-    while True:
-        _do(jobs.get())
-
-
-def _checked(wrapper):
-    """A compiled function's C entry that raises its fault for a non-zero status."""
-    def call(*args):
-        status = wrapper.c_function(*args)
-        if status:
-            wrapper.raise_fault(status)
-    return call
 
 
 _from_buffer = ctypes.c_char.from_buffer

@@ -98,4 +98,4 @@ def test_thread_profile_quick_runs(tmp_path):
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "critical path" in proc.stdout and "same bits on 2 threads: True" in proc.stdout
+    assert "hand-off: 64 calls" in proc.stdout and "same bits on 2 threads: True" in proc.stdout

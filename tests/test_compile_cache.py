@@ -343,15 +343,13 @@ def test_a_specialisation_record_is_checked_field_by_field(tmp_path):
 
     good = {"functions": {"f": {"inputs": [{"memref": [4, None], "element": "f32"}, "index"], "results": []}},
             "out_shapes": [[4]], "arena_bytes": None, "in_place": [[0, 1]],
-            "segments": [["f", [0, 4, 1], 9, [0, 1]]],
-            "declared": ["irc_gemm_f32_8x32_96x512x8192"]}
+            "declared": ["irc_gemm_f32_8x32_96x512x8192", "irc.parallel_for"]}
     sc.store("ab" * 32, good, object_cache.Entry(b"\x7fELF", [("m", (1, 2))]), str(tmp_path))
     record, entry = sc.load("ab" * 32, str(tmp_path))
     assert record == good and entry.faults == [("m", (1, 2))]
     decl = sc.declarations(record)["f"]
     assert str(decl.function_type) == "(memref<4x?xf32>, index) -> ()"
-    for field, bad in [("out_shapes", [["4"]]), ("in_place", [[0]]), ("segments", [["f", [0, 4], 1, [0]]]),
-                       ("segments", [["f", None, 1]]),
+    for field, bad in [("out_shapes", [["4"]]), ("in_place", [[0]]),
                        ("declared", [3]), ("arena_bytes", "big"), ("functions", [])]:
         sc.store("cd" * 32, {**good, field: bad}, object_cache.Entry(b"", []), str(tmp_path))
         assert sc.load("cd" * 32, str(tmp_path)) is None  # dropped, never used
@@ -377,14 +375,17 @@ THREADED_CHILD = textwrap.dedent("""\
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((256, 512), (512, 256), (256,)))
     y = sum(np.abs(r).sum() for r in exe.f(x, w, b))
     spec = next(iter(exe.f._specializations.values()))
+    from irc.runtime import specialization_cache as sc
+    from irc.runtime.cpu import pool
+    record, _ = sc.load(exe.f._disk_key(((256, 512), (512, 256), (256,)), ((), False)), sys.argv[1])
     print(json.dumps({"cache": spec.executable.stats.get("cache"), "y": float(y),
-                      "segments": [list(s.params) for s in spec.segments]}))
+                      "threaded": pool.pool().workers == 1 and "irc.parallel_for" in record["declared"]}))
     """)
 
 
-def test_a_specialisation_cut_into_thread_segments_loads_from_disk(tmp_path):
-    """The segments' parameters (split-parallel's ``params``) come back from the disk entry, and
-    the threaded call from disk gives the same numbers."""
+def test_a_specialisation_with_parallel_loops_loads_from_disk(tmp_path):
+    """Code whose loops run on the thread pool links to it again from the disk entry (the record
+    names ``irc.parallel_for``), starts its worker, and gives the same numbers."""
     def child():
         proc = subprocess.run([sys.executable, "-c", THREADED_CHILD, str(tmp_path)], capture_output=True,
                               text=True, timeout=300)
@@ -393,6 +394,5 @@ def test_a_specialisation_cut_into_thread_segments_loads_from_disk(tmp_path):
 
     first, second = child(), child()
     assert first["cache"] != "disk (specialisation)" and second["cache"] == "disk (specialisation)"
-    assert first["segments"] and first["segments"] == second["segments"]
-    assert any(len(params) < 5 for params in first["segments"])  # not every parameter: only those read
+    assert first["threaded"] and second["threaded"]
     assert second["y"] == first["y"]

@@ -12,6 +12,7 @@ import random
 import irc.passes
 import numpy as np
 import pytest
+from irc.runtime import aot
 from irc.runtime.cpu import blas as blas_runtime
 
 import irc
@@ -425,22 +426,30 @@ def test_segments_run_in_any_chunk_order_equal_the_function(seed):
         np.testing.assert_array_equal(g, e)
 
 
+def _parallel_calls(function, shapes) -> list:
+    """The calls of ``function``'s specialisation for ``shapes`` that run on threads (``chunks``)."""
+    module, _ = function.lower(shapes)
+    return [op.attributes["chunks"].value for f in module.functions if not f.is_declaration for op in f.walk()
+            if op.name == "func.call" and "chunks" in op.attributes]
+
+
 def test_threads_split_parallel_loops_and_agree_with_one_thread():
     text = _normalising_net(4, 512, 256)
     x = np.random.default_rng(3).standard_normal((512, 256)).astype(np.float32)
     one = irc.compile(irc.parse(text), threads=1).net(x)
     exe = irc.compile(irc.parse(text), threads=3)
     np.testing.assert_array_equal(exe.net(x), one)
-    spec = exe.net.specialization(((512, 256),))
-    assert any(seg.range is not None for seg in spec.segments)
+    assert _parallel_calls(exe.net, ((512, 256),))
+    assert "irc.parallel_for" in aot.emit(exe.net.lower(((512, 256),))[0], "llvm")
     with pytest.raises(ValueError, match="threads must be a positive integer"):
         irc.compile(irc.parse(text), threads=0)
 
 
 def test_a_fault_in_a_worker_s_chunk_raises_in_the_caller_and_the_threads_go_on():
-    """A parallel loop's chunks run on irc's workers (tensor_function._run_plan): a fault in a
-    chunk the caller did not run raises what one thread raises, and the next calls, from
-    several Python threads at once, still get their own results."""
+    """A parallel loop's chunks run on irc's thread pool (cpu/pool.py): a fault in a chunk the
+    caller did not run raises what one thread raises, and the next calls, from several Python
+    threads at once (one gets the pool, the others run their loops themselves), still get
+    their own results."""
     import threading
 
     text = """
@@ -453,8 +462,7 @@ func.func @div(%a: tensor<512x256xi32>, %b: tensor<512x256xi32>) -> tensor<512x2
     b = rng.integers(1, 50, (512, 256), dtype=np.int32)
     one, three = irc.compile(irc.parse(text), threads=1), irc.compile(irc.parse(text), threads=3)
     np.testing.assert_array_equal(three.div(a, b), one.div(a, b))
-    spec = three.div.specialization(((512, 256), (512, 256)))
-    assert any(seg.range is not None for seg in spec.segments)
+    assert _parallel_calls(three.div, ((512, 256), (512, 256)))
     zero = b.copy()
     zero[-1, -1] = 0  # in the last chunk: a worker's
     with pytest.raises(Exception) as want:
@@ -951,14 +959,14 @@ func.func @g(%a: memref<64xf32>) {
     np.testing.assert_array_equal(a, expected)
 
 
-def test_chunks_no_worker_has_started_run_on_the_calling_thread():
-    """With irc's worker busy elsewhere, the calling thread runs the chunk it queued instead of
-    waiting for the worker: the call finishes while the worker is still blocked, with the right
-    result, by the Python wrappers' path and by the fast path of C arguments alike."""
-    import queue
+def test_a_call_that_finds_the_pool_busy_runs_its_loops_itself():
+    """While another Python thread holds irc's thread pool and its only worker (a job whose
+    chunks wait), a threaded call does not wait for either: it runs its parallel loops itself,
+    by the Python wrappers' path and by the fast path of C arguments alike."""
+    import ctypes
     import threading
 
-    from irc.runtime.tensor_function import _workers
+    from irc.runtime.cpu import pool
 
     src = """
 func.func @f(%x: tensor<400000xf32>) -> tensor<400000xf32> {
@@ -971,29 +979,34 @@ func.func @f(%x: tensor<400000xf32>) -> tensor<400000xf32> {
     x = np.random.default_rng(0).random(400000).astype(np.float32)
     want = np.sqrt(x * np.float32(2))
     np.testing.assert_allclose(f(x), want, rtol=1e-6)
-    spec = next(iter(f._specializations.values()))
-    assert spec.threaded and any(seg.range is not None for seg in spec.segments)  # split across threads
-    started, release, done = threading.Event(), threading.Event(), queue.SimpleQueue()
+    assert _parallel_calls(f, ((400000,),)) == [2]
+    started, release = threading.Semaphore(0), threading.Event()
 
-    def block(lo, hi):
-        started.set()
+    @ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    def block(ctx, lo, hi):
+        started.release()
         release.wait(30)
+        return 0
 
-    _workers(2).put((block, [], (0, 0), done))
-    assert started.wait(30)  # the only worker is taken
+    run = ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 4)(pool.address())
+    statuses = (ctypes.c_int32 * 2)()
+    holder = threading.Thread(target=run, args=(ctypes.cast(block, ctypes.c_void_p), None, statuses, 0, 2, 1, 2))
+    holder.start()
     try:
+        for _ in range(2):  # the holder's chunk and the worker's
+            assert started.acquire(timeout=30)
         np.testing.assert_allclose(f(x), want, rtol=1e-6)  # the wrappers' path (a new array)
         out = np.empty_like(x)
         np.testing.assert_allclose(f(x, out=out), want, rtol=1e-6)
-        assert not release.is_set() and done.empty()  # the calls did not wait for the worker
+        assert not release.is_set()  # the calls did not wait for the pool
     finally:
         release.set()
-        done.get(timeout=30)
+        holder.join(30)
+    assert not holder.is_alive()
 
 
-def test_small_functions_run_as_one_call_whatever_the_threads():
-    """Segments whose split work would not repay running them one by one (SEGMENT_COST each) are
-    not used: the whole function is one C call, as with one thread."""
+def test_small_functions_stay_on_one_thread_whatever_the_threads():
+    """Loops whose work would not repay a hand-off (MIN_WORK_PER_THREAD a chunk) get no chunks."""
     src = """
 func.func @f(%x: tensor<3000xf32>) -> tensor<3000xf32> {
   %y = math.sqrt %x : tensor<3000xf32>
@@ -1003,5 +1016,4 @@ func.func @f(%x: tensor<3000xf32>) -> tensor<3000xf32> {
     f = irc.compile(irc.parse(src), threads=2).f
     x = np.random.default_rng(1).random(3000).astype(np.float32)
     np.testing.assert_allclose(f(x), np.sqrt(x) * x, rtol=1e-6)
-    spec = next(iter(f._specializations.values()))
-    assert not spec.threaded
+    assert _parallel_calls(f, ((3000,),)) == []

@@ -96,6 +96,8 @@ class Translation:
     signatures: dict[str, object] = field(default_factory=dict)  # name -> irc FunctionType
     symbols: dict[str, str] = field(default_factory=dict)  # name -> its LLVM symbol (see translate)
     globals: dict[str, object] = field(default_factory=dict)  # memref.global name -> its LLVM global
+    parallel_ranges: dict[str, list] = field(default_factory=dict)  # segment name -> its parallel_range
+    tasks: dict[str, object] = field(default_factory=dict)  # segment name -> its pool task (translate_parallel)
 
 
 def llvm_type(t: Type) -> ir.Type:
@@ -232,6 +234,9 @@ def translate(module, options: Options | None = None, *, mangle: bool = False) -
         funcs[op.sym_name] = fn
         tr.symbols[op.sym_name] = symbol
         tr.signatures[op.sym_name] = op.function_type
+        rng = op.attributes.get("parallel_range")
+        if rng is not None:
+            tr.parallel_ranges[op.sym_name] = [getattr(e, "value", None) for e in getattr(rng, "elements", ())]
         if not op.is_declaration:
             defined.append((op, fn))
     # Bodies are named after every public symbol exists, so that '@f.body' cannot clash with f's body.
@@ -930,6 +935,10 @@ def _return(self, b, op):
 
 @_handler("func.call")
 def _call(self, b, op):
+    if "chunks" in op.attributes:  # split-parallel's call of a parallel segment, run on threads
+        from .translate_parallel import parallel_call
+
+        return parallel_call(self, b, op)
     callee = self.bodies.get(op.callee) or self.funcs.get(op.callee)
     if callee is None:
         raise IRError(f"call to unknown function '@{op.callee}'", op.loc)

@@ -1,0 +1,343 @@
+"""irc's thread pool in machine code: a parallel loop handed to worker threads without Python.
+
+``split-parallel{threads=N}`` marks each call of a parallel segment worth splitting with
+``chunks = k`` (runtime/cpu/translate.py turns it into a call of ``irc.parallel_for``).  That
+function, defined here in LLVM IR and linked once per process, publishes the loop as one *job*
+(the segment's task function, its packed arguments, the range and the number of chunks) and
+runs chunks itself until none is left, while the workers take the others; it returns when
+every chunk has finished, with the status of the first chunk (in range order) that faulted,
+as running the loop in order would report.  A hand-off is a few atomic operations and a
+spinning worker seeing them: about a microsecond, where the Python-level hand-off it
+replaces (a queue, a wake-up and the GIL) cost tens, which is why small models could not use
+a second core (docs/torch.md).
+
+The invariants that keep it simple:
+
+* The caller takes chunks like any worker, so a job finishes even when no worker ever runs
+  (none started yet, a forked child, workers descheduled): the pool can slow nothing down
+  worse than running the loop serially, and it cannot deadlock.
+* One job at a time: a caller that finds the pool busy (another Python thread's call, or a
+  parallel loop inside a chunk) runs its whole range itself.
+* ``ticket`` packs the job's generation (bits 32-63), its chunk count (16-31) and the next
+  chunk to take (0-15: split_parallel.MAX_CHUNKS); a chunk is taken by compare-and-swap on it, so a worker that saw an
+  old job can never take a chunk of a new one with the old one's fields.  The job's fields are
+  written before the ticket (release) and are read only by the holder of a chunk, and a job's
+  fields are not rewritten before all its chunks are done.
+* Workers spin (``pause``) for ``SPIN_TICKS`` of the time-stamp counter after their last
+  chunk, then sleep on a condition variable; a caller wakes them only when one sleeps
+  (a Dekker pair of sequentially consistent operations on ``ticket`` and ``sleepers``).
+
+Workers are Python threads parked in one ctypes call of ``irc.pool_work`` (which releases the
+GIL and never returns); they are daemons, started on first need (``ensure_workers``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from functools import cache
+
+SPIN_TICKS = 1 << 20
+"""How long (time-stamp counter ticks: ~0.3-0.5 ms at 2-3.5 GHz) a worker spins for the next
+job before it sleeps.  The serial code between two parallel loops of a model is mostly shorter;
+waking a sleeping thread costs tens of microseconds."""
+
+_PTHREAD = ("pthread_mutex_init", "pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_init",
+            "pthread_cond_wait", "pthread_cond_broadcast")
+
+
+def _ir(pause: bool) -> str:
+    relax = "call void @llvm.x86.sse2.pause()" if pause else "fence seq_cst"
+    pause_decl = "declare void @llvm.x86.sse2.pause()" if pause else ""
+    return f"""
+@ticket = internal global i64 0, align 64
+@done = internal global i64 0, align 64
+@busy = internal global i32 0, align 64
+@sleepers = internal global i32 0, align 64
+@job_fn = internal global ptr null, align 64
+@job_ctx = internal global ptr null
+@job_status = internal global ptr null
+@job_lb = internal global i64 0
+@job_ub = internal global i64 0
+@job_step = internal global i64 0
+@job_trips = internal global i64 0
+@mutex = internal global ptr null
+@cond = internal global ptr null
+
+declare i32 @"irc.pthread_mutex_lock"(ptr)
+declare i32 @"irc.pthread_mutex_unlock"(ptr)
+declare i32 @"irc.pthread_cond_wait"(ptr, ptr)
+declare i32 @"irc.pthread_cond_broadcast"(ptr)
+declare i64 @llvm.readcyclecounter()
+{pause_decl}
+
+; Take chunks of the job ``ticket`` names until none is left; run each.
+define internal void @take_chunks() {{
+entry:
+  br label %again
+again:
+  %t = load atomic i64, ptr @ticket acquire, align 8
+  %idx = and i64 %t, 65535
+  %n16 = lshr i64 %t, 16
+  %n = and i64 %n16, 65535
+  %left = icmp ult i64 %idx, %n
+  br i1 %left, label %take, label %out
+take:
+  %t1 = add i64 %t, 1
+  %pair = cmpxchg ptr @ticket, i64 %t, i64 %t1 acq_rel acquire
+  %won = extractvalue {{ i64, i1 }} %pair, 1
+  br i1 %won, label %run, label %again
+run:
+  %fn = load ptr, ptr @job_fn
+  %ctx = load ptr, ptr @job_ctx
+  %statuses = load ptr, ptr @job_status
+  %lb = load i64, ptr @job_lb
+  %ub = load i64, ptr @job_ub
+  %step = load i64, ptr @job_step
+  %trips = load i64, ptr @job_trips
+  ; chunk i has q trips, one more for the first r: it starts at q*i + min(i, r)
+  %q = udiv i64 %trips, %n
+  %r = urem i64 %trips, %n
+  %qi = mul i64 %q, %idx
+  %small = icmp ult i64 %idx, %r
+  %mi = select i1 %small, i64 %idx, i64 %r
+  %start = add i64 %qi, %mi
+  %extra = zext i1 %small to i64
+  %size = add i64 %q, %extra
+  %off = mul i64 %start, %step
+  %lo = add i64 %lb, %off
+  %last1 = add i64 %idx, 1
+  %last = icmp eq i64 %last1, %n
+  %len = mul i64 %size, %step
+  %hi0 = add i64 %lo, %len
+  %hi = select i1 %last, i64 %ub, i64 %hi0
+  %status = call i32 %fn(ptr %ctx, i64 %lo, i64 %hi)
+  %slot = getelementptr i32, ptr %statuses, i64 %idx
+  store i32 %status, ptr %slot
+  %ignored = atomicrmw add ptr @done, i64 1 release
+  br label %again
+out:
+  ret void
+}}
+
+; ``fn(ctx, lo, hi)`` over [lb, ub) by ``step`` in ``chunks`` chunks; the first non-zero status.
+define i32 @"irc.parallel_for"(ptr %fn, ptr %ctx, ptr %statuses, i64 %lb, i64 %ub, i64 %step, i64 %chunks) {{
+entry:
+  %some = icmp sgt i64 %ub, %lb
+  br i1 %some, label %count, label %serial
+count:
+  %span = sub i64 %ub, %lb
+  %span1 = sub i64 %span, 1
+  %trips0 = udiv i64 %span1, %step
+  %trips = add i64 %trips0, 1
+  %fewer = icmp ult i64 %trips, %chunks
+  %n = select i1 %fewer, i64 %trips, i64 %chunks
+  %several = icmp ugt i64 %n, 1
+  br i1 %several, label %lock, label %serial
+lock:
+  %pair = cmpxchg ptr @busy, i32 0, i32 1 acquire monotonic
+  %got = extractvalue {{ i32, i1 }} %pair, 1
+  br i1 %got, label %publish, label %serial
+serial:
+  %whole = call i32 %fn(ptr %ctx, i64 %lb, i64 %ub)
+  ret i32 %whole
+publish:
+  store ptr %fn, ptr @job_fn
+  store ptr %ctx, ptr @job_ctx
+  store ptr %statuses, ptr @job_status
+  store i64 %lb, ptr @job_lb
+  store i64 %ub, ptr @job_ub
+  store i64 %step, ptr @job_step
+  store i64 %trips, ptr @job_trips
+  store atomic i64 0, ptr @done monotonic, align 8
+  %old = load atomic i64, ptr @ticket monotonic, align 8
+  %gen = lshr i64 %old, 32
+  %gen1 = add i64 %gen, 1
+  %genbits = shl i64 %gen1, 32
+  %nbits = shl i64 %n, 16
+  %new = or i64 %genbits, %nbits
+  store atomic i64 %new, ptr @ticket seq_cst, align 8
+  %asleep = load atomic i32, ptr @sleepers seq_cst, align 4
+  %wake = icmp ne i32 %asleep, 0
+  br i1 %wake, label %signal, label %work
+signal:
+  %m = load ptr, ptr @mutex
+  %c = load ptr, ptr @cond
+  %l1 = call i32 @"irc.pthread_mutex_lock"(ptr %m)
+  %l2 = call i32 @"irc.pthread_mutex_unlock"(ptr %m)
+  %l3 = call i32 @"irc.pthread_cond_broadcast"(ptr %c)
+  br label %work
+work:
+  call void @take_chunks()
+  br label %wait
+wait:
+  %d = load atomic i64, ptr @done acquire, align 8
+  %all = icmp eq i64 %d, %n
+  br i1 %all, label %finished, label %relax
+relax:
+  {relax}
+  br label %wait
+finished:
+  store atomic i32 0, ptr @busy release, align 4
+  br label %scan
+scan:
+  %i = phi i64 [ 0, %finished ], [ %i1, %next ]
+  %at = getelementptr i32, ptr %statuses, i64 %i
+  %s = load i32, ptr %at
+  %bad = icmp ne i32 %s, 0
+  br i1 %bad, label %fault, label %next
+next:
+  %i1 = add i64 %i, 1
+  %end = icmp eq i64 %i1, %n
+  br i1 %end, label %ok, label %scan
+fault:
+  ret i32 %s
+ok:
+  ret i32 0
+}}
+
+; A worker: take the chunks of each new job; spin a while for the next, then sleep.
+define void @"irc.pool_work"(i64 %spin) {{
+entry:
+  %t0 = load atomic i64, ptr @ticket acquire, align 8
+  %seen0 = lshr i64 %t0, 32
+  %now0 = call i64 @llvm.readcyclecounter()
+  br label %poll
+poll:
+  %seen = phi i64 [ %seen0, %entry ], [ %gen, %run ], [ %seen, %relax ], [ %seen, %woke ]
+  %since = phi i64 [ %now0, %entry ], [ %now1, %run ], [ %since, %relax ], [ %now2, %woke ]
+  %t = load atomic i64, ptr @ticket acquire, align 8
+  %gen = lshr i64 %t, 32
+  %new = icmp ne i64 %gen, %seen
+  br i1 %new, label %run, label %idle
+run:
+  call void @take_chunks()
+  %now1 = call i64 @llvm.readcyclecounter()
+  br label %poll
+idle:
+  %now = call i64 @llvm.readcyclecounter()
+  %waited = sub i64 %now, %since
+  %more = icmp ult i64 %waited, %spin
+  br i1 %more, label %relax, label %sleep
+relax:
+  {relax}
+  br label %poll
+sleep:
+  %m = load ptr, ptr @mutex
+  %c = load ptr, ptr @cond
+  %l1 = call i32 @"irc.pthread_mutex_lock"(ptr %m)
+  %s1 = atomicrmw add ptr @sleepers, i32 1 seq_cst
+  br label %check
+check:
+  %t2 = load atomic i64, ptr @ticket seq_cst, align 8
+  %gen2 = lshr i64 %t2, 32
+  %same = icmp eq i64 %gen2, %seen
+  br i1 %same, label %block, label %woke
+block:
+  %w = call i32 @"irc.pthread_cond_wait"(ptr %c, ptr %m)
+  br label %check
+woke:
+  %s2 = atomicrmw sub ptr @sleepers, i32 1 seq_cst
+  %l2 = call i32 @"irc.pthread_mutex_unlock"(ptr %m)
+  %now2 = call i64 @llvm.readcyclecounter()
+  br label %poll
+}}
+
+; Set up (or, in a forked child, reset) the pool: no job, no sleeper, these mutex and condition.
+define void @"irc.pool_reset"(ptr %mutex, ptr %cond) {{
+entry:
+  store ptr %mutex, ptr @mutex
+  store ptr %cond, ptr @cond
+  store atomic i32 0, ptr @sleepers seq_cst, align 4
+  store atomic i64 0, ptr @done seq_cst, align 8
+  %old = load atomic i64, ptr @ticket seq_cst, align 8
+  %gen = and i64 %old, -4294967296
+  store atomic i64 %gen, ptr @ticket seq_cst, align 8
+  store atomic i32 0, ptr @busy seq_cst, align 4
+  ret void
+}}
+"""
+
+
+class _Pool:
+    """The linked pool: its entry points' addresses, and the workers started so far."""
+
+    def __init__(self):
+        import llvmlite.binding as llvm
+
+        from . import engine, symbols
+
+        engine._init()
+        pause = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
+        module = llvm.parse_assembly(_ir(pause))
+        module.verify()
+        tm = engine.target_machine(2, reloc="pic")
+        object_code = tm.emit_object(module)
+        imports = {}
+        for name in _PTHREAD:
+            address = symbols.process_address(name)
+            if address is None:
+                raise RuntimeError(f"irc's thread pool needs {name}, which this process does not have")
+            imports[f"irc.{name}"] = address
+        names = ["irc.parallel_for", "irc.pool_work", "irc.pool_reset"]
+        self.library, addresses = engine.load(names, object_code=object_code, imports=imports)
+        self.parallel_for = addresses["irc.parallel_for"]
+        self._work = ctypes.CFUNCTYPE(None, ctypes.c_int64)(addresses["irc.pool_work"])
+        self._reset = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(addresses["irc.pool_reset"])
+        self._init_mutex = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
+            imports["irc.pthread_mutex_init"])
+        self._init_cond = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
+            imports["irc.pthread_cond_init"])
+        self.workers = 0
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """A fresh mutex and condition, no job and no worker (at start, and in a forked child,
+        which has none of its parent's threads)."""
+        # Larger than glibc's pthread_mutex_t (40 bytes) and pthread_cond_t (48) or any other's.
+        self._mutex = ctypes.create_string_buffer(256)
+        self._cond = ctypes.create_string_buffer(256)
+        if self._init_mutex(self._mutex, None) or self._init_cond(self._cond, None):
+            raise RuntimeError("irc's thread pool could not initialise its mutex")
+        self._reset(self._mutex, self._cond)
+        self.workers = 0
+
+    def restart(self) -> None:
+        """In a forked child: the pool reset, and as many workers started as the parent had (a
+        call of code compiled before the fork does not pass through Python to start them)."""
+        count = self.workers
+        self._lock = threading.Lock()
+        self.reset()
+        self.ensure_workers(count)
+
+    def ensure_workers(self, count: int) -> None:
+        """Start workers until there are ``count``."""
+        if self.workers >= count:
+            return
+        with self._lock:
+            while self.workers < count:
+                threading.Thread(target=self._work, args=(SPIN_TICKS,), name=f"irc-worker-{self.workers}",
+                                 daemon=True).start()
+                self.workers += 1
+
+
+@cache
+def pool() -> _Pool:
+    """The process's pool, compiled and linked on first use (a few milliseconds)."""
+    found = _Pool()
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=found.restart)
+    return found
+
+
+def address() -> int:
+    """Where ``irc.parallel_for`` is (what a module with parallel calls imports)."""
+    return pool().parallel_for
+
+
+def ensure_workers(threads: int) -> None:
+    """Make sure ``threads - 1`` workers run (the caller is the other thread)."""
+    if threads > 1:
+        pool().ensure_workers(threads - 1)

@@ -69,7 +69,7 @@ def lower_conv2d(ctx, op, inputs, output) -> None:
                     source = gemm.matrix(cols, depth, positions, own)
                 gemm.call(weight, source, gemm.matrix(fout, o, positions, image.iv * (o * positions)), part=part)
 
-        _split(lb, n, parts, images)
+        _split(lb, n, parts, images, n * o * positions * depth)
         return
     gemm = Gemm(ctx, elem, o, positions, depth)
     with lb.for_(0, n) as image:
@@ -124,13 +124,15 @@ def _parts(ctx, images: int, work_per_image: int) -> int:
     return max(1, min(ctx.options.get("threads", 1), images, images * work_per_image // THREAD_MIN_WORK))
 
 
-def _split(lb: Builder, n: int, parts: int, images) -> None:
+def _split(lb: Builder, n: int, parts: int, images, work: int) -> None:
     """``images(part, first, last)`` for ``parts`` blocks of the ``n`` images: one call, or the
-    iterations of a ``parallel`` loop (split-parallel runs them on threads)."""
+    iterations of a ``parallel`` loop (split-parallel runs them on threads).  The loop says its
+    ``work`` (multiply-adds): split-parallel's estimate cannot count the images of a part, a
+    loop whose bounds it does not know."""
     if parts == 1:
         images(0, 0, n)
         return
-    with lb.for_(0, parts, parallel=True) as t:
+    with lb.for_(0, parts, parallel=True, work=work) as t:
         first = lb.op("arith.divui", t.iv * n, lb.index(parts))
         last = lb.op("arith.divui", (t.iv + 1) * n, lb.index(parts))
         images(t.iv, first, last)

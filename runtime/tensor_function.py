@@ -154,10 +154,13 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
     return stages
 
 
-MIN_WORK_PER_THREAD = 1 << 18
+MIN_WORK_PER_THREAD = 1 << 16
 """Ops (split-parallel's ``work`` estimate) a chunk of a parallel loop must get for handing it
-to another thread to pay off (cpu/pool.py: a hand-off costs about a microsecond when the
-worker spins, tens when it sleeps)."""
+to another thread to pay off.  cpu/pool.py's hand-off costs about a microsecond while the worker
+spins (benchmarks/thread_profile.py), and two chunks of a 9 us loop ran 1.76x as fast as one;
+from 2^18 to 2^16 (with gemm_library.THREAD_MIN_WORK 2^21 -> 2^19) took the 2-thread batch-8
+calls of benchmarks/torch_backend.py's models down 15-20% (GPT-2 0.48 -> 0.39 ms, the CNN
+0.35 -> 0.30: docs/torch.md)."""
 
 
 def _dtype(t):

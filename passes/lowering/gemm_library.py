@@ -478,8 +478,10 @@ narrow edge panels (a 10-column product's one panel runs 16 lanes, not 32: twice
 B_IN_PLACE_ROWS = 4
 """Rows of tiles (MR rows each) up to which B is read in place rather than packed."""
 
-THREAD_MIN_WORK = 1 << 21
-"""Multiply-adds below which a product stays on one thread (each part packs all of A)."""
+THREAD_MIN_WORK = 1 << 19
+"""Multiply-adds below which a product stays on one thread (each part packs all of A): with the
+parallel loop's chunks handed off from machine code (runtime/cpu/pool.py), products from about
+50 us of work gain from a second thread (runtime/tensor_function.MIN_WORK_PER_THREAD)."""
 
 
 def thread_parts(ctx_options: dict, blocking: Blocking, m: int, n: int, k: int) -> int:

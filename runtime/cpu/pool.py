@@ -24,8 +24,12 @@ The invariants that keep it simple:
   written before the ticket (release) and are read only by the holder of a chunk, and a job's
   fields are not rewritten before all its chunks are done.
 * Workers spin (``pause``) for ``SPIN_TICKS`` of the time-stamp counter after their last
-  chunk, then sleep on a condition variable; a caller wakes them only when one sleeps
-  (a Dekker pair of sequentially consistent operations on ``ticket`` and ``sleepers``).
+  chunk, then keep polling but yield the core to any other thread that wants it
+  (``sched_yield``: torch's own threads, in a model that irc compiles part of) until
+  ``YIELD_TICKS``, then sleep on a condition variable; a caller wakes them only when one
+  sleeps (a Dekker pair of sequentially consistent operations on ``ticket`` and ``sleepers``).
+  A sleeping worker costs a loop nothing but the wake-up call: the caller does not wait for
+  it to take a chunk.
 
 Workers are Python threads parked in one ctypes call of ``irc.pool_work`` (which releases the
 GIL and never returns); they are daemons, started on first need (``ensure_workers``).
@@ -38,13 +42,16 @@ import os
 import threading
 from functools import cache
 
-SPIN_TICKS = 1 << 20
-"""How long (time-stamp counter ticks: ~0.3-0.5 ms at 2-3.5 GHz) a worker spins for the next
-job before it sleeps.  The serial code between two parallel loops of a model is mostly shorter;
-waking a sleeping thread costs tens of microseconds."""
+SPIN_TICKS = 1 << 17
+"""How long (time-stamp counter ticks: ~40-60 us at 2-3.5 GHz) a worker spins for the next job
+after its last chunk: the serial code between two parallel loops of one call is mostly shorter."""
+
+YIELD_TICKS = 1 << 20
+"""Until when (~0.3-0.5 ms) it then polls between ``sched_yield`` calls before it sleeps: waking
+a sleeping thread costs tens of microseconds (about a hundred in the VMs measured here)."""
 
 _PTHREAD = ("pthread_mutex_init", "pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_init",
-            "pthread_cond_wait", "pthread_cond_broadcast")
+            "pthread_cond_wait", "pthread_cond_broadcast", "sched_yield")
 
 
 def _ir(pause: bool) -> str:
@@ -69,6 +76,7 @@ declare i32 @"irc.pthread_mutex_lock"(ptr)
 declare i32 @"irc.pthread_mutex_unlock"(ptr)
 declare i32 @"irc.pthread_cond_wait"(ptr, ptr)
 declare i32 @"irc.pthread_cond_broadcast"(ptr)
+declare i32 @"irc.sched_yield"()
 declare i64 @llvm.readcyclecounter()
 {pause_decl}
 
@@ -197,16 +205,16 @@ ok:
   ret i32 0
 }}
 
-; A worker: take the chunks of each new job; spin a while for the next, then sleep.
-define void @"irc.pool_work"(i64 %spin) {{
+; A worker: take the chunks of each new job; spin a while for the next, then yield, then sleep.
+define void @"irc.pool_work"(i64 %spin, i64 %yield) {{
 entry:
   %t0 = load atomic i64, ptr @ticket acquire, align 8
   %seen0 = lshr i64 %t0, 32
   %now0 = call i64 @llvm.readcyclecounter()
   br label %poll
 poll:
-  %seen = phi i64 [ %seen0, %entry ], [ %gen, %run ], [ %seen, %relax ], [ %seen, %woke ]
-  %since = phi i64 [ %now0, %entry ], [ %now1, %run ], [ %since, %relax ], [ %now2, %woke ]
+  %seen = phi i64 [ %seen0, %entry ], [ %gen, %run ], [ %seen, %relax ], [ %seen, %woke ], [ %seen, %give ]
+  %since = phi i64 [ %now0, %entry ], [ %now1, %run ], [ %since, %relax ], [ %now2, %woke ], [ %since, %give ]
   %t = load atomic i64, ptr @ticket acquire, align 8
   %gen = lshr i64 %t, 32
   %new = icmp ne i64 %gen, %seen
@@ -219,9 +227,15 @@ idle:
   %now = call i64 @llvm.readcyclecounter()
   %waited = sub i64 %now, %since
   %more = icmp ult i64 %waited, %spin
-  br i1 %more, label %relax, label %sleep
+  br i1 %more, label %relax, label %polite
 relax:
   {relax}
+  br label %poll
+polite:
+  %still = icmp ult i64 %waited, %yield
+  br i1 %still, label %give, label %sleep
+give:
+  %y = call i32 @"irc.sched_yield"()
   br label %poll
 sleep:
   %m = load ptr, ptr @mutex
@@ -283,7 +297,7 @@ class _Pool:
         names = ["irc.parallel_for", "irc.pool_work", "irc.pool_reset"]
         self.library, addresses = engine.load(names, object_code=object_code, imports=imports)
         self.parallel_for = addresses["irc.parallel_for"]
-        self._work = ctypes.CFUNCTYPE(None, ctypes.c_int64)(addresses["irc.pool_work"])
+        self._work = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)(addresses["irc.pool_work"])
         self._reset = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(addresses["irc.pool_reset"])
         self._init_mutex = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
             imports["irc.pthread_mutex_init"])
@@ -318,7 +332,7 @@ class _Pool:
             return
         with self._lock:
             while self.workers < count:
-                threading.Thread(target=self._work, args=(SPIN_TICKS,), name=f"irc-worker-{self.workers}",
+                threading.Thread(target=self._work, args=(SPIN_TICKS, YIELD_TICKS), name=f"irc-worker-{self.workers}",
                                  daemon=True).start()
                 self.workers += 1
 

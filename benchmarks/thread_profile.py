@@ -76,17 +76,20 @@ def handoff(rounds: int, threads: int) -> None:
             start = time.perf_counter()
             f(a)
             times[name].append(time.perf_counter() - start)
+    times["idle plain"] = []
     for _ in range(rounds):
-        time.sleep(0.01)  # past the workers' spin: they sleep
-        start = time.perf_counter()
-        split(a)
-        times["asleep"].append(time.perf_counter() - start)
-    assert a[0] == a[1] == CALLS * (rounds * 20 * 2 + rounds)
+        for name, f in (("idle plain", plain), ("asleep", split)):
+            time.sleep(0.01)  # past the workers' spin: they sleep (and this thread's core idles)
+            start = time.perf_counter()
+            f(a)
+            times[name].append(time.perf_counter() - start)
+    assert a[0] == a[1] == CALLS * (rounds * 20 * 2 + rounds * 2)
     base = statistics.median(times["plain"])
     print(f"hand-off: {CALLS} calls of a 2-trip loop: one thread {base * 1e6:.1f} us a function call; "
-          f"chunked, worker spinning {statistics.median(times['spinning']) * 1e6:.1f} us "
+          f"chunked, worker polling {statistics.median(times['spinning']) * 1e6:.1f} us "
           f"({(statistics.median(times['spinning']) - base) / CALLS * 1e6:.2f} us more a loop); "
-          f"first call after 10 ms idle {statistics.median(times['asleep']) * 1e6:.1f} us")
+          f"after 10 ms idle: one thread {statistics.median(times['idle plain']) * 1e6:.1f} us, "
+          f"chunked (the worker asleep) {statistics.median(times['asleep']) * 1e6:.1f} us")
 
 
 def mlp(rounds: int, threads: int, quick: bool) -> bool:

@@ -316,7 +316,7 @@ def runtime_links(declared) -> dict:
     extra_ir, imports = blas_runtime.link_extras(set(declared))
     imports.update(gemm_library.imports(set(declared)))
     if PARALLEL_FOR in declared:
-        imports[PARALLEL_FOR] = pool.address()
+        imports.update(pool.addresses())
     return {"extra_ir": extra_ir, "imports": imports}
 
 

@@ -23,13 +23,16 @@ The invariants that keep it simple:
   old job can never take a chunk of a new one with the old one's fields.  The job's fields are
   written before the ticket (release) and are read only by the holder of a chunk, and a job's
   fields are not rewritten before all its chunks are done.
-* Workers spin (``pause``) for ``SPIN_TICKS`` of the time-stamp counter after their last
-  chunk, then keep polling but yield the core to any other thread that wants it
-  (``sched_yield``: torch's own threads, in a model that irc compiles part of) until
-  ``YIELD_TICKS``, then sleep on a condition variable; a caller wakes them only when one
-  sleeps (a Dekker pair of sequentially consistent operations on ``ticket`` and ``sleepers``).
-  A sleeping worker costs a loop nothing but the wake-up call: the caller does not wait for
-  it to take a chunk.
+* A function with parallel calls calls ``irc.pool_wake`` on entry: where workers sleep, an
+  empty job wakes them, so that they are up (a wake-up takes tens of microseconds) by the
+  function's first parallel loop rather than after it.
+* After its last chunk a worker polls for the next job: spinning on ``pause`` for
+  ``SPIN_TICKS`` of the time-stamp counter (it reacts within a microsecond), then calling
+  ``sched_yield`` between polls until ``POLL_TICKS`` (it gives the core to any other thread
+  that wants it: torch's own threads, in a model that irc compiles part of), then it sleeps on
+  a condition variable; a caller wakes them only when one sleeps (a Dekker pair of
+  sequentially consistent operations on ``ticket`` and ``sleepers``).  A sleeping worker
+  costs a loop nothing but the wake-up call: the caller does not wait for it to take a chunk.
 
 Workers are Python threads parked in one ctypes call of ``irc.pool_work`` (which releases the
 GIL and never returns); they are daemons, started on first need (``ensure_workers``).
@@ -44,11 +47,12 @@ from functools import cache
 
 SPIN_TICKS = 1 << 17
 """How long (time-stamp counter ticks: ~40-60 us at 2-3.5 GHz) a worker spins for the next job
-after its last chunk: the serial code between two parallel loops of one call is mostly shorter."""
+after its last chunk: the serial code between two parallel loops of one call is mostly shorter.
+(Polling through ``sched_yield`` only was 3-5% slower on the MLP of thread_profile.py.)"""
 
-YIELD_TICKS = 1 << 20
-"""Until when (~0.3-0.5 ms) it then polls between ``sched_yield`` calls before it sleeps: waking
-a sleeping thread costs tens of microseconds (about a hundred in the VMs measured here)."""
+POLL_TICKS = 1 << 20
+"""Until when (~0.3-0.5 ms) it polls, yielding, before it sleeps: waking a sleeping thread costs
+tens of microseconds."""
 
 _PTHREAD = ("pthread_mutex_init", "pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_init",
             "pthread_cond_wait", "pthread_cond_broadcast", "sched_yield")
@@ -205,16 +209,17 @@ ok:
   ret i32 0
 }}
 
-; A worker: take the chunks of each new job; spin a while for the next, then yield, then sleep.
-define void @"irc.pool_work"(i64 %spin, i64 %yield) {{
+; A worker: take the chunks of each new job; poll a while for the next (spinning, then yielding),
+; then sleep.
+define void @"irc.pool_work"(i64 %spin, i64 %polling) {{
 entry:
   %t0 = load atomic i64, ptr @ticket acquire, align 8
   %seen0 = lshr i64 %t0, 32
   %now0 = call i64 @llvm.readcyclecounter()
   br label %poll
 poll:
-  %seen = phi i64 [ %seen0, %entry ], [ %gen, %run ], [ %seen, %relax ], [ %seen, %woke ], [ %seen, %give ]
-  %since = phi i64 [ %now0, %entry ], [ %now1, %run ], [ %since, %relax ], [ %now2, %woke ], [ %since, %give ]
+  %seen = phi i64 [ %seen0, %entry ], [ %gen, %run ], [ %seen, %woke ], [ %seen, %relax ], [ %seen, %yield ]
+  %since = phi i64 [ %now0, %entry ], [ %now1, %run ], [ %now2, %woke ], [ %since, %relax ], [ %since, %yield ]
   %t = load atomic i64, ptr @ticket acquire, align 8
   %gen = lshr i64 %t, 32
   %new = icmp ne i64 %gen, %seen
@@ -226,15 +231,15 @@ run:
 idle:
   %now = call i64 @llvm.readcyclecounter()
   %waited = sub i64 %now, %since
-  %more = icmp ult i64 %waited, %spin
-  br i1 %more, label %relax, label %polite
+  %more = icmp ult i64 %waited, %polling
+  br i1 %more, label %give, label %sleep
+give:
+  %spinning = icmp ult i64 %waited, %spin
+  br i1 %spinning, label %relax, label %yield
 relax:
   {relax}
   br label %poll
-polite:
-  %still = icmp ult i64 %waited, %yield
-  br i1 %still, label %give, label %sleep
-give:
+yield:
   %y = call i32 @"irc.sched_yield"()
   br label %poll
 sleep:
@@ -256,6 +261,34 @@ woke:
   %l2 = call i32 @"irc.pthread_mutex_unlock"(ptr %m)
   %now2 = call i64 @llvm.readcyclecounter()
   br label %poll
+}}
+
+; Wake sleeping workers ahead of a function's parallel loops: an empty job (no chunk) bumps the
+; generation they wait on.  Nothing when none sleeps, or when the pool is busy (they are up).
+define void @"irc.pool_wake"() {{
+entry:
+  %asleep = load atomic i32, ptr @sleepers monotonic, align 4
+  %any = icmp ne i32 %asleep, 0
+  br i1 %any, label %lock, label %out
+lock:
+  %pair = cmpxchg ptr @busy, i32 0, i32 1 acquire monotonic
+  %got = extractvalue {{ i32, i1 }} %pair, 1
+  br i1 %got, label %publish, label %out
+publish:
+  %old = load atomic i64, ptr @ticket monotonic, align 8
+  %gen = lshr i64 %old, 32
+  %gen1 = add i64 %gen, 1
+  %new = shl i64 %gen1, 32
+  store atomic i64 %new, ptr @ticket seq_cst, align 8
+  store atomic i32 0, ptr @busy release, align 4
+  %m = load ptr, ptr @mutex
+  %c = load ptr, ptr @cond
+  %l1 = call i32 @"irc.pthread_mutex_lock"(ptr %m)
+  %l2 = call i32 @"irc.pthread_mutex_unlock"(ptr %m)
+  %l3 = call i32 @"irc.pthread_cond_broadcast"(ptr %c)
+  br label %out
+out:
+  ret void
 }}
 
 ; Set up (or, in a forked child, reset) the pool: no job, no sleeper, these mutex and condition.
@@ -294,9 +327,10 @@ class _Pool:
             if address is None:
                 raise RuntimeError(f"irc's thread pool needs {name}, which this process does not have")
             imports[f"irc.{name}"] = address
-        names = ["irc.parallel_for", "irc.pool_work", "irc.pool_reset"]
+        names = ["irc.parallel_for", "irc.pool_wake", "irc.pool_work", "irc.pool_reset"]
         self.library, addresses = engine.load(names, object_code=object_code, imports=imports)
         self.parallel_for = addresses["irc.parallel_for"]
+        self.wake = addresses["irc.pool_wake"]
         self._work = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)(addresses["irc.pool_work"])
         self._reset = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(addresses["irc.pool_reset"])
         self._init_mutex = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
@@ -332,7 +366,7 @@ class _Pool:
             return
         with self._lock:
             while self.workers < count:
-                threading.Thread(target=self._work, args=(SPIN_TICKS, YIELD_TICKS), name=f"irc-worker-{self.workers}",
+                threading.Thread(target=self._work, args=(SPIN_TICKS, POLL_TICKS), name=f"irc-worker-{self.workers}",
                                  daemon=True).start()
                 self.workers += 1
 
@@ -346,8 +380,14 @@ def pool() -> _Pool:
     return found
 
 
+def addresses() -> dict[str, int]:
+    """What a module with parallel calls imports: ``irc.parallel_for`` and ``irc.pool_wake``."""
+    found = pool()
+    return {"irc.parallel_for": found.parallel_for, "irc.pool_wake": found.wake}
+
+
 def address() -> int:
-    """Where ``irc.parallel_for`` is (what a module with parallel calls imports)."""
+    """Where ``irc.parallel_for`` is."""
     return pool().parallel_for
 
 

@@ -419,6 +419,10 @@ class FunctionTranslator:
         if any(op.name in ("func.call", "memref.alloca") for block in order for op in block.ops):
             self.check_stack(b, sum(_aligned16(_static_bytes(op.results[0].type)) for op in self.large_allocas))
         self.frame_block = b.block  # after the check: large static allocas live here, not in the frame
+        if any("chunks" in op.attributes for block in order for op in block.ops if op.name == "func.call"):
+            from .translate_parallel import wake_pool
+
+            wake_pool(self.tr.module, b)  # workers asleep are up by the first parallel loop
         self.translate_blocks(b, order, "CPU")
 
     def translate_blocks(self, b: ir.IRBuilder, order: list, backend: str) -> None:

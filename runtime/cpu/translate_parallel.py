@@ -28,6 +28,12 @@ from .translate import I8, I16, I32, I64, PTR, _declare_in, _extract
 
 PARALLEL_FOR = "irc.parallel_for"
 """The pool's entry (pool.py): ``i32 (task, ctx, statuses, lb, ub, step, chunks)``."""
+POOL_WAKE = "irc.pool_wake"
+"""``void ()``: wake sleeping workers (pool.py); a function with parallel calls calls it on entry."""
+
+
+def wake_pool(module, b) -> None:
+    b.call(_declare_in(module, POOL_WAKE, ir.FunctionType(ir.VoidType(), [])), [])
 
 
 def parallel_call(self, b, op):

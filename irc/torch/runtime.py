@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import numpy as np
 import torch
 
 from . import warn_fallback
@@ -65,7 +66,19 @@ def compile_graph(gm, example_inputs, options: dict | None = None):
             warn_fallback(", ".join(missing), "irc has no conversion for it; irc compiles the rest of the graph")
         COUNTS["torch"] += 1
         return _boxed(_torch_runner(split if split is not None else gm))
-    return _boxed(IrcGraph(gm, options or {}))
+    return _boxed(IrcGraph(gm, options or {}, static=_static(example_inputs)))
+
+
+def _static(example_inputs) -> bool:
+    """Whether every input has a static shape (no symbolic size, no symbolic scalar): then
+    dynamo's guards give every call of the graph its first call's shapes and dtypes."""
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            if any(not isinstance(d, int) for d in x.shape):
+                return False
+        elif not isinstance(x, (int, float, bool)) or isinstance(x, (torch.SymInt, torch.SymFloat)):
+            return False
+    return True
 
 
 def _split(gm, options: dict):
@@ -134,13 +147,17 @@ class IrcGraph:
     """One FX graph, compiled by irc once per input signature (or run by torch for those
     where a node's form is not supported, with one warning naming it)."""
 
-    def __init__(self, gm, options: dict):
+    def __init__(self, gm, options: dict, static: bool = False):
         self.gm = gm
         self.options = options
         self.compiled: dict = {}
         self.compile_seconds = 0.0
+        self.static = static  # inputs of static shapes (compile_graph): one signature, no key to build
+        self.only = None  # then its compiled entry, after the first call
 
     def __call__(self, args):
+        if self.only is not None:
+            return self._run(args, *self.only)
         key = _key(args)
         entry = self.compiled.get(key)
         first = entry is None
@@ -162,8 +179,22 @@ class IrcGraph:
                 return self.gm(*args)
             self.compile_seconds += time.perf_counter() - start
             COUNTS["irc"] += 1
+            if hasattr(fn, "entry") and all(type(a) is np.ndarray for a in arrays):
+                fn = fn.entry(tuple(a.shape for a in arrays))  # these shapes' call from now on (fast_entry.py)
+                self.compiled[key] = entry = (graph, fn, views)
+            if self.static:
+                self.only = entry
         else:
             results = fn(*arrays) if fn is not None else ()
+        return self._outputs(args, graph, results)
+
+    def _run(self, args, graph, fn, views):
+        """A call of the one signature of a static graph."""
+        results = fn(*_arrays(args, graph.params, views)) if fn is not None else ()
+        return self._outputs(args, graph, results)
+
+    @staticmethod
+    def _outputs(args, graph, results) -> list:
         if not isinstance(results, tuple):
             results = (results,)
         out = []

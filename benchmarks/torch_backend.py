@@ -15,7 +15,14 @@ medians over the rounds), so a change in load on a shared machine reaches them a
 pool and irc's ``threads``), ``--threads N`` for N.  Needs torch; GPT-2 and BERT need
 transformers (their rows say so otherwise).
 
-    python benchmarks/torch_backend.py [--models cnn,tel,gpt2,bert] [--threads 1] [--repeat 20]
+With more than one thread, a call right after another runtime's is slowed by that runtime's
+idle threads, which still spin on the other cores: torch's OpenMP workers for milliseconds after
+their last parallel region, irc's pool for up to half a millisecond.  ``--settle MS`` makes
+each peer run alone for MS milliseconds before each of its timed calls (the calls of that
+time are not counted), which is how a program that uses one of them sees it; the default,
+0, keeps one call of each per round.
+
+    python benchmarks/torch_backend.py [--models cnn,tel,gpt2,bert] [--threads 1] [--repeat 20] [--settle 0]
 """
 
 from __future__ import annotations
@@ -69,13 +76,21 @@ def first_call(fn) -> float:
     return time.perf_counter() - t
 
 
+SETTLE_MS = 0.0
+"""``--settle``: milliseconds each peer runs, untimed, before each of its timed calls."""
+
+
 def interleaved(fns: dict, repeat: int) -> dict:
-    """Median ms of ``repeat`` calls of each of ``fns``, called in turn (one call each per round),
-    so that a change in the machine's load (other processes on a shared machine) reaches every
-    peer alike instead of the one that happened to run then."""
+    """Median ms of ``repeat`` calls of each of ``fns``, called in turn (one timed call each per
+    round), so that a change in the machine's load (other processes on a shared machine) reaches
+    every peer alike instead of the one that happened to run then; each timed call comes after
+    ``SETTLE_MS`` of untimed calls of the same peer."""
     times = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
+            settle = time.perf_counter() + SETTLE_MS / 1e3
+            while time.perf_counter() < settle:
+                fn()
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)
@@ -88,7 +103,11 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--no-inductor", action="store_true", help="skip torch.compile's inductor (its compile is slow)")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="ms each peer runs untimed before each timed call (other runtimes' threads go idle)")
     args = ap.parse_args(argv)
+    global SETTLE_MS
+    SETTLE_MS = args.settle
     try:
         import torch
     except ImportError:
@@ -101,7 +120,8 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     import irc.torch
 
-    print(f"threads: {args.threads}; median of {args.repeat} calls; torch {torch.__version__}")
+    settle = f"; each after {args.settle:g} ms of the same peer's calls" if args.settle else ""
+    print(f"threads: {args.threads}; median of {args.repeat} calls{settle}; torch {torch.__version__}")
     header = (f"{'model':6} {'batch':>5} {'eager ms':>9} {'inductor ms':>11} {'irc ms':>8} {'irc/eager':>9} "
               f"{'irc/ind':>8} {'compile s (ind, irc)':>21}")
     print(header)

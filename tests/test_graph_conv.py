@@ -169,7 +169,7 @@ def test_reductions_ending_in_reduced_dims_compiled(shape, axes, kind):
 def test_convolutions_split_images_across_threads(threads):
     """With threads the forward convolution's images are split into parts, each with its own
     scratch (a parallel loop that split-parallel runs on threads): the bits of one thread.  The
-    weight gradient stays on one thread (its sum over the images in one order)."""
+    weight gradient splits its columns instead (every part sums the images in one order)."""
     src = """
 func.func @f(%x: tensor<6x16x24x24xf32>, %w: tensor<32x16x3x3xf32>, %g: tensor<6x32x24x24xf32>)
     -> (tensor<6x32x24x24xf32>, tensor<32x16x3x3xf32>) {
@@ -189,3 +189,23 @@ func.func @f(%x: tensor<6x16x24x24xf32>, %w: tensor<32x16x3x3xf32>, %g: tensor<6
     np.testing.assert_array_equal(y, y1)
     np.testing.assert_array_equal(d, d1)
     np.testing.assert_allclose(d, reference(args[0], args[2], (3, 3), (1, 1), (1, 1)), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("x_shape, o, kernel, stride, padding",
+                         [CASES[3], ((4, 8, 20, 18), 64, (3, 3), (2, 2), (1, 0)), ((3, 7, 10, 10), 100, (3, 3), (1, 1), (1, 1))])
+@pytest.mark.parametrize("threads", [2, 3])
+def test_weight_grad_splits_its_taps_across_threads(x_shape, o, kernel, stride, padding, threads):
+    """On threads the weight gradient is a parallel loop over blocks of whole column panels of dW
+    (blocks of taps): each part writes its taps' rows of the im2col matrix and sums every image
+    in order into its columns, so the bits are one thread's, whatever the threads."""
+    text, g_shape = program(x_shape, o, kernel, stride, padding)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    g = rng.standard_normal(g_shape).astype(np.float32)
+    many = irc.compile(irc.parse(text), threads=threads).f
+    lowered, _ = many.lower((x_shape, g_shape))
+    chunked = [op for op in lowered.walk() if op.name == "func.call" and "chunks" in op.attributes]
+    assert chunked, "the weight gradient did not split"
+    got = many(x, g)
+    np.testing.assert_array_equal(got, irc.compile(irc.parse(text), threads=1).f(x, g))
+    np.testing.assert_allclose(got, reference(x, g, kernel, stride, padding), rtol=1e-4, atol=1e-4)

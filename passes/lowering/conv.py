@@ -18,11 +18,13 @@ tolerance scaled by C*KH*KW; integers exactly.
 
 from __future__ import annotations
 
+import contextlib
+
 from irc.builder import Builder
 from irc.types import FloatType, MemRefType
 
 from . import lowering
-from .gemm_library import THREAD_MIN_WORK, LibraryGemm
+from .gemm_library import THREAD_MIN_WORK, Blocking, LibraryGemm
 from .matmul import Gemm
 from .movement import fill
 
@@ -102,14 +104,31 @@ def lower_conv2d_weight_grad(ctx, op, inputs, output) -> None:
     cols = ctx.temporary(MemRefType([depth * positions], elem))
     fill(lb, cols, lb.const(0, elem))
     if _library(ctx, elem):
-        # One thread: parts summing their images apart would change the order of the sums with
-        # the number of threads (results are those of one thread whatever the threads).
-        gemm = LibraryGemm(ctx, elem, o, depth, positions)
+        # Threads split dW's columns (the taps), never the images: parts summing their images
+        # apart would change the order of the sums with the number of threads (results are
+        # those of one thread whatever the threads).  Each part writes its own taps' rows of
+        # the im2col matrix and computes its own columns of dW, every image in order.
+        blocking = Blocking.for_host(elem, ctx.options)
+        panels = -(-depth // blocking.nr)
+        parts = max(1, min(ctx.options.get("threads", 1), panels, n * o * depth * positions // THREAD_MIN_WORK))
+        gemm = LibraryGemm(ctx, elem, o, depth, positions, parts)
         source, result = gemm.matrix(cols, depth, positions), gemm.matrix(fout, o, depth)
-        with lb.for_(0, n) as image:
-            _im2col(lb, fx, image.iv, cols, (c, h, wd), (kh, kw), (ho, wo), stride, padding)
-            grads = gemm.matrix(fg, o, positions, image.iv * (o * positions))
-            gemm.call(grads, source, result, (False, True), add_d=lb.compare("ne", image.iv, lb.index(0)))
+
+        def taps(part, first, last) -> None:
+            with lb.for_(0, n) as image:
+                _im2col(lb, fx, image.iv, cols, (c, h, wd), (kh, kw), (ho, wo), stride, padding, taps=(first, last))
+                grads = gemm.matrix(fg, o, positions, image.iv * (o * positions))
+                gemm.call(grads, source, result, (False, True), add_d=lb.compare("ne", image.iv, lb.index(0)),
+                          part=part, cols=(first, last))
+
+        if parts == 1:
+            taps(0, 0, depth)
+            return
+        with lb.for_(0, parts, parallel=True, work=n * o * depth * positions) as t:  # whole column panels
+            first = lb.op("arith.divui", t.iv * panels, lb.index(parts)) * blocking.nr
+            last = lb.op("arith.minsi", lb.op("arith.divui", (t.iv + 1) * panels, lb.index(parts)) * blocking.nr,
+                         lb.index(depth))
+            taps(t.iv, first, last)
         return
     fill(lb, fout, lb.const(0, elem))
     gemm = Gemm(ctx, elem, o, depth, positions, (False, True), accumulate=True)
@@ -145,26 +164,40 @@ def _window(op) -> tuple[list[int], list[int]]:
     return stride, padding
 
 
-def _im2col(lb: Builder, x, image, cols, chw, kernel, out_hw, stride, padding, offset=0) -> None:
+def _im2col(lb: Builder, x, image, cols, chw, kernel, out_hw, stride, padding, offset=0, taps=None) -> None:
     """cols[offset + ((ci*KH + i)*KW + j) * Ho*Wo + oh*Wo + ow] = x[image, ci, oh*sh + i - ph, ow*sw + j - pw]
-    for every in-bounds input position (the rest stay zero)."""
-    c, h, wd = chw
+    for every in-bounds input position (the rest stay zero); ``taps`` = (first, last): only the
+    rows of those taps ((ci*KH + i)*KW + j)."""
+    c = chw[0]
     kh, kw = kernel
+    with contextlib.ExitStack() as loops:
+        if taps is None:
+            ci, i, j = (loops.enter_context(lb.for_(0, size)).iv for size in (c, kh, kw))
+            tap = (ci * kh + i) * kw + j
+        else:
+            tap = loops.enter_context(lb.for_(*taps)).iv
+            ci = lb.op("arith.divui", tap, lb.index(kh * kw))
+            within = lb.op("arith.remui", tap, lb.index(kh * kw))
+            i, j = lb.op("arith.divui", within, lb.index(kw)), lb.op("arith.remui", within, lb.index(kw))
+        _im2col_tap(lb, x, image, cols, chw, out_hw, stride, padding, offset, tap, ci, i, j)
+
+
+def _im2col_tap(lb: Builder, x, image, cols, chw, out_hw, stride, padding, offset, tap, ci, i, j) -> None:
+    """``_im2col``'s row of one tap (input channel ``ci``, kernel position ``i``, ``j``)."""
+    c, h, wd = chw
     ho, wo = out_hw
     (sh, sw), (ph, pw) = stride, padding
-    with lb.for_(0, c) as ci, lb.for_(0, kh) as i, lb.for_(0, kw) as j:
-        tap = (ci.iv * kh + i.iv) * kw + j.iv
-        oh_lo, oh_hi = _valid_range(lb, i.iv, sh, ph, h, ho)
-        ow_lo, ow_hi = _valid_range(lb, j.iv, sw, pw, wd, wo)
-        plane = (image * c + ci.iv) * (h * wd)
-        shift_h = lb.op("arith.subi", i.iv, lb.index(ph))
-        shift_w = lb.op("arith.subi", j.iv, lb.index(pw))
-        with lb.for_(oh_lo, oh_hi) as oh:
-            src_row = plane + (oh.iv * sh + shift_h) * wd
-            dst_row = offset + tap * (ho * wo) + oh.iv * wo
-            with lb.for_(ow_lo, ow_hi) as ow:
-                value = lb.load(x, [src_row + (ow.iv * sw + shift_w)])
-                lb.store(value, cols, [dst_row + ow.iv])
+    oh_lo, oh_hi = _valid_range(lb, i, sh, ph, h, ho)
+    ow_lo, ow_hi = _valid_range(lb, j, sw, pw, wd, wo)
+    plane = (image * c + ci) * (h * wd)
+    shift_h = lb.op("arith.subi", i, lb.index(ph))
+    shift_w = lb.op("arith.subi", j, lb.index(pw))
+    with lb.for_(oh_lo, oh_hi) as oh:
+        src_row = plane + (oh.iv * sh + shift_h) * wd
+        dst_row = offset + tap * (ho * wo) + oh.iv * wo
+        with lb.for_(ow_lo, ow_hi) as ow:
+            value = lb.load(x, [src_row + (ow.iv * sw + shift_w)])
+            lb.store(value, cols, [dst_row + ow.iv])
 
 
 def _valid_range(lb: Builder, tap, stride: int, pad: int, size: int, out: int):

@@ -98,6 +98,7 @@ class Translation:
     globals: dict[str, object] = field(default_factory=dict)  # memref.global name -> its LLVM global
     parallel_ranges: dict[str, list] = field(default_factory=dict)  # segment name -> its parallel_range
     tasks: dict[str, object] = field(default_factory=dict)  # segment name -> its pool task (translate_parallel)
+    pool: bool = False  # calls with ``chunks`` use irc's thread pool (the JIT), else run whole
 
 
 def llvm_type(t: Type) -> ir.Type:
@@ -211,10 +212,12 @@ def translate(module, options: Options | None = None, *, mangle: bool = False) -
     or runtime symbol the generated code calls; without it (object files, whose
     C ABI names are documented) the name stays ``f`` and ``symbols.check_declarations``
     refuses a collision first.  ``Translation.symbols`` maps each name to its symbol.
+    A call with ``chunks`` runs on irc's thread pool in the JIT only: an object file stays
+    self-contained, and such calls run their whole range on the calling thread.
     """
     options = options or Options()
     mod = ir.Module(name="irc")
-    tr = Translation(mod)
+    tr = Translation(mod, pool=mangle)
     funcs, bodies = {}, {}
     defined = []
     for op in module.body.ops:
@@ -419,7 +422,8 @@ class FunctionTranslator:
         if any(op.name in ("func.call", "memref.alloca") for block in order for op in block.ops):
             self.check_stack(b, sum(_aligned16(_static_bytes(op.results[0].type)) for op in self.large_allocas))
         self.frame_block = b.block  # after the check: large static allocas live here, not in the frame
-        if any("chunks" in op.attributes for block in order for op in block.ops if op.name == "func.call"):
+        if self.tr.pool and any("chunks" in op.attributes for block in order for op in block.ops
+                                if op.name == "func.call"):
             from .translate_parallel import wake_pool
 
             wake_pool(self.tr.module, b)  # workers asleep are up by the first parallel loop
@@ -940,9 +944,11 @@ def _return(self, b, op):
 @_handler("func.call")
 def _call(self, b, op):
     if "chunks" in op.attributes:  # split-parallel's call of a parallel segment, run on threads
-        from .translate_parallel import parallel_call
+        from .translate_parallel import checked_chunks, parallel_call
 
-        return parallel_call(self, b, op)
+        checked_chunks(self, op)
+        if self.tr.pool:
+            return parallel_call(self, b, op)
     callee = self.bodies.get(op.callee) or self.funcs.get(op.callee)
     if callee is None:
         raise IRError(f"call to unknown function '@{op.callee}'", op.loc)

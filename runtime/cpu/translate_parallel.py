@@ -9,7 +9,9 @@ allocations) on whichever thread runs it.  ``irc.parallel_for`` returns when eve
 finished, with the first faulting chunk's status, which the call returns as a call of the
 segment would.
 
-The attribute is checked here (it may come from a file): a call with ``chunks`` must call a
+That is the JIT's translation; in an object file (``irc compile --emit obj``, which must
+link on its own) the call is a plain call of the whole range.  The attribute is checked in
+both (it may come from a file): a call with ``chunks`` must call a
 defined segment with a ``parallel_range`` whose step is positive, whose last two parameters
 are its range's ``index`` bounds, and ask for 2 to ``MAX_CHUNKS`` chunks.
 
@@ -37,7 +39,7 @@ def wake_pool(module, b) -> None:
 
 
 def parallel_call(self, b, op):
-    chunks = _checked_chunks(self, op)
+    chunks = checked_chunks(self, op)
     step = self.tr.parallel_ranges[op.callee][2]
     fn = self.funcs[op.callee]
     args = _c_arguments(self, b, op.operands[:-2])
@@ -61,7 +63,8 @@ def parallel_call(self, b, op):
     return None
 
 
-def _checked_chunks(self, op) -> int:
+def checked_chunks(self, op) -> int:
+    """The call's ``chunks``, or an IRError at the call (in the JIT and object files alike)."""
     chunks = getattr(op.attributes["chunks"], "value", None)
     if not isinstance(chunks, int) or isinstance(chunks, bool) or not 2 <= chunks <= MAX_CHUNKS:
         raise IRError(f"'chunks' of a call must be an integer from 2 to {MAX_CHUNKS}", op.loc)

@@ -43,7 +43,6 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from functools import cache
 
 SPIN_TICKS = 1 << 17
 """How long (time-stamp counter ticks: ~40-60 us at 2-3.5 GHz) a worker spins for the next job
@@ -371,13 +370,32 @@ class _Pool:
                 self.workers += 1
 
 
-@cache
+_POOL: _Pool | None = None
+_FIRST_USE = threading.Lock()
+
+
+def _fresh_lock() -> None:
+    global _FIRST_USE
+    _FIRST_USE = threading.Lock()  # a forked child does not have the thread that may hold it
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock)
+
+
 def pool() -> _Pool:
-    """The process's pool, compiled and linked on first use (a few milliseconds)."""
-    found = _Pool()
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=found.restart)
-    return found
+    """The process's pool, compiled and linked on first use (a few milliseconds).  Built under a
+    lock: threads that first ask at once must share one pool, since a module linked against a
+    pool that is not the process's one would never get a worker."""
+    global _POOL
+    if _POOL is None:
+        with _FIRST_USE:
+            if _POOL is None:
+                found = _Pool()
+                if hasattr(os, "register_at_fork"):
+                    os.register_at_fork(after_in_child=found.restart)
+                _POOL = found
+    return _POOL
 
 
 def addresses() -> dict[str, int]:

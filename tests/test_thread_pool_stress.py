@@ -256,10 +256,19 @@ func.func @g(%x: tensor<{r}x{c}xf32>, %y: tensor<{r}x{c}xf32>) -> tensor<{r}x{c}
 """
 
 
+def _chunked_calls(function, shapes) -> list:
+    """The calls with ``chunks`` in ``function``'s specialisation for ``shapes`` (so that a test
+    of the pool cannot pass by running on one thread)."""
+    module, _ = function.lower(shapes)
+    return [op for f in module.functions if not f.is_declaration for op in f.walk()
+            if op.name == "func.call" and "chunks" in op.attributes]
+
+
 def test_many_python_threads_calling_different_threaded_functions():
     shapes = [(512, 256), (300, 333), (1024, 64)]
     exes = [irc.compile(irc.parse(TENSOR.format(r=r, c=c)), threads=2) for r, c in shapes]
     ones = [irc.compile(irc.parse(TENSOR.format(r=r, c=c)), threads=1) for r, c in shapes]
+    assert all(_chunked_calls(exe.g, (shape, shape)) for exe, shape in zip(exes, shapes))
     failures = []
 
     def caller(k):
@@ -364,3 +373,30 @@ def test_threads_that_first_use_the_pool_at_once_get_one_pool():
                           env={**os.environ})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "1"
+
+
+def test_wake_ups_racing_with_jobs_from_several_threads():
+    """Each call of a threaded function wakes sleeping workers on entry (irc.pool_wake) while
+    other threads publish jobs; pauses long enough for the workers to fall asleep between some
+    calls. No call may hang or get another's result."""
+    text = TENSOR.format(r=256, c=512)
+    exe = irc.compile(irc.parse(text), threads=2)
+    one = irc.compile(irc.parse(text), threads=1)
+    assert _chunked_calls(exe.g, ((256, 512), (256, 512)))
+    failures = []
+
+    def caller(k):
+        rng = np.random.default_rng(50 + k)
+        x, y = (rng.standard_normal((256, 512)).astype(np.float32) for _ in range(2))
+        want = one.g(x, y)
+        for pause in rng.choice([0.0, 0.0005, 0.002, 0.01], 25):
+            time.sleep(pause)
+            if not np.array_equal(exe.g(x, y), want):
+                failures.append(k)
+    callers = [threading.Thread(target=caller, args=(k,), daemon=True) for k in range(3)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(60)
+    assert not any(t.is_alive() for t in callers), "a call hung"
+    assert not failures

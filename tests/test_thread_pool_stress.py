@@ -400,3 +400,67 @@ def test_wake_ups_racing_with_jobs_from_several_threads():
         t.join(60)
     assert not any(t.is_alive() for t in callers), "a call hung"
     assert not failures
+
+
+# @r recurses through a call with chunks: its segment's body calls @r again.
+RECURSIVE = """
+func.func @r(%out: memref<2xi64>, %n: index) {
+  %zero = arith.constant 0 : index
+  %more = arith.cmpi sgt, %n, %zero : index
+  scf.if %more {
+    %lb = arith.constant 0 : index
+    %ub = arith.constant 2 : index
+    func.call @r.seg0(%out, %n, %lb, %ub) {chunks = 2 : i64} : (memref<2xi64>, index, index, index) -> ()
+  }
+  func.return
+}
+
+func.func private @r.seg0(%out: memref<2xi64>, %n: index, %lo: index, %hi: index)
+    attributes {parallel_range = [0 : i64, 2 : i64, 1 : i64], noinline} {
+  %one = arith.constant 1 : index
+  %zero0 = arith.constant 0 : index
+  scf.for %i = %lo to %hi step %one {
+    %m = arith.subi %n, %one : index
+    %x = memref.load %out[%i] : memref<2xi64>
+    %c1 = arith.constant 1 : i64
+    %y = arith.addi %x, %c1 : i64
+    memref.store %y, %out[%i] : memref<2xi64>
+    %is0 = arith.cmpi eq, %i, %zero0 : index
+    scf.if %is0 {
+      func.call @r(%out, %m) : (memref<2xi64>, index) -> ()
+    }
+  } {parallel}
+  func.return
+}
+"""
+
+RECURSE = """
+import sys
+import numpy as np
+import irc
+sys.path.insert(0, {tests!r})
+from test_thread_pool_stress import RECURSIVE
+exe = irc.compile(irc.parse(RECURSIVE.replace("{{chunks = 2 : i64}}", {chunks!r})))
+try:
+    exe.r(np.zeros(2, np.int64), 10**6)
+except irc.diagnostics.ExecutionError as err:
+    print(str(err).splitlines()[0])
+"""
+
+
+@pytest.mark.parametrize("chunks", [
+    "",
+    pytest.param("{chunks = 2 : i64}", marks=pytest.mark.xfail(
+        strict=True, reason="the task calls the segment's C entry, which starts a fresh call depth and "
+                            "stack limit: recursion through a call with chunks is never bounded (segfault)")),
+])
+def test_recursion_through_a_chunked_call_is_an_error_not_a_crash(chunks):
+    import os
+
+    a, out = np.zeros(2, np.int64), np.zeros(2, np.int64)
+    interpret(irc.parse(RECURSIVE), "r", a, 10)
+    irc.compile(irc.parse(RECURSIVE)).r(out, 10)
+    np.testing.assert_array_equal(out, a)
+    script = RECURSE.format(tests=os.path.dirname(__file__), chunks=chunks)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "call depth exceeds" in proc.stdout, (proc.returncode, proc.stdout)

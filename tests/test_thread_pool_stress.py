@@ -450,9 +450,7 @@ except irc.diagnostics.ExecutionError as err:
 
 @pytest.mark.parametrize("chunks", [
     "",
-    pytest.param("{chunks = 2 : i64}", marks=pytest.mark.xfail(
-        strict=True, reason="the task calls the segment's C entry, which starts a fresh call depth and "
-                            "stack limit: recursion through a call with chunks is never bounded (segfault)")),
+    "{chunks = 2 : i64}",  # was a segfault: each chunk enters its segment at depth 0
 ])
 def test_recursion_through_a_chunked_call_is_an_error_not_a_crash(chunks):
     import os

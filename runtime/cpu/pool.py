@@ -83,6 +83,18 @@ declare i32 @"irc.sched_yield"()
 declare i64 @llvm.readcyclecounter()
 {pause_decl}
 
+; Wake the workers asleep on the condition.  The mutex is taken first: a worker going to sleep
+; holds it from before it counts itself in ``sleepers`` until ``cond_wait`` releases it.
+define internal void @wake_sleepers() {{
+entry:
+  %m = load ptr, ptr @mutex
+  %c = load ptr, ptr @cond
+  %l1 = call i32 @"irc.pthread_mutex_lock"(ptr %m)
+  %l2 = call i32 @"irc.pthread_mutex_unlock"(ptr %m)
+  %l3 = call i32 @"irc.pthread_cond_broadcast"(ptr %c)
+  ret void
+}}
+
 ; Take chunks of the job ``ticket`` names until none is left; run each.
 define internal void @take_chunks() {{
 entry:
@@ -173,11 +185,7 @@ publish:
   %wake = icmp ne i32 %asleep, 0
   br i1 %wake, label %signal, label %work
 signal:
-  %m = load ptr, ptr @mutex
-  %c = load ptr, ptr @cond
-  %l1 = call i32 @"irc.pthread_mutex_lock"(ptr %m)
-  %l2 = call i32 @"irc.pthread_mutex_unlock"(ptr %m)
-  %l3 = call i32 @"irc.pthread_cond_broadcast"(ptr %c)
+  call void @wake_sleepers()
   br label %work
 work:
   call void @take_chunks()
@@ -280,11 +288,7 @@ publish:
   %new = shl i64 %gen1, 32
   store atomic i64 %new, ptr @ticket seq_cst, align 8
   store atomic i32 0, ptr @busy release, align 4
-  %m = load ptr, ptr @mutex
-  %c = load ptr, ptr @cond
-  %l1 = call i32 @"irc.pthread_mutex_lock"(ptr %m)
-  %l2 = call i32 @"irc.pthread_mutex_unlock"(ptr %m)
-  %l3 = call i32 @"irc.pthread_cond_broadcast"(ptr %c)
+  call void @wake_sleepers()
   br label %out
 out:
   ret void

@@ -948,7 +948,25 @@ def _call(self, b, op):
 
         checked_chunks(self, op)
         if self.tr.pool:
-            return parallel_call(self, b, op)
+            # On the pool only from a public call's own body (depth 0, a tensor function called
+            # from Python): each chunk enters the segment afresh (depth 0, its own stack limit),
+            # so a chunked call reached through calls would make recursion unbounded.
+            top = b.icmp_unsigned("==", self.depth, ir.Constant(I32, 0))
+            pooled, whole = self.fn.append_basic_block("pooled"), self.fn.append_basic_block("whole")
+            after = self.fn.append_basic_block("aftercall")
+            b.cbranch(top, pooled, whole)
+            b.position_at_end(pooled)
+            parallel_call(self, b, op)
+            b.branch(after)
+            b.position_at_end(whole)
+            _plain_call(self, b, op)
+            b.branch(after)
+            b.position_at_end(after)
+            return None
+    return _plain_call(self, b, op)
+
+
+def _plain_call(self, b, op):
     callee = self.bodies.get(op.callee) or self.funcs.get(op.callee)
     if callee is None:
         raise IRError(f"call to unknown function '@{op.callee}'", op.loc)

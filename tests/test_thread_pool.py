@@ -21,7 +21,7 @@ import irc
 from irc.diagnostics import ExecutionError, IRError
 from irc.interpreter import interpret
 
-SEGMENT = """
+CALLER = """
 func.func @f(%a: memref<{n}xi32>, %b: memref<{n}xi32>, %out: memref<{n}xi32>) {{
   %lb = arith.constant {lb} : index
   %ub = arith.constant {ub} : index
@@ -33,7 +33,11 @@ func.func @f(%a: memref<{n}xi32>, %b: memref<{n}xi32>, %out: memref<{n}xi32>) {{
 func.func private @f.seg0(%a: memref<{n}xi32>, %b: memref<{n}xi32>, %out: memref<{n}xi32>, %lo: index, %hi: index)
     attributes {{parallel_range = [{lb} : i64, {ub} : i64, {step} : i64], noinline}} {{
   %step = arith.constant {step} : index
-  %half = arith.constant {half} : index
+"""
+"""``@f`` calling its segment ``@f.seg0(%a, %b, %out)`` over [lb, ub) in ``chunks``, and the
+segment's head: its body (loop over ``%lo``..``%hi`` by ``%step``) and end follow."""
+
+SEGMENT = CALLER + """  %half = arith.constant {half} : index
   scf.for %i = %lo to %hi step %step {{
     %x = memref.load %a[%i] : memref<{n}xi32>
     %y = memref.load %b[%i] : memref<{n}xi32>

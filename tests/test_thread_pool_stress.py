@@ -19,24 +19,14 @@ import time
 import numpy as np
 import pytest
 from irc.runtime.cpu import pool
+from test_thread_pool import CALLER
 
 import irc
 from irc.diagnostics import ExecutionError
 from irc.interpreter import interpret
 
 # out[i - lb] = a[i - lb] / b[i - lb] for i in [lb, ub) by step: a zero in b faults in its chunk.
-SHIFTED = """
-func.func @f(%a: memref<{n}xi32>, %b: memref<{n}xi32>, %out: memref<{n}xi32>) {{
-  %lb = arith.constant {lb} : index
-  %ub = arith.constant {ub} : index
-  func.call @f.seg0(%a, %b, %out, %lb, %ub) {{chunks = {chunks} : i64}}
-      : (memref<{n}xi32>, memref<{n}xi32>, memref<{n}xi32>, index, index) -> ()
-  func.return
-}}
-
-func.func private @f.seg0(%a: memref<{n}xi32>, %b: memref<{n}xi32>, %out: memref<{n}xi32>, %lo: index, %hi: index)
-    attributes {{parallel_range = [{lb} : i64, {ub} : i64, {step} : i64], noinline}} {{
-  %step = arith.constant {step} : index
+SHIFTED = CALLER + """
   %base = arith.constant {lb} : index
   scf.for %i = %lo to %hi step %step {{
     %k = arith.subi %i, %base : index

@@ -27,10 +27,11 @@ segment gets ``parallel_range = [lb, ub, step]`` and ``work``, the number of ops
 them.  With ``threads`` > 1, the call of a parallel segment whose work is worth more than one
 thread (``min-work`` ops each) gets ``chunks = k`` (at most ``threads``, at most its trips):
 the CPU backend runs such a call as ``k`` chunks of its range on irc's thread pool
-(runtime/cpu/pool.py); the interpreter, which ignores the attribute, runs it whole.  A function that allocates at
-its top level or returns values is left alone, and so is one where a value made once
-(a load, a loop's or a call's result: it belongs to the serial segment that makes it)
-is read by another segment.
+(runtime/cpu/pool.py); the interpreter, which ignores the attribute, runs it whole.
+
+A function that allocates at its top level or returns values is left alone, and so is one
+where a value made once (a load, a loop's or a call's result: it belongs to the serial
+segment that makes it) is read by another segment.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def estimated_work(loop) -> int:
     bounds = [constant_value(v) for v in loop.operands[:3]]
     trips = 1
     if all(b is not None for b in bounds) and bounds[2].value > 0:
-        trips = max(0, -(-(bounds[1].value - bounds[0].value) // bounds[2].value))
+        trips = _trips(*(b.value for b in bounds))
     per_trip = 0
     for op in loop.regions[0].entry.ops:
         if op.name == "scf.for":
@@ -250,12 +251,15 @@ class SplitParallel(Pass):
 def chunk_count(bounds: list, work: int, threads: int, min_work: int) -> int:
     """How many chunks a parallel segment's call runs in: one per thread, each of at least
     ``min_work`` ops and one trip."""
-    lb, ub, step = bounds
-    trips = max(0, -(-(ub - lb) // step))
-    return max(1, min(threads, trips, work // max(1, min_work)))
+    return max(1, min(threads, _trips(*bounds), work // max(1, min_work)))
 
 
-def _call_segments(func, plan, names, threads: int = 1, min_work: int = 0) -> None:
+def _trips(lb: int, ub: int, step: int) -> int:
+    """Iterations of a loop from ``lb`` to ``ub`` by ``step`` (> 0)."""
+    return max(0, -(-(ub - lb) // step))
+
+
+def _call_segments(func, plan, names, threads: int, min_work: int) -> None:
     """``@f``'s body becomes calls of its segments in order (each parallel one over its whole
     range, in ``chunks`` where worth it), so that every loop is compiled once, in its segment;
     segments are private and ``noinline`` for the same reason."""

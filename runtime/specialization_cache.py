@@ -5,9 +5,8 @@ run the whole tensor pipeline (specialise, fuse, lower, plan memory, ...) before
 look anything up: 0.1-0.5 s for a training step.  Here the key is the tensor-level
 module as the user gave it, the function, its argument shapes, the options, the host and
 a hash of irc's own source (``cache.compiler_fingerprint``); the entry holds the machine
-code, its fault table, and the little that calling it needs (the signatures of the entry
-output shapes, arena size, in-place pairs, the runtime symbols it
-links to).  A hit is a file read, a JIT link and a wrapper: milliseconds.
+code, its fault table, and the little that calling it needs (the entry's signature, its
+output shapes, arena size, in-place pairs, the runtime symbols it links to).  A hit is a file read, a JIT link and a wrapper: milliseconds.
 
 Entries are written and read through ``diskcache``'s signed files (a cache directory may
 come from someone else: an entry this user's irc did not write is ignored), and the record

@@ -491,7 +491,7 @@ class TensorFunction:
         """The call for arrays that need nothing done to them: exact numpy arrays of the
         signature's dtypes, C-contiguous and writeable (``c_char.from_buffer`` insists on both,
         and gives the address without numpy's slower ``ctypes``/``__array_interface__``), of
-        shapes already specialised for, on one thread, outputs not overlapping inputs other
+        shapes already specialised for, outputs not overlapping inputs other
         than as ``in_place`` allows.  Anything else returns ``_SLOW``: the full checks then
         raise the right error or make the copies."""
         dtypes = self._fast_dtypes

@@ -24,7 +24,7 @@ from irc.builder import Builder
 from irc.types import FloatType, MemRefType
 
 from . import lowering
-from .gemm_library import THREAD_MIN_WORK, Blocking, LibraryGemm
+from .gemm_library import THREAD_MIN_WORK, Blocking, LibraryGemm, split_columns, thread_parts
 from .matmul import Gemm
 from .movement import fill
 
@@ -109,8 +109,7 @@ def lower_conv2d_weight_grad(ctx, op, inputs, output) -> None:
         # those of one thread whatever the threads).  Each part writes its own taps' rows of
         # the im2col matrix and computes its own columns of dW, every image in order.
         blocking = Blocking.for_host(elem, ctx.options)
-        panels = -(-depth // blocking.nr)
-        parts = max(1, min(ctx.options.get("threads", 1), panels, n * o * depth * positions // THREAD_MIN_WORK))
+        parts = thread_parts(ctx.options, blocking, o, depth, n * positions)  # a product of K = N*Ho*Wo
         gemm = LibraryGemm(ctx, elem, o, depth, positions, parts)
         source, result = gemm.matrix(cols, depth, positions), gemm.matrix(fout, o, depth)
 
@@ -121,14 +120,7 @@ def lower_conv2d_weight_grad(ctx, op, inputs, output) -> None:
                 gemm.call(grads, source, result, (False, True), add_d=lb.compare("ne", image.iv, lb.index(0)),
                           part=part, cols=(first, last))
 
-        if parts == 1:
-            taps(0, 0, depth)
-            return
-        with lb.for_(0, parts, parallel=True, work=n * o * depth * positions) as t:  # whole column panels
-            first = lb.op("arith.divui", t.iv * panels, lb.index(parts)) * blocking.nr
-            last = lb.op("arith.minsi", lb.op("arith.divui", (t.iv + 1) * panels, lb.index(parts)) * blocking.nr,
-                         lb.index(depth))
-            taps(t.iv, first, last)
+        split_columns(lb, blocking, depth, parts, taps)
         return
     fill(lb, fout, lb.const(0, elem))
     gemm = Gemm(ctx, elem, o, depth, positions, (False, True), accumulate=True)

@@ -552,27 +552,32 @@ def lower_matmul_library(ctx, op, inputs, output, epilogue=None, consumer=None) 
     blocking = Blocking.for_host(elem, ctx.options)
     mat = MemRefType([None, None], elem)
     views = [lb.view(buf, 0, mat, [lb.dim(buf, 0), lb.dim(buf, 1)]).value for buf in (*inputs, output)]
-    panels = -(-n // blocking.nr)
     parts = thread_parts(ctx.options, blocking, m, n, k)
     gemm = LibraryGemm(ctx, elem, m, n, k, parts)
     d, alpha = epilogue if epilogue is not None else (None, 1.0)
     d_view = lb.view(d, 0, mat, [lb.dim(d, 0), lb.dim(d, 1)]).value if d is not None else None
 
-    def call(part, col_begin, col_end) -> None:
-        gemm.call(*views, transposed, d_view, alpha, d is not None, part, (col_begin, col_end))
-
-    if parts == 1:
-        call(0, 0, n)
+    def part(t, first, last) -> None:
+        gemm.call(*views, transposed, d_view, alpha, d is not None, t, (first, last))
         if consumer is not None:
-            consumer(lb.index(0), lb.index(n))
+            consumer(lb.index(first), lb.index(last))
+
+    split_columns(lb, blocking, n, parts, part)
+
+
+def split_columns(lb, blocking: Blocking, n: int, parts: int, part) -> None:
+    """``part(t, first, last)`` for ``parts`` blocks of whole column panels of C's ``n`` columns
+    (block t: panels t*P/parts .. (t+1)*P/parts): one call, or the iterations of a ``parallel``
+    loop (split-parallel runs them on threads); each block writes its own columns only."""
+    if parts == 1:
+        part(0, 0, n)
         return
-    with lb.for_(0, parts, parallel=True) as t:  # part t: panels t*P/parts .. (t+1)*P/parts
+    panels = -(-n // blocking.nr)
+    with lb.for_(0, parts, parallel=True) as t:
         first = lb.op("arith.divui", t.iv * panels, lb.index(parts)) * blocking.nr
         last = lb.op("arith.minsi", lb.op("arith.divui", (t.iv + 1) * panels, lb.index(parts)) * blocking.nr,
                      lb.index(n))
-        call(t.iv, first, last)
-        if consumer is not None:
-            consumer(first, last)
+        part(t.iv, first, last)
 
 
 def column_consumer(op, position: dict, transposed: set, options: dict):

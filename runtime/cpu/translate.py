@@ -946,7 +946,7 @@ def _call(self, b, op):
     if "chunks" in op.attributes:  # split-parallel's call of a parallel segment, run on threads
         from .translate_parallel import checked_chunks, parallel_call
 
-        checked_chunks(self, op)
+        chunks = checked_chunks(self, op)
         if self.tr.pool:
             # On the pool only from a public call's own body (depth 0, a tensor function called
             # from Python): each chunk enters the segment afresh (depth 0, its own stack limit),
@@ -956,7 +956,7 @@ def _call(self, b, op):
             after = self.fn.append_basic_block("aftercall")
             b.cbranch(top, pooled, whole)
             b.position_at_end(pooled)
-            parallel_call(self, b, op)
+            parallel_call(self, b, op, chunks)
             b.branch(after)
             b.position_at_end(whole)
             _plain_call(self, b, op)

@@ -38,8 +38,8 @@ def wake_pool(module, b) -> None:
     b.call(_declare_in(module, POOL_WAKE, ir.FunctionType(ir.VoidType(), [])), [])
 
 
-def parallel_call(self, b, op):
-    chunks = checked_chunks(self, op)
+def parallel_call(self, b, op, chunks: int):
+    """The call ``op`` as ``chunks`` chunks on the pool (``chunks``: ``checked_chunks``'s)."""
     step = self.tr.parallel_ranges[op.callee][2]
     fn = self.funcs[op.callee]
     args = _c_arguments(self, b, op.operands[:-2])

@@ -76,7 +76,7 @@ def _static(example_inputs) -> bool:
         if isinstance(x, torch.Tensor):
             if any(not isinstance(d, int) for d in x.shape):
                 return False
-        elif not isinstance(x, (int, float, bool)) or isinstance(x, (torch.SymInt, torch.SymFloat)):
+        elif not isinstance(x, (int, float, bool)):  # torch.SymInt and SymFloat are neither
             return False
     return True
 
@@ -165,31 +165,30 @@ class IrcGraph:
             entry = self.compiled[key] = self._compile(args)
         if entry == "torch":
             return self.gm(*args)
+        if not first:
+            return self._run(args, *entry)
         graph, fn, views = entry
         arrays = _arrays(args, graph.params, views)
-        if first:  # irc compiles the function for these shapes now: a failure falls back
-            start = time.perf_counter()
-            try:
-                results = fn(*arrays) if fn is not None else ()
-            except Exception as e:  # noqa: BLE001 - any failure of irc's pipeline is a fallback
-                warn_fallback("a graph", f"irc failed to compile it ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0] if str(e) else ''})")
-                self.compiled[key] = "torch"
-                COUNTS["torch"] += 1
-                return self.gm(*args)
-            self.compile_seconds += time.perf_counter() - start
-            COUNTS["irc"] += 1
-            if hasattr(fn, "entry") and all(type(a) is np.ndarray for a in arrays):
-                fn = fn.entry(tuple(a.shape for a in arrays))  # these shapes' call from now on (fast_entry.py)
-                self.compiled[key] = entry = (graph, fn, views)
-            if self.static:
-                self.only = entry
-        else:
+        start = time.perf_counter()  # irc compiles the function for these shapes now: a failure falls back
+        try:
             results = fn(*arrays) if fn is not None else ()
+        except Exception as e:  # noqa: BLE001 - any failure of irc's pipeline is a fallback
+            warn_fallback("a graph", f"irc failed to compile it ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''})")
+            self.compiled[key] = "torch"
+            COUNTS["torch"] += 1
+            return self.gm(*args)
+        self.compile_seconds += time.perf_counter() - start
+        COUNTS["irc"] += 1
+        if hasattr(fn, "entry") and all(type(a) is np.ndarray for a in arrays):
+            fn = fn.entry(tuple(a.shape for a in arrays))  # these shapes' call from now on (fast_entry.py)
+            self.compiled[key] = entry = (graph, fn, views)
+        if self.static:
+            self.only = entry
         return self._outputs(args, graph, results)
 
     def _run(self, args, graph, fn, views):
-        """A call of the one signature of a static graph."""
+        """A call of a signature compiled already."""
         results = fn(*_arrays(args, graph.params, views)) if fn is not None else ()
         return self._outputs(args, graph, results)
 

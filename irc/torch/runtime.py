@@ -51,8 +51,33 @@ def make_backend(options: dict):
     def compiler(gm, example_inputs):
         return compile_graph(gm, example_inputs, options)
 
+    if options.get("threads", 1) > 1:
+        share_torch_threads()
+
     return aot_autograd(fw_compiler=compiler, bw_compiler=compiler, inference_compiler=compiler,
                         decompositions=decompositions())
+
+
+def share_torch_threads() -> bool:
+    """Run irc's parallel loops on torch's own OpenMP team rather than on irc's workers.
+
+    torch's intra-op threads (ATen's ``parallel_for``, an OpenMP team where torch is built with
+    OpenMP, as its Linux wheels are) spin for a while after each parallel op; so do irc's.  In a
+    model irc compiles part of, or a training step whose loss and optimiser run in torch, the
+    two sets of threads would take turns on the same cores, each spinning while the other has
+    work.  On torch's team, irc's loops are taken up by the threads torch just left spinning,
+    as inductor's generated code's are.  False where torch has no OpenMP team to share."""
+    import glob
+    import os
+
+    if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
+        return False
+    from irc.runtime.cpu import pool
+
+    for library in sorted(glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.*"))):
+        if pool.pool().share_openmp(library):
+            return True
+    return False
 
 
 def compile_graph(gm, example_inputs, options: dict | None = None):

@@ -36,6 +36,15 @@ The invariants that keep it simple:
 
 Workers are Python threads parked in one ctypes call of ``irc.pool_work`` (which releases the
 GIL and never returns); they are daemons, started on first need (``ensure_workers``).
+
+**A shared OpenMP team** (``share_openmp``): in a process whose other library runs its own
+spinning threads on the same cores (torch's OpenMP team, when irc is its ``torch.compile``
+backend), two pools would take turns on the cores, each spinning while the other has work.
+Sharing hands each loop to that runtime's ``GOMP_parallel`` instead (GNU libgomp's entry, which
+LLVM's and Intel's OpenMP runtimes export too): the team's threads take the chunks by an atomic
+counter in a job on the caller's stack, the team's join is the job's end, and the statuses are
+scanned as above.  A nested loop gets a team of one (OpenMP's default), and a forked child goes
+back to irc's workers.
 """
 
 from __future__ import annotations
@@ -73,6 +82,9 @@ def _ir(pause: bool) -> str:
 @job_step = internal global i64 0
 @job_trips = internal global i64 0
 @mutex = internal global ptr null
+@omp_parallel = internal global ptr null, align 8
+@omp_max_threads = internal global ptr null
+%OmpJob = type {{ ptr, ptr, ptr, i64, i64, i64, i64, i64, i64 }}
 @cond = internal global ptr null
 
 declare i32 @"irc.pthread_mutex_lock"(ptr)
@@ -92,6 +104,31 @@ entry:
   %l1 = call i32 @"irc.pthread_mutex_lock"(ptr %m)
   %l2 = call i32 @"irc.pthread_mutex_unlock"(ptr %m)
   %l3 = call i32 @"irc.pthread_cond_broadcast"(ptr %c)
+  ret void
+}}
+
+; Run chunk ``idx`` of ``n`` over [lb, ub) by ``step`` (``trips`` iterations): chunk i has q
+; trips, one more for the first r, so it starts at q*i + min(i, r); the last ends at ``ub``.
+define internal void @run_chunk(ptr %fn, ptr %ctx, ptr %statuses, i64 %lb, i64 %ub, i64 %step, i64 %trips, i64 %n, i64 %idx) alwaysinline {{
+entry:
+  %q = udiv i64 %trips, %n
+  %r = urem i64 %trips, %n
+  %qi = mul i64 %q, %idx
+  %small = icmp ult i64 %idx, %r
+  %mi = select i1 %small, i64 %idx, i64 %r
+  %start = add i64 %qi, %mi
+  %extra = zext i1 %small to i64
+  %size = add i64 %q, %extra
+  %off = mul i64 %start, %step
+  %lo = add i64 %lb, %off
+  %last1 = add i64 %idx, 1
+  %last = icmp eq i64 %last1, %n
+  %len = mul i64 %size, %step
+  %hi0 = add i64 %lo, %len
+  %hi = select i1 %last, i64 %ub, i64 %hi0
+  %status = call i32 %fn(ptr %ctx, i64 %lo, i64 %hi)
+  %slot = getelementptr i32, ptr %statuses, i64 %idx
+  store i32 %status, ptr %slot
   ret void
 }}
 
@@ -119,26 +156,41 @@ run:
   %ub = load i64, ptr @job_ub
   %step = load i64, ptr @job_step
   %trips = load i64, ptr @job_trips
-  ; chunk i has q trips, one more for the first r: it starts at q*i + min(i, r)
-  %q = udiv i64 %trips, %n
-  %r = urem i64 %trips, %n
-  %qi = mul i64 %q, %idx
-  %small = icmp ult i64 %idx, %r
-  %mi = select i1 %small, i64 %idx, i64 %r
-  %start = add i64 %qi, %mi
-  %extra = zext i1 %small to i64
-  %size = add i64 %q, %extra
-  %off = mul i64 %start, %step
-  %lo = add i64 %lb, %off
-  %last1 = add i64 %idx, 1
-  %last = icmp eq i64 %last1, %n
-  %len = mul i64 %size, %step
-  %hi0 = add i64 %lo, %len
-  %hi = select i1 %last, i64 %ub, i64 %hi0
-  %status = call i32 %fn(ptr %ctx, i64 %lo, i64 %hi)
-  %slot = getelementptr i32, ptr %statuses, i64 %idx
-  store i32 %status, ptr %slot
+  call void @run_chunk(ptr %fn, ptr %ctx, ptr %statuses, i64 %lb, i64 %ub, i64 %step, i64 %trips, i64 %n, i64 %idx)
   %ignored = atomicrmw add ptr @done, i64 1 release
+  br label %again
+out:
+  ret void
+}}
+
+; What each thread of an OpenMP team runs (``share_openmp``): chunks of the job on the caller's
+; stack, ``%OmpJob``, taken by an atomic counter.  The team's join is the job's end.
+define internal void @omp_task(ptr %job) {{
+entry:
+  %fn_at = getelementptr %OmpJob, ptr %job, i32 0, i32 0
+  %ctx_at = getelementptr %OmpJob, ptr %job, i32 0, i32 1
+  %statuses_at = getelementptr %OmpJob, ptr %job, i32 0, i32 2
+  %lb_at = getelementptr %OmpJob, ptr %job, i32 0, i32 3
+  %ub_at = getelementptr %OmpJob, ptr %job, i32 0, i32 4
+  %step_at = getelementptr %OmpJob, ptr %job, i32 0, i32 5
+  %trips_at = getelementptr %OmpJob, ptr %job, i32 0, i32 6
+  %n_at = getelementptr %OmpJob, ptr %job, i32 0, i32 7
+  %next_at = getelementptr %OmpJob, ptr %job, i32 0, i32 8
+  %fn = load ptr, ptr %fn_at
+  %ctx = load ptr, ptr %ctx_at
+  %statuses = load ptr, ptr %statuses_at
+  %lb = load i64, ptr %lb_at
+  %ub = load i64, ptr %ub_at
+  %step = load i64, ptr %step_at
+  %trips = load i64, ptr %trips_at
+  %n = load i64, ptr %n_at
+  br label %again
+again:
+  %idx = atomicrmw add ptr %next_at, i64 1 monotonic
+  %left = icmp ult i64 %idx, %n
+  br i1 %left, label %run, label %out
+run:
+  call void @run_chunk(ptr %fn, ptr %ctx, ptr %statuses, i64 %lb, i64 %ub, i64 %step, i64 %trips, i64 %n, i64 %idx)
   br label %again
 out:
   ret void
@@ -147,6 +199,7 @@ out:
 ; ``fn(ctx, lo, hi)`` over [lb, ub) by ``step`` in ``chunks`` chunks; the first non-zero status.
 define i32 @"irc.parallel_for"(ptr %fn, ptr %ctx, ptr %statuses, i64 %lb, i64 %ub, i64 %step, i64 %chunks) {{
 entry:
+  %job = alloca %OmpJob, align 8
   %some = icmp sgt i64 %ub, %lb
   br i1 %some, label %count, label %serial
 count:
@@ -157,7 +210,37 @@ count:
   %fewer = icmp ult i64 %trips, %chunks
   %n = select i1 %fewer, i64 %trips, i64 %chunks
   %several = icmp ugt i64 %n, 1
-  br i1 %several, label %lock, label %serial
+  br i1 %several, label %choose, label %serial
+choose:
+  %omp = load atomic ptr, ptr @omp_parallel acquire, align 8
+  %own = icmp eq ptr %omp, null
+  br i1 %own, label %lock, label %team
+team:
+  %team_size_fn = load ptr, ptr @omp_max_threads
+  %most = call i32 %team_size_fn()
+  %most64 = sext i32 %most to i64
+  %wider = icmp ult i64 %most64, %n
+  %size64 = select i1 %wider, i64 %most64, i64 %n
+  %size = trunc i64 %size64 to i32
+  store ptr %fn, ptr %job
+  %ctx_at = getelementptr %OmpJob, ptr %job, i32 0, i32 1
+  store ptr %ctx, ptr %ctx_at
+  %statuses_at = getelementptr %OmpJob, ptr %job, i32 0, i32 2
+  store ptr %statuses, ptr %statuses_at
+  %lb_at = getelementptr %OmpJob, ptr %job, i32 0, i32 3
+  store i64 %lb, ptr %lb_at
+  %ub_at = getelementptr %OmpJob, ptr %job, i32 0, i32 4
+  store i64 %ub, ptr %ub_at
+  %step_at = getelementptr %OmpJob, ptr %job, i32 0, i32 5
+  store i64 %step, ptr %step_at
+  %trips_at = getelementptr %OmpJob, ptr %job, i32 0, i32 6
+  store i64 %trips, ptr %trips_at
+  %n_at = getelementptr %OmpJob, ptr %job, i32 0, i32 7
+  store i64 %n, ptr %n_at
+  %next_at = getelementptr %OmpJob, ptr %job, i32 0, i32 8
+  store i64 0, ptr %next_at
+  call void %omp(ptr @omp_task, ptr %job, i32 %size, i32 0)
+  br label %scan
 lock:
   %pair = cmpxchg ptr @busy, i32 0, i32 1 acquire monotonic
   %got = extractvalue {{ i32, i1 }} %pair, 1
@@ -201,7 +284,7 @@ finished:
   store atomic i32 0, ptr @busy release, align 4
   br label %scan
 scan:
-  %i = phi i64 [ 0, %finished ], [ %i1, %next ]
+  %i = phi i64 [ 0, %finished ], [ 0, %team ], [ %i1, %next ]
   %at = getelementptr i32, ptr %statuses, i64 %i
   %s = load i32, ptr %at
   %bad = icmp ne i32 %s, 0
@@ -274,6 +357,10 @@ woke:
 ; generation they wait on.  Nothing when none sleeps, or when the pool is busy (they are up).
 define void @"irc.pool_wake"() {{
 entry:
+  %omp = load atomic ptr, ptr @omp_parallel monotonic, align 8
+  %own = icmp eq ptr %omp, null
+  br i1 %own, label %count, label %out
+count:
   %asleep = load atomic i32, ptr @sleepers monotonic, align 4
   %any = icmp ne i32 %asleep, 0
   br i1 %any, label %lock, label %out
@@ -294,11 +381,21 @@ out:
   ret void
 }}
 
+; Run parallel loops on the team of the OpenMP runtime whose ``GOMP_parallel`` and
+; ``omp_get_max_threads`` these are (null: on irc's own workers again).
+define void @"irc.pool_share_openmp"(ptr %parallel, ptr %max_threads) {{
+entry:
+  store ptr %max_threads, ptr @omp_max_threads
+  store atomic ptr %parallel, ptr @omp_parallel release, align 8
+  ret void
+}}
+
 ; Set up (or, in a forked child, reset) the pool: no job, no sleeper, these mutex and condition.
 define void @"irc.pool_reset"(ptr %mutex, ptr %cond) {{
 entry:
   store ptr %mutex, ptr @mutex
   store ptr %cond, ptr @cond
+  store atomic ptr null, ptr @omp_parallel seq_cst, align 8
   store atomic i32 0, ptr @sleepers seq_cst, align 4
   store atomic i64 0, ptr @done seq_cst, align 8
   %old = load atomic i64, ptr @ticket seq_cst, align 8
@@ -330,17 +427,19 @@ class _Pool:
             if address is None:
                 raise RuntimeError(f"irc's thread pool needs {name}, which this process does not have")
             imports[f"irc.{name}"] = address
-        names = ["irc.parallel_for", "irc.pool_wake", "irc.pool_work", "irc.pool_reset"]
+        names = ["irc.parallel_for", "irc.pool_wake", "irc.pool_work", "irc.pool_reset", "irc.pool_share_openmp"]
         self.library, addresses = engine.load(names, object_code=object_code, imports=imports)
         self.parallel_for = addresses["irc.parallel_for"]
         self.wake = addresses["irc.pool_wake"]
         self._work = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)(addresses["irc.pool_work"])
         self._reset = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(addresses["irc.pool_reset"])
+        self._share = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(addresses["irc.pool_share_openmp"])
         self._init_mutex = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
             imports["irc.pthread_mutex_init"])
         self._init_cond = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
             imports["irc.pthread_cond_init"])
         self.workers = 0
+        self.wanted = 0  # the most workers asked for (a forked child starts as many)
         self._lock = threading.Lock()
         self.reset()
 
@@ -354,18 +453,41 @@ class _Pool:
             raise RuntimeError("irc's thread pool could not initialise its mutex")
         self._reset(self._mutex, self._cond)
         self.workers = 0
+        self.openmp: str | None = None  # the library whose OpenMP team runs the loops (share_openmp)
+
+    def share_openmp(self, library: str) -> bool:
+        """Run parallel loops on the OpenMP team of ``library``, a shared library this process
+        has loaded that exports (or links one that exports) ``GOMP_parallel`` and
+        ``omp_get_max_threads``; False, and no change, where it is not loaded or has neither."""
+        try:
+            handle = ctypes.CDLL(library, mode=os.RTLD_NOLOAD | os.RTLD_LOCAL)
+            parallel, max_threads = handle.GOMP_parallel, handle.omp_get_max_threads
+        except (OSError, AttributeError):
+            return False
+        self._share(ctypes.cast(parallel, ctypes.c_void_p), ctypes.cast(max_threads, ctypes.c_void_p))
+        self._openmp_handle = handle  # keeps the library loaded while its functions are linked
+        self.openmp = library
+        return True
+
+    def stop_sharing(self) -> None:
+        """Run parallel loops on irc's own workers again (started as ``ensure_workers`` asked)."""
+        self._share(None, None)
+        self.openmp = None
+        self.ensure_workers(self.wanted)
 
     def restart(self) -> None:
         """In a forked child: the pool reset, and as many workers started as the parent had (a
-        call of code compiled before the fork does not pass through Python to start them)."""
-        count = self.workers
+        call of code compiled before the fork does not pass through Python to start them).  A
+        shared OpenMP team is given up: GNU libgomp's team does not survive a fork."""
+        count = self.wanted
         self._lock = threading.Lock()
         self.reset()
         self.ensure_workers(count)
 
     def ensure_workers(self, count: int) -> None:
-        """Start workers until there are ``count``."""
-        if self.workers >= count:
+        """Start workers until there are ``count`` (none while an OpenMP team is shared)."""
+        self.wanted = max(self.wanted, count)
+        if self.workers >= count or self.openmp:
             return
         with self._lock:
             while self.workers < count:

@@ -28,7 +28,7 @@ MIN_BUDGET = 64 * 1024
 
 def stack_budget() -> int:
     """The bytes of stack a JIT-compiled public call may use in this process (see the module doc)."""
-    smallest = min(_main_stack_size(), _thread_stack_size())
+    smallest = min(_main_stack_size(), _thread_stack_size(), _openmp_stack_size())
     return max(MIN_BUDGET, smallest - max(smallest // 4, RESERVE))
 
 
@@ -42,6 +42,19 @@ def _main_stack_size() -> int:
     if soft == resource.RLIM_INFINITY or soft <= 0:
         return MAIN_STACK_IF_UNLIMITED
     return soft
+
+
+def _openmp_stack_size() -> int:
+    """The stack of an OpenMP team's threads where ``OMP_STACKSIZE`` sets it (irc's loops may run
+    on torch's team: cpu/pool.py's ``share_openmp``), else no limit of its own."""
+    import os
+    import re
+
+    found = re.fullmatch(r"\s*(\d+)\s*([bkmgBKMG]?)\s*", os.environ.get("OMP_STACKSIZE", ""))
+    if not found:
+        return MAIN_STACK_IF_UNLIMITED << 8
+    unit = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[(found.group(2) or "k").lower()]
+    return max(1, int(found.group(1)) * unit)
 
 
 def _thread_stack_size() -> int:

@@ -3,7 +3,9 @@
 ``%v = vector.load %m[%i, %j] : memref<4x64xf32>, vector<16xf32>`` reads 16 consecutive
 elements of one row, ``vector.store %v, %m[%i, %j] : memref<4x64xf32>, vector<16xf32>``
 writes them, ``%b = vector.broadcast %x : f32 to vector<16xf32>`` repeats a scalar and
-``%v = vector.from_elements %a, %b : vector<2xf32>`` gathers scalars.
+``%v = vector.from_elements %a, %b : vector<2xf32>`` gathers scalars, and
+``%r = vector.shuffle %a, %b [0, 8, 1, 9] : vector<8xf32>, vector<8xf32>`` picks lanes of two
+vectors (a register transpose: the GEMM library's packing of a transposed operand).
 Arithmetic on vectors is the scalar dialects' own: ``arith.addf``, ``arith.mulf`` and
 ``math.fma`` take ``vector<NxT>`` operands, lane by lane (``ElementwiseOp.takes_vectors``).
 
@@ -22,13 +24,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from irc.attributes import DenseArrayAttr
 from irc.diagnostics import IRError
 from irc.operation import Operation, Pure
-from irc.types import FloatType, IndexType, IntegerType, MemRefType, VectorType, index
+from irc.registry import syntax_rule
+from irc.types import FloatType, IndexType, IntegerType, MemRefType, VectorType, i64, index
 
 from .memref import _check_indices, _element_index, storage_dtype
 
-OPS = ("vector.load", "vector.store", "vector.broadcast", "vector.from_elements")
+OPS = ("vector.load", "vector.store", "vector.broadcast", "vector.from_elements", "vector.shuffle")
 """The ops of MLIR's vector dialect that irc has (named in the diagnostic for the others)."""
 
 
@@ -208,3 +212,79 @@ class FromElementsOp(Operation):
     @classmethod
     def build(cls, elements):
         return cls(list(elements), [VectorType(len(elements), elements[0].type)])
+
+
+class ShuffleOp(Operation):
+    """``%r = vector.shuffle %a, %b [0, 8, 1, 9] : vector<8xf32>, vector<8xf32>``: lane i of the
+    result is lane ``mask[i]`` of ``%a`` and ``%b`` laid end to end (MLIR's op and spelling; its
+    generic form holds the mask as ``{mask = array<i64: ...>}``).
+
+    irc's form is MLIR's for two 1-D vectors of one type; MLIR's 0-D vectors, operands of
+    different lengths and poison lanes (-1) are not irc's.  With two operands of one type it is
+    exactly LLVM's ``shufflevector``."""
+
+    name = "vector.shuffle"
+    traits = frozenset({Pure})
+    summary = "A vector of lanes picked from two vectors by a constant mask."
+    example = "%r = vector.shuffle %vec, %vec2 [0, 16, 1, 17] : vector<16xf32>, vector<16xf32>"
+
+    @property
+    def mask(self) -> tuple:
+        attr = self.attributes.get("mask")
+        return attr.values if isinstance(attr, DenseArrayAttr) else ()
+
+    def verify_op(self) -> None:
+        if len(self.operands) != 2 or len(self.results) != 1:
+            raise self.error("takes two vectors and has one vector result")
+        a, b = self.operands[0].type, self.operands[1].type
+        if not isinstance(a, VectorType) or a is not b:
+            raise self.error(f"shuffles two vectors of one type, got {a} and {b}")
+        attr = self.attributes.get("mask")
+        if not isinstance(attr, DenseArrayAttr) or attr.element is not i64 or not attr.values:
+            raise self.error("needs a mask of lanes: 'mask = array<i64: ...>', at least one")
+        bad = [m for m in attr.values if not 0 <= m < 2 * a.size]
+        if bad:
+            raise self.error(f"mask lane {bad[0]} is not a lane of two {a} (0 to {2 * a.size - 1})")
+        want = VectorType(len(attr.values), a.element_type)
+        if self.results[0].type is not want:
+            raise self.error(f"the result of a {len(attr.values)}-lane mask is {want}, not {self.results[0].type}")
+
+    def interpret(self, interp, args):
+        return [np.concatenate([np.asarray(args[0]), np.asarray(args[1])])[list(self.mask)]]
+
+    def print_custom(self, p) -> None:
+        a, b = self.operands
+        p.write(f" {p.value(a)}, {p.value(b)} [{', '.join(map(str, self.mask))}]"
+                f"{p.attr_dict(self.attributes, elide=('mask',))} : {a.type}, {b.type}")
+
+    @classmethod
+    def build(cls, a, b, mask):
+        mask = [int(m) for m in mask]
+        return cls([a, b], [VectorType(len(mask), a.type.element_type)], {"mask": DenseArrayAttr(i64, mask)})
+
+
+@syntax_rule("shuffle_op")
+def _parse_shuffle(ctx, children):
+    kw, a, b, *rest = children
+    a_t, b_t = ctx.type_of(rest[-2]), ctx.type_of(rest[-1])
+    rest = rest[:-2]
+    attrs = dict(rest.pop()) if rest and isinstance(rest[-1], dict) else {}
+    if "mask" in attrs:
+        raise IRError("'vector.shuffle' takes its mask in brackets after the operands, not as an attribute",
+                      ctx.loc(kw))
+    if not isinstance(a_t, VectorType) or not isinstance(b_t, VectorType):
+        raise IRError(f"'vector.shuffle' shuffles vectors, got {a_t} and {b_t}", ctx.loc(kw))
+    mask = []
+    for tok in rest:
+        lane = int(tok.value)
+        if not 0 <= lane < 1 << 32:
+            raise IRError(f"a mask lane must be from 0 to 2^32 - 1, got {lane}", ctx.loc(tok))
+        mask.append(lane)
+    if not mask:
+        raise IRError("'vector.shuffle' needs at least one lane in its mask", ctx.loc(kw))
+    result = VectorType(len(mask), a_t.element_type) if len(mask) <= VectorType.MAX_SIZE else None
+    if result is None:
+        raise IRError(f"a mask of {len(mask)} lanes is wider than a vector may be ({VectorType.MAX_SIZE})",
+                      ctx.loc(kw))
+    return ShuffleOp([ctx.value(a, a_t), ctx.value(b, b_t)], [result],
+                     {"mask": DenseArrayAttr(i64, mask), **attrs}, loc=ctx.loc(kw))

@@ -491,6 +491,12 @@ class Builder:
 
         return self.built(FromElementsOp.build([_raw(e) for e in elements]))
 
+    def shuffle(self, a, b, mask: Sequence[int]) -> V:
+        """``vector.shuffle``: lane i is lane ``mask[i]`` of ``a`` and ``b`` laid end to end."""
+        from irc.dialects.vector import ShuffleOp
+
+        return self.built(ShuffleOp.build(_raw(a), _raw(b), mask))
+
     def alloc(self, type: MemRefType, sizes: Sequence = ()) -> V:
         """``memref.alloc``; ``sizes`` are the run-time sizes of ``type``'s ``?`` dimensions."""
         from irc.dialects.memref import AllocOp

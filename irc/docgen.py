@@ -45,7 +45,7 @@ EXAMPLE_VALUES: dict[str, str] = {
     "batch": "tensor<2x3x4xf32>", "batch2": "tensor<2x4x5xf32>",
     "img": "tensor<1x3x8x8xf32>", "kernel": "tensor<4x3x3x3xf32>",
     "ids": "tensor<5xi64>",
-    "buf": "memref<?xf32>", "vec": "vector<16xf32>",
+    "buf": "memref<?xf32>", "vec": "vector<16xf32>", "vec2": "vector<16xf32>",
 }
 
 DIALECT_ORDER = ["builtin", "func", "arith", "math", "cf", "scf", "memref"]

@@ -208,6 +208,8 @@ class ParseContext(Transformer):
         return IRError(message, tok if isinstance(tok, Location) else self.loc(tok))
 
     def type_of(self, tok) -> Type:
+        if tok.type == "SIG_TYPE":  # ': TYPE' as one token (grammar.lark's colon_type)
+            return self._joined_type(tok)
         try:
             return parse_type(tok.value)
         except ValueError as e:
@@ -1476,7 +1478,7 @@ _TERMINAL_NAMES = {
         ("ALLOCA_SCOPE", "memref.alloca_scope"), ("GLOBAL", "memref.global"), ("PARALLEL", "scf.parallel"),
         ("RESHAPE", "memref.collapse_shape' or 'memref.expand_shape"), ("REALLOC", "memref.realloc"),
         ("REDUCE", "scf.reduce"), ("CONDITION", "scf.condition"), ("ATOMIC_RMW", "memref.atomic_rmw"),
-        ("GENERIC_ATOMIC_RMW", "memref.generic_atomic_rmw"),
+        ("GENERIC_ATOMIC_RMW", "memref.generic_atomic_rmw"), ("SHUFFLE", "vector.shuffle"),
         ("EXTRACT_POINTER", "memref.extract_aligned_pointer_as_index"))},
 }
 

@@ -1,4 +1,4 @@
-"""The vector dialect: 1-D vectors, vector.load/store/broadcast/from_elements, float ops lane by lane.
+"""The vector dialect: 1-D vectors, vector.load/store/broadcast/from_elements/shuffle, float ops lane by lane.
 
 Every program runs on the interpreter (the oracle) and compiled, bit for bit, against a numpy
 reference; the text is MLIR's own (mlir-opt-22 reads what irc prints, where installed).
@@ -51,6 +51,38 @@ func.func @column_sums(%arg0: memref<8x16xf32>, %arg1: memref<16xf32>) {
   vector.store %1, %arg1[%c0] : memref<16xf32>, vector<16xf32>
   return
 }
+func.func @transpose4(%arg0: memref<4x4xi32>, %arg1: memref<4x4xi32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c3 = arith.constant 3 : index
+  %0 = vector.load %arg0[%c0, %c0] : memref<4x4xi32>, vector<4xi32>
+  %1 = vector.load %arg0[%c1, %c0] : memref<4x4xi32>, vector<4xi32>
+  %2 = vector.load %arg0[%c2, %c0] : memref<4x4xi32>, vector<4xi32>
+  %3 = vector.load %arg0[%c3, %c0] : memref<4x4xi32>, vector<4xi32>
+  %4 = vector.shuffle %0, %1 [0, 4, 1, 5] : vector<4xi32>, vector<4xi32>
+  %5 = vector.shuffle %0, %1 [2, 6, 3, 7] : vector<4xi32>, vector<4xi32>
+  %6 = vector.shuffle %2, %3 [0, 4, 1, 5] : vector<4xi32>, vector<4xi32>
+  %7 = vector.shuffle %2, %3 [2, 6, 3, 7] : vector<4xi32>, vector<4xi32>
+  %8 = vector.shuffle %4, %6 [0, 1, 4, 5] : vector<4xi32>, vector<4xi32>
+  %9 = vector.shuffle %4, %6 [2, 3, 6, 7] : vector<4xi32>, vector<4xi32>
+  %10 = vector.shuffle %5, %7 [0, 1, 4, 5] : vector<4xi32>, vector<4xi32>
+  %11 = vector.shuffle %5, %7 [2, 3, 6, 7] : vector<4xi32>, vector<4xi32>
+  vector.store %8, %arg1[%c0, %c0] : memref<4x4xi32>, vector<4xi32>
+  vector.store %9, %arg1[%c1, %c0] : memref<4x4xi32>, vector<4xi32>
+  vector.store %10, %arg1[%c2, %c0] : memref<4x4xi32>, vector<4xi32>
+  vector.store %11, %arg1[%c3, %c0] : memref<4x4xi32>, vector<4xi32>
+  return
+}
+func.func @pick(%arg0: memref<8xf64>, %arg1: memref<3xf64>) {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %0 = vector.load %arg0[%c0] : memref<8xf64>, vector<4xf64>
+  %1 = vector.load %arg0[%c4] : memref<8xf64>, vector<4xf64>
+  %2 = vector.shuffle %0, %1 [7, 0, 7] {note = "any lane, any number of times"} : vector<4xf64>, vector<4xf64>
+  vector.store %2, %arg1[%c0] : memref<3xf64>, vector<3xf64>
+  return
+}
 """
 
 
@@ -100,6 +132,15 @@ def test_from_elements_and_a_loop_carried_vector(module, compiled):
         np.testing.assert_array_equal(sums, want)
 
 
+def test_shuffles_transpose_and_pick_lanes(module, compiled):
+    m = np.arange(16, dtype=np.int32).reshape(4, 4) * 3 - 7
+    for _, out in _both(module, compiled, "transpose4", m, np.zeros((4, 4), np.int32)):
+        np.testing.assert_array_equal(out, m.T)
+    x = np.linspace(-1, 1, 8)
+    for _, out in _both(module, compiled, "pick", x, np.zeros(3)):
+        np.testing.assert_array_equal(out, [x[7], x[0], x[7]])
+
+
 def test_a_vector_past_the_end_of_its_row_faults_in_both_engines(module):
     checked = irc.compile(module, bounds_checks=True)
     for run in (lambda *a: irc.interpret(module, "gather", *a), checked.gather):
@@ -143,6 +184,16 @@ def _error(text: str) -> str:
      "of MLIR's vector dialect irc has vector.load"),
     ("%v = vector.from_elements %i, %i : vector<3xindex>", "needs 3 operands"),
     ("%v = vector.broadcast %i : index to vector<4xf32>", "does not have the operand's type"),
+    ("%v = vector.load %m[%i] : memref<8xf32>, vector<4xf32>\n  %w = vector.shuffle %v, %v [0, 8] : "
+     "vector<4xf32>, vector<4xf32>", "mask lane 8 is not a lane of two vector<4xf32> (0 to 7)"),
+    ("%v = vector.load %m[%i] : memref<8xf32>, vector<4xf32>\n  %w = vector.shuffle %v, %v [] : "
+     "vector<4xf32>, vector<4xf32>", "needs at least one lane"),
+    ("%v = vector.load %m[%i] : memref<8xf32>, vector<4xf32>\n  %u = vector.load %m[%i] : memref<8xf32>, "
+     "vector<2xf32>\n  %w = vector.shuffle %v, %u [0, 1] : vector<4xf32>, vector<2xf32>",
+     "shuffles two vectors of one type"),
+    ("%v = vector.load %m[%i] : memref<8xf32>, vector<4xf32>\n  %w = vector.shuffle %v, %v [0] "
+     "{mask = array<i64: 1>} : vector<4xf32>, vector<4xf32>", "takes its mask in brackets"),
+    ("%w = vector.shuffle %i, %i [0] : index, index", "shuffles vectors"),
 ])
 def test_bad_vector_code_is_a_diagnostic_at_the_op(body, words):
     message = _error(f"func.func @f(%m: memref<8xf32>, %i: index) {{\n  {body}\n  return\n}}\n")

@@ -1145,6 +1145,12 @@ def _from_elements(self, b, op):
     return v
 
 
+@_handler("vector.shuffle")
+def _shuffle(self, b, op):
+    mask = ir.Constant(ir.VectorType(I32, len(op.mask)), list(op.mask))
+    return b.shuffle_vector(self.value(op.operands[0]), self.value(op.operands[1]), mask)
+
+
 @_handler("memref.dim")
 def _dim(self, b, op):
     mem = self.value(op.operands[0])

@@ -19,6 +19,10 @@ from irc.diagnostics import IRError
 from irc.types import FloatType
 
 SMALL = gl.Blocking(mr=3, nr=4, mc=6, kc=5, nc=8)  # every loop and edge case on small sizes
+GROUPED = gl.Blocking(mr=8, nr=16, mc=16, kc=21, nc=32)
+"""Panels of GROUP columns: B^T and A packed through register transposes (blocks of 8 k steps
+and a tail of 5 in a 21-deep panel, partial groups past the last column)."""
+GROUPED_SHAPES = [(8, 16, 8), (9, 27, 21), (17, 40, 45), (16, 5, 30), (3, 33, 7), (24, 48, 64)]
 SHAPES = [(1, 1, 1), (3, 4, 5), (7, 9, 11), (6, 8, 10), (13, 17, 4), (2, 3, 0), (0, 3, 4), (4, 0, 2), (20, 5, 23),
           (7, 3, 9), (11, 4, 12)]  # the last two: one column panel (A read in place), rows past the tile
 
@@ -44,9 +48,9 @@ def scratch(blocking, m, n, k, dtype):
 
 
 @functools.cache
-def library(kind):
-    """(module, compiled, name) of the library function for ``kind`` at the SMALL blocking."""
-    name = gl.symbol(FloatType(kind), SMALL)
+def library(kind, blocking=SMALL):
+    """(module, compiled, name) of the library function for ``kind`` at ``blocking``."""
+    name = gl.symbol(FloatType(kind), blocking)
     module = gl.build(name)
     return module, irc.compile(module, cache=False), name
 
@@ -65,6 +69,22 @@ def test_interpreted_and_compiled_agree_bit_for_bit_and_with_numpy(kind, transpo
         exe[name](a_buf, b_buf, compiled, *scratch(SMALL, m, n, k, dtype), *transposed, compiled, 1.0, False, 0, n)
         assert within_sum_bound(interpreted, a, b), (m, n, k)
         np.testing.assert_array_equal(compiled, interpreted)
+
+
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+@pytest.mark.parametrize("transposed", list(itertools.product([False, True], repeat=2)))
+def test_register_transposed_packing_agrees_bit_for_bit_and_with_numpy(kind, transposed):
+    dtype = np.float32 if kind == "f32" else np.float64
+    module, exe, name = library(kind, GROUPED)
+    for m, n, k in GROUPED_SHAPES:
+        a, b, a_buf, b_buf = operands(m, n, k, dtype, transposed, seed=m + n + k)
+        runs = []
+        for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
+            c = np.full((m, n), np.nan, dtype)
+            run(a_buf, b_buf, c, *scratch(GROUPED, m, n, k, dtype), *transposed, c, 1.0, False, 0, n)
+            runs.append(c)
+        assert within_sum_bound(runs[0], a, b), (m, n, k)
+        np.testing.assert_array_equal(runs[1], runs[0])
 
 
 @pytest.mark.parametrize("in_place", [False, True])

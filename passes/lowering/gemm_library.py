@@ -301,16 +301,14 @@ class PackedGemm:
         lb, nr = self.lb, self.bl.nr
         full = lb.op("arith.divui", nc, lb.index(nr))
         rest = nc - full * nr
+        group = GROUP if nr % GROUP == 0 else 1
         with lb.if_(self.tb) as layout:
             with layout.then_():  # B^T's rows are B's columns: GROUP of them at a time, each along p
-                group = GROUP if nr % GROUP == 0 else 1
                 with lb.for_(0, full) as jr:
                     with lb.for_(0, nr, group) as g:
                         col = jc + jr.iv * nr + g.iv
-                        dst = jr.iv * (kc * nr) + g.iv
-                        with lb.for_(0, kc) as p:
-                            values = [lb.load(self.b, [(col + j) * self.k + pc + p.iv]) for j in range(group)]
-                            self._store_all(values, self.pb, dst + p.iv * nr)
+                        starts = [(col + j) * self.k + pc for j in range(group)]
+                        self._pack_transposed(self.b, starts, None, kc, self.pb, jr.iv * (kc * nr) + g.iv, nr)
             with layout.else_():
                 with lb.for_(0, kc) as p:
                     src = (pc + p.iv) * self.n + jc
@@ -320,31 +318,70 @@ class PackedGemm:
         with lb.if_(rest > 0) as partial:
             with partial.then_():
                 base = full * (kc * nr)
-                self._zero_fill(self.pb, base, kc * nr)
+                self._zero_fill(self.pb, base, kc, nr)
                 first = jc + full * nr
                 with lb.if_(self.tb) as layout:
-                    with layout.then_():  # as the whole panels: GROUP rows of B^T a k step, then one by one
-                        group = GROUP if nr % GROUP == 0 else 1
-                        groups = lb.op("arith.divui", rest, lb.index(group))
-                        with lb.for_(0, groups) as g:
+                    with layout.then_():  # as the whole panels; past the last column a group reads
+                        # that column again and stores zeros instead
+                        last = first + rest - 1
+                        with lb.for_(0, self._ceil_div(rest, group)) as g:
                             col = first + g.iv * group
-                            with lb.for_(0, kc) as p:
-                                values = [lb.load(self.b, [(col + j) * self.k + pc + p.iv]) for j in range(group)]
-                                self._store_all(values, self.pb, base + g.iv * group + p.iv * nr)
-                        with lb.for_(groups * group, rest) as j:
-                            src = (first + j.iv) * self.k + pc
-                            with lb.for_(0, kc) as p:
-                                lb.store(lb.load(self.b, [src + p.iv]), self.pb, [base + p.iv * nr + j.iv])
+                            starts = [self._min(col + j, last) * self.k + pc for j in range(group)]
+                            valid = [(col + j) <= last for j in range(group)]
+                            self._pack_transposed(self.b, starts, valid, kc, self.pb, base + g.iv * group, nr)
                     with layout.else_():  # B's rows: the partial panel's columns are contiguous
                         with lb.for_(0, kc) as p:
                             src = (pc + p.iv) * self.n + first
                             with lb.for_(0, rest) as j:
                                 lb.store(lb.load(self.b, [src + j.iv]), self.pb, [base + p.iv * nr + j.iv])
 
-    def _zero_fill(self, buf, start, count) -> None:
-        """The padding of a partial panel: the kernel reads it as zeros."""
-        with self.lb.for_(0, count) as i:
-            self.lb.store(self.zero, buf, [start + i.iv])
+    def _pack_transposed(self, src, starts, valid, kc, dst, at, step, width: int | None = None) -> None:
+        """``dst[at + p*step + r] = src[starts[r] + p]`` for p < kc and r < ``width`` (all the
+        rows by default), zero for a row whose ``valid`` is false: rows of the source, each
+        contiguous along k, become the lanes of a packed panel's k steps (B^T's columns, A's
+        rows).  Blocks of as many k steps as there are rows go through a register transpose
+        (a vector load a row, shuffles, a vector store a k step) instead of a scalar load an
+        element: at 27 columns of B^T, packing was most of a conv weight gradient's product."""
+        lb = self.lb
+        w = len(starts)
+        width = w if width is None else width
+
+        def chosen(values, zero):
+            return values if valid is None else [lb.select(ok, v, zero) for v, ok in zip(values, valid)]
+
+        blocked = lb.index(0)
+        if w > 1 and w & (w - 1) == 0:
+            zeros = lb.splat_vector(self.zero, w)
+            blocked = kc - lb.op("arith.remui", kc, lb.index(w))
+            with lb.for_(0, blocked, w) as p:
+                rows = chosen([lb.vector_load(src, [s + p.iv], w) for s in starts], zeros)
+                for q, lanes in enumerate(self._transposed(rows)):
+                    if width < w:
+                        lanes = lb.shuffle(lanes, lanes, range(width))
+                    lb.vector_store(lanes, dst, [at + (p.iv + q) * step])
+        with lb.for_(blocked, kc) as p:  # the last kc % W steps (all of them for one row)
+            values = chosen([lb.load(src, [s + p.iv]) for s in starts], self.zero)[:width]
+            self._store_all(values, dst, at + p.iv * step)
+
+    def _transposed(self, rows: list) -> list:
+        """The square block whose rows are ``rows`` (W vectors of W lanes, W a power of two),
+        transposed: log2(W) rounds that interleave row k with row k + W/2 (a perfect shuffle)."""
+        w = len(rows)
+        low = [x for i in range(w // 2) for x in (i, w + i)]
+        high = [x for i in range(w // 2, w) for x in (i, w + i)]
+        for _ in range(w.bit_length() - 1):
+            rows = [lanes for k in range(w // 2)
+                    for lanes in (self.lb.shuffle(rows[k], rows[k + w // 2], low),
+                                  self.lb.shuffle(rows[k], rows[k + w // 2], high))]
+        return rows
+
+    def _zero_fill(self, buf, start, rows, width: int) -> None:
+        """``rows`` x ``width`` zeros from ``start``: the padding of a partial panel, which the
+        kernel reads as zeros, a vector store a row (the library is compiled without LLVM's
+        loop vectoriser: a scalar loop here cost more than the kernel on a 27-column panel)."""
+        zeros = self.lb.splat_vector(self.zero, width)
+        with self.lb.for_(0, rows) as i:
+            self.lb.vector_store(zeros, buf, [start + i.iv * width])
 
     def _store_all(self, values, buf, at) -> None:
         """``buf[at + i] = values[i]``: one vector store of the values loaded before it."""
@@ -355,18 +392,24 @@ class PackedGemm:
         lb, mr = self.lb, self.bl.mr
         full = lb.op("arith.divui", mc, lb.index(mr))
         rest = mc - full * mr
+        # A's rows, along k, become MR lanes a k step: GROUP rows a block (the last repeated up
+        # to GROUP, the lanes past MR dropped)
+        rows = GROUP if mr <= GROUP else mr
         with lb.if_(self.ta) as layout:
-            for transposed, branch in ((True, layout.then_), (False, layout.else_)):
-                with branch(), lb.for_(0, full) as ir:
-                    row = ic + ir.iv * mr
-                    dst = ir.iv * (kc * mr)
+            with layout.then_():  # A^T's rows hold A's columns: MR of A's rows, contiguous
+                with lb.for_(0, full) as ir:
                     with lb.for_(0, kc) as p:
-                        values = [lb.load(self.a, [self._a_index(row + r, pc + p.iv, transposed)]) for r in range(mr)]
-                        self._store_all(values, self.pa, dst + p.iv * mr)
+                        lanes = lb.vector_load(self.a, [(pc + p.iv) * self.m + ic + ir.iv * mr], mr)
+                        lb.vector_store(lanes, self.pa, [ir.iv * (kc * mr) + p.iv * mr])
+            with layout.else_():
+                with lb.for_(0, full) as ir:
+                    row = ic + ir.iv * mr
+                    starts = [(row + min(r, mr - 1)) * self.k + pc for r in range(rows)]
+                    self._pack_transposed(self.a, starts, None, kc, self.pa, ir.iv * (kc * mr), mr, width=mr)
         with lb.if_(rest > 0) as partial:
             with partial.then_():
                 base = full * (kc * mr)
-                self._zero_fill(self.pa, base, kc * mr)
+                self._zero_fill(self.pa, base, kc, mr)
                 with lb.for_(0, kc) as p:
                     with lb.for_(0, rest) as r:
                         i, q = ic + full * mr + r.iv, pc + p.iv
@@ -389,8 +432,7 @@ class PackedGemm:
         edge = lb.compare("eq", whole, lb.const(0, i1))
         with lb.if_(edge) as copy_in:
             with copy_in.then_():
-                with lb.for_(0, mr * nr) as i:
-                    lb.store(self.zero, self.tile, [i.iv])
+                self._zero_fill(self.tile, 0, mr, nr)
                 later_panel = lb.compare("eq", first, lb.const(0, i1))
                 with lb.if_(later_panel | self.add_d) as has_base:
                     with has_base.then_():

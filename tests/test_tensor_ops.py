@@ -578,8 +578,8 @@ I34 = R.integers(-9, 9, (3, 4)).astype(np.int32)
 
 # (op, operands: [(name, type, value)], result type, numpy's result)
 FOLDS = [
-    ("%r = graph.broadcast %a : tensor<4xf32> to tensor<3x4xf32>", [("a", "tensor<4xf32>", M34[0])],
-     "tensor<3x4xf32>", np.broadcast_to(M34[0], (3, 4))),
+    ("%r = graph.broadcast %a : tensor<1xf32> to tensor<3x4xf32>", [("a", "tensor<1xf32>", M34[0, :1])],
+     "tensor<3x4xf32>", np.broadcast_to(M34[0, :1], (3, 4))),  # a splat: folded
     ("%r = graph.broadcast %a, %n : tensor<4xf32> to tensor<?x4xf32>",
      [("a", "tensor<4xf32>", M34[0]), ("n", "index", 2)], "tensor<?x4xf32>", None),  # dynamic: not folded
     ("%r = graph.reshape %a : tensor<3x4xi32> to tensor<2x6xi32>", [("a", "tensor<3x4xi32>", I34)],
@@ -640,6 +640,18 @@ def test_constant_operands_fold_to_numpys_result(op, operands, result, expected)
     assert after.dtype == expected.dtype and np.array_equal(after, before)
     rtol = 1e-6 if expected.dtype == np.float32 else 1e-12
     np.testing.assert_allclose(after, expected, rtol=rtol, atol=rtol)
+
+
+def test_a_broadcast_that_would_copy_a_constant_is_left_to_fusion():
+    """Folding would store the 4 values 3 times; the broadcast reads them where they are used."""
+    text = ("func.func @f(%x: tensor<3x4xf32>) -> tensor<3x4xf32> {\n"
+            "  %a = arith.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>\n"
+            "  %b = graph.broadcast %a : tensor<4xf32> to tensor<3x4xf32>\n"
+            "  %r = arith.addf %x, %b : tensor<3x4xf32>\n  func.return %r : tensor<3x4xf32>\n}\n")
+    module = irc.passes.run(irc.parse(text), "canonicalize")
+    assert "graph.broadcast" in print_module(module)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(irc.compile(module).f(x), x + np.float32([1, 2, 3, 4]))
 
 
 IDENTITIES = [

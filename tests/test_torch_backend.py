@@ -475,6 +475,23 @@ def test_max_pool_gradient_with_windows_that_tile_the_input(kernel, size):
     assert COUNTS["irc"] >= 2 and not COUNTS["torch"]
 
 
+@pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (3, 2, 1), ((2, 3), 1, (1, 0))])
+def test_max_pool_values_and_indices_equal_torchs_with_ties(kernel, stride, padding):
+    """torch's index is the first maximum of a window (in row order, padding never): inputs
+    rounded to a few values tie in most windows, and -inf fills some."""
+
+    class Pool(nn.Module):
+        def forward(self, x):
+            return nn.functional.max_pool2d(x, kernel, stride, padding, return_indices=True)
+
+    x = torch.round(torch.randn(2, 3, 9, 8))
+    x[0, 0, :3, :3] = -torch.inf
+    want, got = infer(Pool(), x)
+    assert_close(got[0], want[0], rtol=0, atol=0)
+    assert torch.equal(got[1], want[1])
+    assert COUNTS == {"irc": 1}
+
+
 def test_parameter_arrays_are_reused_and_follow_their_memory():
     """A parameter's array is made once (``runtime._arrays``); an in-place update is seen through it,
     and a parameter given new memory (``p.data = ...``) gets a new array."""

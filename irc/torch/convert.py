@@ -1084,21 +1084,32 @@ def _positions(i, j, stride, padding, out, width) -> np.ndarray:
 
 @converts(aten.max_pool2d_with_indices.default)
 def _max_pool(cx, node, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
-    """The running maximum over the kernel's taps; the index of the first maximum (torch's)."""
+    """The running maximum over the kernel's taps (a later tap wins only if greater); the index
+    of the first tap equal to it, which is the tap that running maximum kept (the first tap's
+    where it is NaN).  Two chains of one result each, so that fusion makes each one loop: a
+    running index beside the running maximum would share each comparison between two chains,
+    and the comparisons and both running values would be stored between the taps."""
     kernel, stride, padding, out = _pool_window(cx, x, kernel, stride, padding, dilation * 2, ceil_mode)
     xp = _padded(cx, x, padding, -math.inf)
     width = x.shape[3]
     shape = [*x.shape[:2], *out]
-    best = index = None
+    taps = []
     for i, j in _windows(kernel):
-        v = _tap(cx, xp, i, j, stride, out)
-        pos = broadcast(cx, const(cx, _positions(i, j, stride, padding, out, width), i64), shape)
-        if best is None:
-            best, index = v, pos
-            continue
-        better = v > best
-        best = cx.b.select(better, v, best)
-        index = cx.b.select(better, pos, index)
+        at = _positions(i, j, stride, padding, out, width)
+        rows = np.arange(out[0])[:, None] * stride[0] - padding[0] + i + np.zeros_like(at)
+        inside = (rows >= 0) & (rows < x.shape[2]) & (at - rows * width >= 0) & (at - rows * width < width)
+        taps.append((_tap(cx, xp, i, j, stride, out), broadcast(cx, const(cx, at, i64), shape),
+                     None if inside.all() else broadcast(cx, const(cx, inside, i1), shape)))
+    best = taps[0][0]
+    for v, _, _ in taps[1:]:
+        best = cx.b.select(v > best, v, best)
+    # the first tap inside the input that holds the maximum (a padding tap's -inf never counts)
+    index = taps[-1][1]  # reached only where the maximum is NaN (below)
+    for v, pos, inside in reversed(taps):
+        hit = v.eq(best) if inside is None else v.eq(best) & inside
+        index = cx.b.select(hit, pos, index)
+    if len(taps) > 1:
+        index = cx.b.select(best.ne(best), taps[0][1], index)
     return best, index
 
 

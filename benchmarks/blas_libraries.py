@@ -11,7 +11,10 @@ prints GFLOP/s and each one's ratio to jax.  Libraries: numpy's and scipy's bund
 OpenBLAS where installed, the ``scipy-openblas32``/``scipy-openblas64`` and ``mkl`` wheels
 where installed, and any shared library given with ``--library`` (it must export
 ``cblas_sgemm``, or ``scipy_cblas_sgemm`` / ``scipy_cblas_sgemm64_`` for the scipy-openblas
-builds).  Each result is checked against numpy's in f64.
+builds), and BLIS where the ``blis`` wheel (cython-blis, spaCy's) is installed: its extension
+exports BLIS's typed ``bli_sgemm``, timed with the kernels BLIS picks for the CPU, or those
+``BLIS_ARCH_TYPE`` names (``BLIS_ARCH_TYPE=skx python benchmarks/blas_libraries.py``: BLIS reads
+it once per process).  Each result is checked against numpy's in f64.
 """
 
 from __future__ import annotations
@@ -72,6 +75,23 @@ def _cblas(path: str):
     return None
 
 
+def _blis():
+    """BLIS's ``bli_sgemm`` from the ``blis`` wheel's extension module, or None."""
+    spec = importlib.util.find_spec("blis")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for path in sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "cy*.so"))):
+        fn = getattr(ctypes.CDLL(path), "bli_sgemm", None)
+        if fn is not None:
+            fn.restype = None
+            # (transa, transb, m, n, k, *alpha, a, rs_a, cs_a, b, rs_b, cs_b, *beta, c, rs_c, cs_c)
+            fn.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 2 \
+                + [ctypes.c_int64] * 2 + [ctypes.c_void_p] + [ctypes.c_int64] * 2 + [ctypes.c_void_p] * 2 \
+                + [ctypes.c_int64] * 2
+            return fn
+    return None
+
+
 def contenders(a, b, c, libraries) -> dict:
     """name -> a call computing c = a @ b (f32)."""
     calls = {}
@@ -84,6 +104,13 @@ def contenders(a, b, c, libraries) -> dict:
             lambda fn=fn: fn(ROW_MAJOR, NO_TRANS, NO_TRANS, M, N, K, 1.0, a.ctypes.data, K, b.ctypes.data, N,
                              0.0, c.ctypes.data, N))
     calls["numpy.matmul (numpy's OpenBLAS)"] = lambda: np.matmul(a, b, out=c)
+    blis = _blis()
+    if blis is not None:
+        one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        arch = os.environ.get("BLIS_ARCH_TYPE")
+        calls[f"BLIS (blis wheel{', BLIS_ARCH_TYPE=' + arch if arch else ''})"] = (
+            lambda: blis(0, 0, M, N, K, ctypes.byref(one), a.ctypes.data, K, 1, b.ctypes.data, N, 1,
+                         ctypes.byref(zero), c.ctypes.data, N, 1))
     try:
         import jax
 

@@ -252,6 +252,11 @@ def _random_vector_program(seed: int) -> tuple[str, str, int, int]:
             lines.append(f"{y} = vector.from_elements {', '.join(scalars)} : {vt}")
         else:
             lines.append(f"{y} = vector.broadcast {scalars[0]} : {elem} to {vt}")
+        if rng.random() < 0.4:  # lanes of both, in any order, any number of times
+            z = fresh()
+            mask = ", ".join(str(rng.randrange(2 * size)) for _ in range(size))
+            lines.append(f"{z} = vector.shuffle {x}, {y} [{mask}] : {vt}, {vt}")
+            y = z
         r = fresh()
         op = rng.choice(["addf", "subf", "mulf", "fma", "select"])
         if op == "fma":

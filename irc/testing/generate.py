@@ -750,8 +750,9 @@ class _FunctionWriter:
         return buf.element in FLOAT_TYPES and isinstance(buf.dims[-1], int)
 
     def vector_update(self, buf: _Buffer) -> None:
-        """A run of a row through vector ops (vector.load, broadcast or from_elements, lane-wise
-        addf/subf/mulf/fma, vector.store): the interpreter's numpy lanes against LLVM's vectors."""
+        """A run of a row through vector ops (vector.load, broadcast or from_elements, sometimes a
+        vector.shuffle of the two, lane-wise addf/subf/mulf/fma, vector.store): the interpreter's
+        numpy lanes against LLVM's vectors."""
         rng, elem = self.rng, buf.element
         row = buf.dims[-1]
         size = rng.randint(1, row)
@@ -764,6 +765,11 @@ class _FunctionWriter:
             self.emit(f"{other} = vector.broadcast {self.special_operand(elem)} : {elem} to {vt}")
         else:
             self.emit(f"{other} = vector.from_elements {', '.join(self.pick(elem) for _ in range(size))} : {vt}")
+        if rng.random() < 0.3:  # lanes of both, in any order, any number of times
+            shuffled = self.fresh()
+            mask = ", ".join(str(rng.randrange(2 * size)) for _ in range(size))
+            self.emit(f"{shuffled} = vector.shuffle {loaded}, {other} [{mask}] : {vt}, {vt}")
+            other = shuffled
         result = self.fresh()
         op = rng.choice(["addf", "subf", "mulf", "fma"])
         if op == "fma":

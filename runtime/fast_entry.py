@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import ctypes
 
-import numpy as np
+from . import output_pool
 
 
 def _at(a) -> int:
@@ -45,7 +45,7 @@ def make_entry(function, spec, shapes: tuple, name: str):
         return None
     params = [f"a{i}" for i in range(len(shapes))]
     outs = [f"o{k}" for k in range(len(spec.out_shapes))]
-    env = {"_empty": np.empty, "_at": _at, "_full": function, "_refused": (TypeError, ValueError, BufferError)}
+    env = {"_empty": output_pool.empty, "_at": _at, "_full": function, "_refused": (TypeError, ValueError, BufferError)}
     lines = [f"def _entry({', '.join(params)}):"]
     for k, (shape, dtype) in enumerate(zip(spec.out_shapes, function._out_dtypes)):
         env[f"_shape{k}"], env[f"_dtype{k}"] = tuple(shape), dtype

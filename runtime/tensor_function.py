@@ -40,6 +40,8 @@ from irc.checks import check_array
 from irc.diagnostics import IRError
 from irc.types import FloatType, IntegerType, TensorType, numpy_dtype
 
+from . import output_pool
+
 TENSOR_STAGES = [
     ("specialise shapes", "specialize-shapes"),
     ("graph rewrites", "canonicalize,stabilize,cse"),
@@ -508,7 +510,7 @@ class TensorFunction:
             if type(a) is not np.ndarray or a.dtype is not dt:
                 return _SLOW
         if out is None:
-            outputs = [np.empty(shape, dt) for shape, dt in zip(spec.out_shapes, self._out_dtypes)]
+            outputs = [output_pool.empty(shape, dt) for shape, dt in zip(spec.out_shapes, self._out_dtypes)]
         else:
             outputs = [out] if type(out) is np.ndarray else list(out)
             if len(outputs) != len(spec.out_shapes):
@@ -544,7 +546,7 @@ class TensorFunction:
     def _outputs(self, spec: Specialization, out) -> list[np.ndarray]:
         types = [t for t in self.signature.results if isinstance(t, TensorType)]
         if out is None:
-            return [np.empty(shape, _dtype(t)) for shape, t in zip(spec.out_shapes, types)]
+            return [output_pool.empty(shape, _dtype(t)) for shape, t in zip(spec.out_shapes, types)]
         given = [out] if isinstance(out, np.ndarray) else list(out)
         if len(given) != len(types):
             raise TypeError(f"out= must give {len(types)} array{'s' if len(types) != 1 else ''} for "

@@ -1,0 +1,83 @@
+"""Recycled output memory: a tensor function's large results reuse the pages of earlier ones.
+
+A call that returns a new array gets its memory from ``np.empty``; above glibc's mmap
+threshold (at most 32 MiB, and lower until the first frees raise it) that is fresh pages
+from the kernel, each zeroed and mapped on its first write, about a microsecond a 4 KiB
+page on the 2-core VM of docs/benchmarks.md: a 64 MiB result cost 6 ms of page faults
+before the loop that fills it (10 ms).  Caching allocators (torch's, jax's) keep freed
+blocks for the next request of the same size; so does this, for results of at least
+``MIN_BYTES``:
+
+* ``empty(shape, dtype)`` takes a block of exactly the result's size from the pool, or a new
+  one, and returns an ordinary writeable C-contiguous ``np.ndarray`` on it.
+* The block returns to the pool when the last array that shows it is gone: the arrays'
+  base is a ctypes view of the block, and a ``weakref.finalize`` on that view gives the block
+  back (views and slices of the result keep it, as they keep any array's memory).
+* At most ``KEEP_PER_SIZE`` blocks a size and ``KEEP_BYTES`` in all are kept; a block beyond
+  that is freed as ``np.empty``'s memory would be.
+
+Smaller results come from ``np.empty``: glibc's heap reuses them without page faults, and
+the finalizer (a few microseconds) would cost more than it saves.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+
+import numpy as np
+
+MIN_BYTES = 1 << 20
+"""Smallest result drawn from the pool (256 pages: a few hundred microseconds to map)."""
+
+KEEP_PER_SIZE = 4
+"""Freed blocks kept of one size: a loop that keeps the last few results alive still finds one."""
+
+KEEP_BYTES = 512 << 20
+"""Most memory the pool holds for reuse."""
+
+_free: dict[int, list[np.ndarray]] = {}
+_kept = 0
+_lock = threading.Lock()
+
+
+def empty(shape, dtype) -> np.ndarray:
+    """An uninitialised array of ``shape`` and ``dtype``, like ``np.empty``."""
+    dtype = np.dtype(dtype)
+    nbytes = dtype.itemsize
+    for n in shape:
+        nbytes *= n
+    if nbytes < MIN_BYTES:
+        return np.empty(shape, dtype)
+    block = _take(nbytes)
+    view = (ctypes.c_char * nbytes).from_buffer(block)
+    weakref.finalize(view, _give_back, block)
+    return np.frombuffer(view, dtype).reshape(shape)
+
+
+def _take(nbytes: int) -> np.ndarray:
+    global _kept
+    with _lock:
+        blocks = _free.get(nbytes)
+        if blocks:
+            _kept -= nbytes
+            return blocks.pop()
+    return np.empty(nbytes, np.uint8)
+
+
+def _give_back(block: np.ndarray) -> None:
+    global _kept
+    with _lock:
+        blocks = _free.setdefault(block.nbytes, [])
+        if len(blocks) < KEEP_PER_SIZE and _kept + block.nbytes <= KEEP_BYTES:
+            blocks.append(block)
+            _kept += block.nbytes
+
+
+def clear() -> None:
+    """Free every kept block (their memory goes back to the C library)."""
+    global _kept
+    with _lock:
+        _free.clear()
+        _kept = 0

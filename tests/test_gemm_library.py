@@ -77,14 +77,21 @@ def test_register_transposed_packing_agrees_bit_for_bit_and_with_numpy(kind, tra
     dtype = np.float32 if kind == "f32" else np.float64
     module, exe, name = library(kind, GROUPED)
     for m, n, k in GROUPED_SHAPES:
-        a, b, a_buf, b_buf = operands(m, n, k, dtype, transposed, seed=m + n + k)
-        runs = []
-        for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
-            c = np.full((m, n), np.nan, dtype)
-            run(a_buf, b_buf, c, *scratch(GROUPED, m, n, k, dtype), *transposed, c, 1.0, False, 0, n)
-            runs.append(c)
-        assert within_sum_bound(runs[0], a, b), (m, n, k)
-        np.testing.assert_array_equal(runs[1], runs[0])
+        agree_bit_for_bit_and_with_numpy(module, exe, name, GROUPED, (m, n, k), dtype, transposed, m + n + k)
+
+
+def agree_bit_for_bit_and_with_numpy(module, exe, name, blocking, size, dtype, transposed, seed) -> None:
+    """Library function ``name`` of ``module`` (at ``blocking``), compiled in ``exe`` and
+    interpreted, gives one C bit for bit, within the sum's bound of the f64 product."""
+    m, n, k = size
+    a, b, a_buf, b_buf = operands(m, n, k, dtype, transposed, seed=seed)
+    runs = []
+    for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
+        c = np.full((m, n), np.nan, dtype)
+        run(a_buf, b_buf, c, *scratch(blocking, m, n, k, dtype), *transposed, c, 1.0, False, 0, n)
+        runs.append(c)
+    assert within_sum_bound(runs[0], a, b), size
+    np.testing.assert_array_equal(runs[1], runs[0])
 
 
 @pytest.mark.parametrize("in_place", [False, True])
@@ -188,14 +195,7 @@ def test_narrow_edge_panels_run_the_half_width_kernel_and_agree(kind, transposed
     module = gl.build(name)
     exe = irc.compile(module, cache=False)
     for m, n, k in [(7, 3, 9), (5, 12, 7), (14, 20, 11), (4, 8, 3), (9, 6, 12)]:
-        a, b, a_buf, b_buf = operands(m, n, k, dtype, transposed, seed=m * 100 + n)
-        runs = []
-        for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
-            c = np.full((m, n), np.nan, dtype)
-            run(a_buf, b_buf, c, *scratch(EVEN, m, n, k, dtype), *transposed, c, 1.0, False, 0, n)
-            runs.append(c)
-        assert within_sum_bound(runs[0], a, b), (m, n, k)
-        np.testing.assert_array_equal(runs[1], runs[0])
+        agree_bit_for_bit_and_with_numpy(module, exe, name, EVEN, (m, n, k), dtype, transposed, m * 100 + n)
 
 
 WIDE = gl.Blocking(mr=3, nr=16, mc=6, kc=5, nc=32)  # partial B^T panels of GROUP columns and more

@@ -66,6 +66,21 @@ _PTHREAD = ("pthread_mutex_init", "pthread_mutex_lock", "pthread_mutex_unlock", 
             "pthread_cond_wait", "pthread_cond_broadcast", "sched_yield")
 
 
+_JOB = [("fn", "ptr"), ("ctx", "ptr"), ("statuses", "ptr"), ("lb", "i64"), ("ub", "i64"), ("step", "i64"),
+        ("trips", "i64"), ("n", "i64")]
+"""The fields of an ``%OmpJob`` (a loop handed to an OpenMP team), before its chunk counter."""
+
+
+def _job_fields(access: str) -> str:
+    """LLVM IR that stores the values named as ``_JOB``'s fields into ``%job`` or loads them."""
+    lines = []
+    for k, (name, t) in enumerate(_JOB):
+        lines.append(f"  %{name}_at = getelementptr %OmpJob, ptr %job, i32 0, i32 {k}")
+        lines.append(f"  store {t} %{name}, ptr %{name}_at" if access == "store"
+                     else f"  %{name} = load {t}, ptr %{name}_at")
+    return "\n".join(lines)
+
+
 def _ir(pause: bool) -> str:
     relax = "call void @llvm.x86.sse2.pause()" if pause else "fence seq_cst"
     pause_decl = "declare void @llvm.x86.sse2.pause()" if pause else ""
@@ -84,7 +99,7 @@ def _ir(pause: bool) -> str:
 @mutex = internal global ptr null
 @omp_parallel = internal global ptr null, align 8
 @omp_max_threads = internal global ptr null
-%OmpJob = type {{ ptr, ptr, ptr, i64, i64, i64, i64, i64, i64 }}
+%OmpJob = type {{ {", ".join(t for _, t in _JOB)}, i64 }}
 @cond = internal global ptr null
 
 declare i32 @"irc.pthread_mutex_lock"(ptr)
@@ -167,23 +182,8 @@ out:
 ; stack, ``%OmpJob``, taken by an atomic counter.  The team's join is the job's end.
 define internal void @omp_task(ptr %job) {{
 entry:
-  %fn_at = getelementptr %OmpJob, ptr %job, i32 0, i32 0
-  %ctx_at = getelementptr %OmpJob, ptr %job, i32 0, i32 1
-  %statuses_at = getelementptr %OmpJob, ptr %job, i32 0, i32 2
-  %lb_at = getelementptr %OmpJob, ptr %job, i32 0, i32 3
-  %ub_at = getelementptr %OmpJob, ptr %job, i32 0, i32 4
-  %step_at = getelementptr %OmpJob, ptr %job, i32 0, i32 5
-  %trips_at = getelementptr %OmpJob, ptr %job, i32 0, i32 6
-  %n_at = getelementptr %OmpJob, ptr %job, i32 0, i32 7
-  %next_at = getelementptr %OmpJob, ptr %job, i32 0, i32 8
-  %fn = load ptr, ptr %fn_at
-  %ctx = load ptr, ptr %ctx_at
-  %statuses = load ptr, ptr %statuses_at
-  %lb = load i64, ptr %lb_at
-  %ub = load i64, ptr %ub_at
-  %step = load i64, ptr %step_at
-  %trips = load i64, ptr %trips_at
-  %n = load i64, ptr %n_at
+{_job_fields("load")}
+  %next_at = getelementptr %OmpJob, ptr %job, i32 0, i32 {len(_JOB)}
   br label %again
 again:
   %idx = atomicrmw add ptr %next_at, i64 1 monotonic
@@ -222,22 +222,8 @@ team:
   %wider = icmp ult i64 %most64, %n
   %size64 = select i1 %wider, i64 %most64, i64 %n
   %size = trunc i64 %size64 to i32
-  store ptr %fn, ptr %job
-  %ctx_at = getelementptr %OmpJob, ptr %job, i32 0, i32 1
-  store ptr %ctx, ptr %ctx_at
-  %statuses_at = getelementptr %OmpJob, ptr %job, i32 0, i32 2
-  store ptr %statuses, ptr %statuses_at
-  %lb_at = getelementptr %OmpJob, ptr %job, i32 0, i32 3
-  store i64 %lb, ptr %lb_at
-  %ub_at = getelementptr %OmpJob, ptr %job, i32 0, i32 4
-  store i64 %ub, ptr %ub_at
-  %step_at = getelementptr %OmpJob, ptr %job, i32 0, i32 5
-  store i64 %step, ptr %step_at
-  %trips_at = getelementptr %OmpJob, ptr %job, i32 0, i32 6
-  store i64 %trips, ptr %trips_at
-  %n_at = getelementptr %OmpJob, ptr %job, i32 0, i32 7
-  store i64 %n, ptr %n_at
-  %next_at = getelementptr %OmpJob, ptr %job, i32 0, i32 8
+{_job_fields("store")}
+  %next_at = getelementptr %OmpJob, ptr %job, i32 0, i32 {len(_JOB)}
   store i64 0, ptr %next_at
   call void %omp(ptr @omp_task, ptr %job, i32 %size, i32 0)
   br label %scan

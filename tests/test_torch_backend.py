@@ -476,9 +476,11 @@ def test_max_pool_gradient_with_windows_that_tile_the_input(kernel, size):
 
 
 @pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (3, 2, 1), ((2, 3), 1, (1, 0))])
-def test_max_pool_values_and_indices_equal_torchs_with_ties(kernel, stride, padding):
-    """torch's index is the first maximum of a window (in row order, padding never): inputs
-    rounded to a few values tie in most windows, and -inf fills some."""
+@pytest.mark.parametrize("nans", [False, True])
+def test_max_pool_values_and_indices_equal_torchs_with_ties(kernel, stride, padding, nans):
+    """torch's index is the first maximum of a window (in row order, padding never), or its last
+    NaN, whose value the window then has: inputs rounded to a few values tie in most windows,
+    -inf fills some, and NaN is sprinkled over others."""
 
     class Pool(nn.Module):
         def forward(self, x):
@@ -486,8 +488,11 @@ def test_max_pool_values_and_indices_equal_torchs_with_ties(kernel, stride, padd
 
     x = torch.round(torch.randn(2, 3, 9, 8))
     x[0, 0, :3, :3] = -torch.inf
+    if nans:
+        x[torch.rand(x.shape, generator=torch.Generator().manual_seed(1)) < 0.15] = torch.nan
     want, got = infer(Pool(), x)
-    assert_close(got[0], want[0], rtol=0, atol=0)
+    assert torch.equal(got[0].isnan(), want[0].isnan()) and (not nans or want[0].isnan().any())
+    assert_close(got[0].nan_to_num(7.5), want[0].nan_to_num(7.5), rtol=0, atol=0)
     assert torch.equal(got[1], want[1])
     assert COUNTS == {"irc": 1}
 

@@ -1084,11 +1084,13 @@ def _positions(i, j, stride, padding, out, width) -> np.ndarray:
 
 @converts(aten.max_pool2d_with_indices.default)
 def _max_pool(cx, node, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_mode=False):
-    """The running maximum over the kernel's taps (a later tap wins only if greater); the index
-    of the first tap equal to it, which is the tap that running maximum kept (the first tap's
-    where it is NaN).  Two chains of one result each, so that fusion makes each one loop: a
+    """torch's max pooling: scanning a window's taps in order, a tap wins if it is greater than
+    the running maximum or is NaN; the value and index are the last winner's (the first of
+    equal maxima; the last NaN where there is one).  Built as two chains of one result each,
+    so that fusion makes each one loop: the value's, and the index's, which is the last NaN
+    tap where the maximum is NaN and else the first tap inside the input equal to it.  (A
     running index beside the running maximum would share each comparison between two chains,
-    and the comparisons and both running values would be stored between the taps."""
+    and fusion would store the comparisons and both running values between the taps.)"""
     kernel, stride, padding, out = _pool_window(cx, x, kernel, stride, padding, dilation * 2, ceil_mode)
     xp = _padded(cx, x, padding, -math.inf)
     width = x.shape[3]
@@ -1102,14 +1104,18 @@ def _max_pool(cx, node, x, kernel, stride=(), padding=(0,), dilation=(1,), ceil_
                      None if inside.all() else broadcast(cx, const(cx, inside, i1), shape)))
     best = taps[0][0]
     for v, _, _ in taps[1:]:
-        best = cx.b.select(v > best, v, best)
-    # the first tap inside the input that holds the maximum (a padding tap's -inf never counts)
-    index = taps[-1][1]  # reached only where the maximum is NaN (below)
+        # isnan as 'uno' here and 'une' in the index's chain: CSE would make one op of two
+        # identical comparisons, shared by both chains, and fusion would store it
+        best = cx.b.select((v > best) | cx.b.compare("uno", v, v), v, best)
+    index = taps[-1][1]  # every tap inside the input that holds the maximum, the first kept last
     for v, pos, inside in reversed(taps):
         hit = v.eq(best) if inside is None else v.eq(best) & inside
         index = cx.b.select(hit, pos, index)
-    if len(taps) > 1:
-        index = cx.b.select(best.ne(best), taps[0][1], index)
+    if len(taps) > 1:  # a NaN maximum: the last NaN tap (padding is -inf, never NaN)
+        last_nan = taps[0][1]
+        for v, pos, _ in taps[1:]:
+            last_nan = cx.b.select(v.ne(v), pos, last_nan)
+        index = cx.b.select(best.ne(best), last_nan, index)
     return best, index
 
 

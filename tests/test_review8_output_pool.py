@@ -1,0 +1,103 @@
+"""Review of the output pool through compiled functions: a block is never handed out while an
+array (a view, a buffer export, a torch tensor, a list element, a tuple result) still shows it."""
+
+from __future__ import annotations
+
+import gc
+import pickle
+import threading
+
+import numpy as np
+import pytest
+from irc.runtime import output_pool
+
+import irc
+
+N = output_pool.MIN_BYTES // 4 + 64  # f32 elements: just over the pool's threshold
+
+
+@pytest.fixture(autouse=True)
+def empty_pool():
+    output_pool.clear()
+    yield
+    output_pool.clear()
+
+
+def _two_outputs():
+    t = f"tensor<{N}xf32>"
+    text = (f"func.func @f(%x: {t}, %y: {t}) -> ({t}, {t}) {{\n"
+            f"  %s = arith.addf %x, %y : {t}\n  %p = arith.mulf %x, %y : {t}\n"
+            f"  func.return %s, %p : {t}, {t}\n}}\n")
+    return irc.compile(irc.parse(text)).f
+
+
+def _fresh(seed):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(N).astype(np.float32), rng.standard_normal(N).astype(np.float32)
+
+
+@pytest.mark.parametrize("keep", ["slice", "asarray", "memoryview", "data", "frombuffer", "list", "tuple",
+                                  "pickle5"])
+def test_a_result_shown_any_way_keeps_its_block(keep):
+    f = _two_outputs()
+    x, y = _fresh(0)
+    s, p = f(x, y)
+    want_s, want_p = x + y, x * y
+    np.testing.assert_array_equal(s, want_s)
+    shown = {
+        "slice": lambda a: a[1::3],
+        "asarray": np.asarray,
+        "memoryview": memoryview,
+        "data": lambda a: a.data,
+        "frombuffer": lambda a: np.frombuffer(a, np.float32),
+        "list": lambda a: [a],
+        "tuple": lambda a: (a,),
+        "pickle5": lambda a: pickle.PickleBuffer(a),
+    }[keep]
+    kept_s, kept_p = shown(s), shown(p)
+    del s, p
+    gc.collect()
+    for seed in range(1, 6):  # many calls, each with results of the same size, all dropped or kept
+        a, b = _fresh(seed)
+        r = f(a, b)
+        np.testing.assert_array_equal(r[0], a + b)
+        np.testing.assert_array_equal(r[1], a * b)
+    as_array = {"list": lambda v: v[0], "tuple": lambda v: v[0]}.get(keep, lambda v: np.asarray(v))
+    got_s, got_p = as_array(kept_s), as_array(kept_p)
+    if keep == "slice":
+        want_s, want_p = want_s[1::3], want_p[1::3]
+    np.testing.assert_array_equal(np.frombuffer(got_s, np.float32) if keep == "data" else got_s, want_s)
+    np.testing.assert_array_equal(np.frombuffer(got_p, np.float32) if keep == "data" else got_p, want_p)
+
+
+def test_a_torch_tensor_on_a_result_keeps_its_block():
+    torch = pytest.importorskip("torch")
+    f = _two_outputs()
+    x, y = _fresh(0)
+    s, _ = f(x, y)
+    t = torch.from_numpy(s)
+    del s, _
+    gc.collect()
+    for seed in range(1, 5):
+        a, b = _fresh(seed)
+        f(a, b)
+    np.testing.assert_array_equal(t.numpy(), x + y)
+
+
+def test_threads_calling_one_function_get_their_own_results():
+    f = _two_outputs()
+    errors = []
+
+    def work(k):
+        for i in range(8):
+            a, b = _fresh(100 * k + i)
+            s, p = f(a, b)
+            if not (np.array_equal(s, a + b) and np.array_equal(p, a * b)):
+                errors.append((k, i))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

@@ -1,0 +1,43 @@
+"""Review of parallel loops on a shared OpenMP team (pool.share_openmp): a team of one
+(OMP_NUM_THREADS=1), sharing given up while idle and taken again, and OMP_STACKSIZE's bound."""
+
+from __future__ import annotations
+
+import pytest
+from irc.runtime.cpu import stack
+from test_thread_pool_openmp import _run, needs_gomp
+
+
+@needs_gomp
+def test_a_team_of_one_runs_every_chunk():
+    out = _run("""
+        for case in [(0, 1000, 1, 2), (3, 998, 3, 64), (5, 9, 1, 16), (0, 1000, 7, 3)]:
+            check(*case)
+        print(pool.pool().workers)
+    """, threads=1)
+    assert int(out) == 0
+
+
+@needs_gomp
+def test_sharing_stopped_while_idle_and_taken_again_keeps_the_results():
+    _run("""
+        import ctypes.util
+        check(0, 1000, 1, 4)
+        pool.ensure_workers(2)
+        for _ in range(3):
+            pool.pool().stop_sharing()
+            assert pool.pool().openmp is None and pool.pool().workers == 1
+            check(0, 1000, 1, 4)
+            check(3, 998, 3, 5)
+            assert pool.pool().share_openmp(ctypes.util.find_library("gomp"))
+            check(0, 1000, 1, 4)
+            check(5, 9, 1, 16)
+    """, threads=2)
+
+
+@pytest.mark.parametrize("setting, size", [("64k", 64 << 10), ("1M", 1 << 20), ("512", 512 << 10),
+                                           (" 2 m ", 2 << 20), ("4096B", 4096), ("1g", 1 << 30)])
+def test_omp_stacksize_is_read_as_libgomp_reads_it(monkeypatch, setting, size):
+    monkeypatch.setenv("OMP_STACKSIZE", setting)
+    assert stack._openmp_stack_size() == size
+    assert stack.stack_budget() <= max(stack.MIN_BUDGET, size)

@@ -41,3 +41,13 @@ def test_omp_stacksize_is_read_as_libgomp_reads_it(monkeypatch, setting, size):
     monkeypatch.setenv("OMP_STACKSIZE", setting)
     assert stack._openmp_stack_size() == size
     assert stack.stack_budget() <= max(stack.MIN_BUDGET, size)
+
+
+def test_gomp_stacksize_bounds_the_budget_where_omp_stacksize_is_not_set(monkeypatch):
+    """GNU libgomp (torch's) sizes its team's stacks by GOMP_STACKSIZE when OMP_STACKSIZE is unset."""
+    monkeypatch.delenv("OMP_STACKSIZE", raising=False)
+    monkeypatch.setenv("GOMP_STACKSIZE", "96")
+    assert stack._openmp_stack_size() == 96 << 10
+    assert stack.stack_budget() == stack.MIN_BUDGET
+    monkeypatch.setenv("OMP_STACKSIZE", "3m")  # OMP_STACKSIZE first, as libgomp reads them
+    assert stack._openmp_stack_size() == 3 << 20

@@ -52,7 +52,9 @@ def empty(shape, dtype) -> np.ndarray:
         return np.empty(shape, dtype)
     block = _take(nbytes)
     view = (ctypes.c_char * nbytes).from_buffer(block)
-    weakref.finalize(view, _give_back, block)
+    # Not at exit: weakref.finalize would give back the blocks of arrays still alive then, and an
+    # exit handler that runs after its own (registered before it) could get one for its result.
+    weakref.finalize(view, _give_back, block).atexit = False
     return np.frombuffer(view, dtype).reshape(shape)
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gc
 import pickle
+import subprocess
+import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -101,3 +104,27 @@ def test_threads_calling_one_function_get_their_own_results():
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_an_exit_handler_never_gets_a_block_that_a_live_array_shows():
+    """weakref.finalize calls its finalizers at exit (``atexit``); the pool's gave the blocks of
+    still-live arrays back then, and a later exit handler's result could be one of them."""
+    script = textwrap.dedent("""
+        import atexit
+        import numpy as np
+        kept = []
+        def late():
+            a = kept[0]
+            want = a.copy()
+            from irc.runtime import output_pool
+            b = output_pool.empty(a.shape, a.dtype)
+            b[:] = -1
+            print(b.ctypes.data != a.ctypes.data, np.array_equal(a, want))
+        atexit.register(late)  # before the pool's first finalizer: it runs after weakref's
+        from irc.runtime import output_pool
+        kept.append(output_pool.empty((output_pool.MIN_BYTES // 4,), np.float32))
+        kept[0][:] = 3
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]

@@ -23,6 +23,7 @@ the finalizer (a few microseconds) would cost more than it saves.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import weakref
 
@@ -40,6 +41,15 @@ KEEP_BYTES = 512 << 20
 _free: dict[int, list[np.ndarray]] = {}
 _kept = 0
 _lock = threading.Lock()
+
+
+def _fresh_lock() -> None:
+    global _lock
+    _lock = threading.Lock()  # a forked child does not have the thread that may hold it
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock)
 
 
 def empty(shape, dtype) -> np.ndarray:

@@ -4,6 +4,7 @@ array (a view, a buffer export, a torch tensor, a list element, a tuple result) 
 from __future__ import annotations
 
 import gc
+import os
 import pickle
 import subprocess
 import sys
@@ -128,3 +129,37 @@ def test_an_exit_handler_never_gets_a_block_that_a_live_array_shows():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "True"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_child_forked_while_another_thread_holds_the_pools_lock_can_allocate():
+    script = textwrap.dedent("""
+        import os, threading, time
+        import numpy as np
+        from irc.runtime import output_pool
+        held, release = threading.Event(), threading.Event()
+        def hold():
+            with output_pool._lock:  # as a thread inside _take or _give_back at the fork
+                held.set()
+                release.wait()
+        threading.Thread(target=hold, daemon=True).start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            a = output_pool.empty((output_pool.MIN_BYTES // 4,), np.float32)
+            del a
+            os._exit(0)
+        release.set()
+        for _ in range(400):  # 20 s, then the hung child is killed rather than left behind
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            status = "hung"
+        print(status)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.split() == ["0"], done.stderr

@@ -71,3 +71,28 @@ def test_a_nan_anywhere_in_a_window_is_its_maximum_as_in_torch(kernel, stride, p
     x[0, 1, 1, 1] = torch.nan
     want, got = _both(Pool(kernel, stride, padding, ceil_mode), x)
     assert torch.equal(torch.isnan(got[0]), torch.isnan(want[0]))
+
+
+@pytest.mark.parametrize("kernel, stride, padding, ceil_mode", CASES[:4])
+def test_gradients_with_ties_and_infinities_equal_torchs(kernel, stride, padding, ceil_mode):
+    """The backward pass routes each output's gradient to its index: ties and -inf windows must
+    pick torch's tap, overlapping windows add."""
+    x = _specials((2, 2, 7, 9), 3)
+    x[x == torch.inf] = 5.0  # +inf: inf - inf in the check below
+    weight = torch.randn(2, 2, 1, 1)
+
+    def loss_of(fn, leaf):
+        out, _ = fn(leaf)
+        return (out * weight).sum()
+
+    model = Pool(kernel, stride, padding, ceil_mode)
+    compiled = torch.compile(model, backend="irc")
+    grads = []
+    for fn in (model, compiled):
+        leaf = x.clone().requires_grad_(True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loss_of(fn, leaf).backward()
+        grads.append(leaf.grad)
+    assert torch.equal(grads[1], grads[0])
+    assert COUNTS.get("irc") and not COUNTS.get("torch")

@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 from irc.passes.lowering import gemm_library as gl
-from test_gemm_library import agree_bit_for_bit_and_with_numpy, operands, scratch
+from test_gemm_library import agree_bit_for_bit_and_with_numpy, operands, scratch, within_sum_bound
 
 import irc
 from irc.types import FloatType
@@ -43,3 +43,27 @@ def test_column_windows_at_mr6_write_only_their_columns():
         exe[name](a_buf, b_buf, c, *scratch(AVX2, m, n, k, np.float32), True, True, c, 1.0, False, lo, hi)
         np.testing.assert_array_equal(np.delete(c, np.s_[lo:hi], axis=1), np.delete(before, np.s_[lo:hi], axis=1))
     np.testing.assert_array_equal(c, whole)
+
+
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+@pytest.mark.parametrize("m, n, k", [(30, 200, 301), (50, 130, 403)])
+def test_transposed_products_split_across_threads_equal_one_thread_bit_for_bit(kind, m, n, k):
+    """B^T and A^T read in place (the packing's register transposes) in column parts on two
+    threads: each part sums in one thread's order."""
+    t = kind
+    src = f"""
+func.func @mm(%a: tensor<{k}x{m}x{t}>, %b: tensor<{n}x{k}x{t}>) -> tensor<{m}x{n}x{t}> {{
+  %at = graph.transpose %a {{perm = [1, 0]}} : tensor<{k}x{m}x{t}> to tensor<{m}x{k}x{t}>
+  %bt = graph.transpose %b {{perm = [1, 0]}} : tensor<{n}x{k}x{t}> to tensor<{k}x{n}x{t}>
+  %c = graph.matmul %at, %bt : (tensor<{m}x{k}x{t}>, tensor<{k}x{n}x{t}>) -> tensor<{m}x{n}x{t}>
+  func.return %c : tensor<{m}x{n}x{t}>
+}}"""
+    module = irc.parse(src)
+    one, two = irc.compile(module, threads=1, blas=False), irc.compile(module, threads=2, blas=False)
+    dtype = np.float32 if kind == "f32" else np.float64
+    a, b, a_buf, b_buf = operands(m, n, k, dtype, (True, True), seed=m + n)
+    lowered, _ = two.mm.lower(((k, m), (n, k)))
+    assert [op.attributes["chunks"].value for op in lowered.walk() if "chunks" in op.attributes] == [2]
+    got = two.mm(a_buf, b_buf)
+    np.testing.assert_array_equal(got, one.mm(a_buf, b_buf))
+    assert within_sum_bound(got, a, b)

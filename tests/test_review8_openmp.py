@@ -51,3 +51,34 @@ def test_gomp_stacksize_bounds_the_budget_where_omp_stacksize_is_not_set(monkeyp
     assert stack.stack_budget() == stack.MIN_BUDGET
     monkeypatch.setenv("OMP_STACKSIZE", "3m")  # OMP_STACKSIZE first, as libgomp reads them
     assert stack._openmp_stack_size() == 3 << 20
+
+
+@needs_gomp
+@pytest.mark.parametrize("share, threads", [(True, "2"), (False, "2"), (True, "2,2")])
+def test_a_chunk_that_calls_a_chunked_function_computes_what_the_interpreter_does(share, threads):
+    """Nested chunked calls: on the team, the inner call is OpenMP's nested region (a team of
+    one by default, two nested teams with OMP_NUM_THREADS=2,2); on irc's workers the busy pool runs it serially."""
+    _run("""
+        from test_thread_pool import SEGMENT, CALLER
+        n = 1000
+        inner = SEGMENT.format(n=n, lb=0, ub=n, step=1, chunks=3, half=n // 2).replace("@f", "@g")
+        outer = CALLER.format(n=n, lb=0, ub=4, step=1, chunks=2) + (
+            "  func.call @g(%a, %b, %out) : (memref<1000xi32>, memref<1000xi32>, memref<1000xi32>) -> ()\\n"
+            "  func.return\\n}\\n")
+        text = outer + inner
+        pool.ensure_workers(2)
+        a, b = _operands(n)
+        want = np.full(n, -7, np.int32)
+        interpret(irc.parse(text), "f", a, b, want)
+        exe = irc.compile(irc.parse(text))
+        for _ in range(20):
+            got = np.full(n, -7, np.int32)
+            exe.f(a, b, got)
+            np.testing.assert_array_equal(got, want)
+        b[10] = 0  # a fault in the inner call, inside an outer chunk
+        try:
+            exe.f(a, b, np.zeros(n, np.int32))
+            raise SystemExit("no fault")
+        except ExecutionError as e:
+            assert "divsi" in str(e), str(e)
+    """, threads=threads, share=share)

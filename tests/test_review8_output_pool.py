@@ -163,3 +163,16 @@ def test_a_child_forked_while_another_thread_holds_the_pools_lock_can_allocate()
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.split() == ["0"], done.stderr
+
+
+def test_the_pool_never_holds_more_than_its_caps(monkeypatch):
+    monkeypatch.setattr(output_pool, "KEEP_BYTES", 5 * output_pool.MIN_BYTES)
+    sizes = [output_pool.MIN_BYTES // 4 + d for d in (0, 16, 32)]
+    arrays = [output_pool.empty((n,), np.float32) for n in sizes for _ in range(6)]
+    del arrays
+    gc.collect()
+    held = sum(b.nbytes for blocks in output_pool._free.values() for b in blocks)
+    assert held == output_pool._kept <= output_pool.KEEP_BYTES
+    assert all(len(blocks) <= output_pool.KEEP_PER_SIZE for blocks in output_pool._free.values())
+    again = [output_pool.empty((n,), np.float32) for n in sizes for _ in range(6)]  # takes them back
+    assert output_pool._kept == 0 and len({a.ctypes.data for a in again}) == len(again)

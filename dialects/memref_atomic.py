@@ -250,12 +250,12 @@ class ExtractAlignedPointerAsIndexOp(Operation):
 
     def print_custom(self, p) -> None:
         m = self.operands[0]
-        p.write(f" {p.value(m)}{p.attr_dict(self.attributes)} : {m.type} -> {self.results[0].type}")
+        p.write(f" {p.value(m)} : {m.type} -> {self.results[0].type}{p.attr_dict(self.attributes)}")
 
 
 @syntax_rule("extract_pointer_op")
 def _parse_extract_pointer(ctx, children):
     kw, mem, *rest = children
-    attrs = next((c for c in rest if isinstance(c, dict)), {})
+    attrs = {k: v for c in rest if isinstance(c, dict) for k, v in dict(c).items()}
     src, result = (ctx.type_of(c) for c in rest if not isinstance(c, dict))
     return ExtractAlignedPointerAsIndexOp([ctx.value(mem, src)], [result], attrs, loc=ctx.loc(kw))

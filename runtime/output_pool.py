@@ -23,6 +23,7 @@ the finalizer (a few microseconds) would cost more than it saves.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import weakref
 
@@ -42,6 +43,15 @@ _kept = 0
 _lock = threading.Lock()
 
 
+def _fresh_lock() -> None:
+    global _lock
+    _lock = threading.Lock()  # a forked child does not have the thread that may hold it
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock)
+
+
 def empty(shape, dtype) -> np.ndarray:
     """An uninitialised array of ``shape`` and ``dtype``, like ``np.empty``."""
     dtype = np.dtype(dtype)
@@ -52,7 +62,9 @@ def empty(shape, dtype) -> np.ndarray:
         return np.empty(shape, dtype)
     block = _take(nbytes)
     view = (ctypes.c_char * nbytes).from_buffer(block)
-    weakref.finalize(view, _give_back, block)
+    # Not at exit: weakref.finalize would give back the blocks of arrays still alive then, and an
+    # exit handler that runs after its own (registered before it) could get one for its result.
+    weakref.finalize(view, _give_back, block).atexit = False
     return np.frombuffer(view, dtype).reshape(shape)
 
 

@@ -216,7 +216,7 @@ choose:
   %own = icmp eq ptr %omp, null
   br i1 %own, label %lock, label %team
 team:
-  %team_size_fn = load ptr, ptr @omp_max_threads
+  %team_size_fn = load atomic ptr, ptr @omp_max_threads monotonic, align 8
   %most = call i32 %team_size_fn()
   %most64 = sext i32 %most to i64
   %wider = icmp ult i64 %most64, %n
@@ -368,10 +368,17 @@ out:
 }}
 
 ; Run parallel loops on the team of the OpenMP runtime whose ``GOMP_parallel`` and
-; ``omp_get_max_threads`` these are (null: on irc's own workers again).
+; ``omp_get_max_threads`` these are (null: on irc's own workers again).  Stopping keeps the last
+; ``omp_get_max_threads``: a loop on another thread that has just read the team's entry still
+; reads a function to call (its library stays loaded: _Pool.share_openmp keeps its handle).
 define void @"irc.pool_share_openmp"(ptr %parallel, ptr %max_threads) {{
 entry:
-  store ptr %max_threads, ptr @omp_max_threads
+  %off = icmp eq ptr %parallel, null
+  br i1 %off, label %publish, label %size
+size:
+  store atomic ptr %max_threads, ptr @omp_max_threads monotonic, align 8
+  br label %publish
+publish:
   store atomic ptr %parallel, ptr @omp_parallel release, align 8
   ret void
 }}

@@ -46,12 +46,16 @@ def _main_stack_size() -> int:
 
 def _openmp_stack_size() -> int:
     """The stack of an OpenMP team's threads where ``OMP_STACKSIZE`` sets it (irc's loops may run
-    on torch's team: cpu/pool.py's ``share_openmp``), else no limit of its own."""
+    on torch's team: cpu/pool.py's ``share_openmp``), or GNU libgomp's ``GOMP_STACKSIZE`` where
+    that is not set (libgomp reads it then), else no limit of its own."""
     import os
     import re
 
-    found = re.fullmatch(r"\s*(\d+)\s*([bkmgBKMG]?)\s*", os.environ.get("OMP_STACKSIZE", ""))
-    if not found:
+    for name in ("OMP_STACKSIZE", "GOMP_STACKSIZE"):
+        found = re.fullmatch(r"\s*(\d+)\s*([bkmgBKMG]?)\s*", os.environ.get(name, ""))
+        if found:
+            break
+    else:
         return MAIN_STACK_IF_UNLIMITED << 8
     unit = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[(found.group(2) or "k").lower()]
     return max(1, int(found.group(1)) * unit)

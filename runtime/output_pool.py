@@ -40,12 +40,12 @@ KEEP_BYTES = 512 << 20
 
 _free: dict[int, list[np.ndarray]] = {}
 _kept = 0
-_lock = threading.Lock()
+_lock = threading.RLock()  # reentrant: a collection inside _give_back may run another block's finalizer
 
 
 def _fresh_lock() -> None:
     global _lock
-    _lock = threading.Lock()  # a forked child does not have the thread that may hold it
+    _lock = threading.RLock()  # a forked child does not have the thread that may hold it
 
 
 if hasattr(os, "register_at_fork"):

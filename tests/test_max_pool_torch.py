@@ -62,11 +62,10 @@ def test_values_and_indices_equal_torchs_with_ties_and_infinities(kernel, stride
     assert COUNTS.get("irc") and not COUNTS.get("torch")  # irc's pooling, not a fallback
 
 
-@pytest.mark.xfail(strict=True, reason="review8 finding: a NaN after a window's first tap is dropped by the "
-                   "running maximum (v > best is false for NaN); torch's max_pool2d propagates it, and its "
-                   "index is the window's last NaN (irc's: the first tap's)")
-@pytest.mark.parametrize("kernel, stride, padding, ceil_mode", CASES[:3])
+@pytest.mark.parametrize("kernel, stride, padding, ceil_mode", CASES)
 def test_a_nan_anywhere_in_a_window_is_its_maximum_as_in_torch(kernel, stride, padding, ceil_mode):
+    """torch's max_pool2d propagates a NaN and indexes the window's last NaN (irc once dropped a
+    NaN after the window's first tap: v > best is false for NaN)."""
     x = _specials((1, 2, 6, 6), 2)
     x[0, 0, 3, 3] = torch.nan
     x[0, 1, 1, 1] = torch.nan

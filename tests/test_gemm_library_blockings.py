@@ -1,4 +1,4 @@
-"""Review of the GEMM library's register-transposed packing at the host blockings the tests did
+"""The GEMM library's register-transposed packing at the host blockings the tests did
 not use: MR=6 (AVX2's 6x16), NR=8, f64; k below and not a multiple of GROUP, m or n below GROUP,
 partial panels, and column windows (a threaded call's split)."""
 

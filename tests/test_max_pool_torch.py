@@ -1,4 +1,4 @@
-"""Review of the torch backend's max pooling (irc/torch/convert.py _max_pool) against torch eager:
+"""The torch backend's max pooling (irc/torch/convert.py _max_pool) against torch eager:
 values and indices for kernel/stride/padding/ceil_mode combinations, ties, -inf, +inf and NaN."""
 
 from __future__ import annotations

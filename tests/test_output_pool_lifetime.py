@@ -1,4 +1,4 @@
-"""Review of the output pool through compiled functions: a block is never handed out while an
+"""The output pool through compiled functions: a block is never handed out while an
 array (a view, a buffer export, a torch tensor, a list element, a tuple result) still shows it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Review of parallel loops on a shared OpenMP team (pool.share_openmp): a team of one
+"""Parallel loops on a shared OpenMP team (pool.share_openmp): a team of one
 (OMP_NUM_THREADS=1), sharing given up while idle and taken again, and OMP_STACKSIZE's bound."""
 
 from __future__ import annotations

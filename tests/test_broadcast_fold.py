@@ -1,4 +1,4 @@
-"""Graph.broadcast's fold (a non-splat constant is no longer copied into a larger
+"""``graph.broadcast``'s fold (a non-splat constant is no longer copied into a larger
 constant): canonicalize still reaches a fixpoint on programs where broadcast constants meet the
 graph ops that fold constants, and computes what the interpreter computes before it."""
 

@@ -1,4 +1,4 @@
-"""Vector.shuffle's custom form and the custom forms that read an attribute dictionary
+"""``vector.shuffle``'s custom form and the custom forms that read an attribute dictionary
 before ': TYPE' (grammar.lark's colon_type): irc's text round-trips, mlir-opt-22 reads what irc
 prints, and bad shuffles are diagnostics at a line and column from ``irc opt``."""
 

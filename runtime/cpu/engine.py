@@ -88,7 +88,12 @@ _library_count = 0
 def _get_jit():
     global _jit
     if _jit is None:
-        _jit = llvm.create_lljit_compiler(target_machine(3))
+        # JITLink, not RuntimeDyld: RuntimeDyld's memory manager maps an object's code and its
+        # constants separately, and in a process holding a lot of memory the two drifted more than
+        # 2 GiB apart, past a small-code-model RIP-relative reach (an assertion in
+        # RuntimeDyldELF's resolveX86_64Relocation, seen with a cold cache in the test suite).
+        # JITLink lays out one object's sections together (target_machine's docstring).
+        _jit = llvm.create_lljit_compiler(target_machine(3), use_jit_link=True)
     return _jit
 
 

@@ -9,18 +9,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from test_torch_backend import fresh  # noqa: E402, F401 - the same reset around each test
+
 from irc.torch.runtime import COUNTS  # noqa: E402
 
 nn = torch.nn
-
-
-@pytest.fixture(autouse=True)
-def fresh():
-    torch._dynamo.reset()
-    COUNTS.clear()
-    torch.manual_seed(0)
-    yield
-    torch._dynamo.reset()
 
 
 class Pool(nn.Module):

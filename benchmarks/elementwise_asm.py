@@ -16,6 +16,7 @@ a scalar loop shows "-").
 
     python benchmarks/elementwise_asm.py            # all three
     python benchmarks/elementwise_asm.py --only softmax --show   # and the loops' text
+    python benchmarks/elementwise_asm.py --cpu x86-64-v3         # AVX2 code, irc's and gcc's
 
 docs/benchmarks.md (issue 14's section) reads these counts against the timings.
 """
@@ -115,6 +116,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", help="comma-separated: " + ",".join(WORKLOADS))
     ap.add_argument("--show", action="store_true", help="print each loop's instructions too")
+    ap.add_argument("--cpu", choices=sorted(T.CPU_LEVELS),
+                    help="irc and gcc for this x86-64 level (tensor_cpu.py's --cpu; read when it is imported)")
     args = ap.parse_args(argv)
     keys = args.only.split(",") if args.only else list(WORKLOADS)
     c_asm = gcc_asm()

@@ -205,32 +205,40 @@ def mlp_threads(threads: int, rounds, per_round) -> list[tuple[str, bool]]:
 
 
 def blockings_part(rounds, per_round) -> None:
+    """The library function called directly at the host's blocking and its neighbours: K panels
+    half and twice as deep, A blocks half and twice as tall, and tiles with more rows (packing
+    A makes its rows contiguous, so a tall tile's rows no longer share L1 sets) as far as the
+    registers hold MR x 2 accumulators, 2 panel vectors and a broadcast."""
     from irc.passes.lowering import gemm_library as gl
     from irc.runtime.executable import compile as compile_module
-    from irc.runtime.tensor_function import host_caches, host_vectors
 
     from irc.types import FloatType
 
-    bits, registers = host_vectors()
-    l1, l3 = host_caches()
-    host = gl.Blocking.for_host(FloatType("f32"), dict(vector_bits=bits, vector_registers=registers,
-                                                        l1_bytes=l1, l3_bytes=l3))
+    f32 = FloatType("f32")
+    options = _host_options()
+    host = gl.Blocking.for_host(f32, options)
     print(f"host blocking: tile {host.mr}x{host.nr}, MC {host.mc}, KC {host.kc}, NC {host.nc} "
-          f"({bits}-bit vectors x {registers}, L1 {l1 >> 10} KiB, L3 {l3 >> 20} MiB)")
-    variants = sorted({(host.mr, host.nr, host.mc, kc, host.nc) for kc in (host.kc // 2, host.kc, 2 * host.kc)}
-                      | {(host.mr, host.nr, mc, host.kc, host.nc) for mc in (host.mc // 2, 2 * host.mc)}
-                      | {(max(1, host.mr // 2), 2 * host.nr, host.mc, host.kc // 2, host.nc)})
+          f"({options['vector_bits']}-bit vectors x {options['vector_registers']}, "
+          f"L1 {options['l1_bytes'] >> 10} KiB, L3 {options['l3_bytes'] >> 20} MiB)")
+    variants = {(host.mr, host.nr, host.mc, kc, host.nc) for kc in (host.kc // 2, host.kc, 2 * host.kc)}
+    variants |= {(host.mr, host.nr, mc, host.kc, host.nc) for mc in (host.mc // 2, 2 * host.mc)}
+    for mr in range(host.mr + 2, (options["vector_registers"] - 3) // 2 + 1, 2):
+        if mr * host.nr <= gl.MAX_TILE:
+            variants.add((mr, host.nr, host.mc - host.mc % mr or mr, host.kc, host.nc))
+    variants = sorted(variants)
     print("| product | " + " | ".join("x".join(map(str, v)) for v in variants) + " |")
     print("|---|" + "---|" * len(variants))
-    for label, m, n, k, ta, tb in SHAPES[3:]:
+    for label, m, n, k, ta, tb in [s for s in SHAPES if s[0] == "square 1024"] + SHAPES[3:]:
         a, b, a_buf, b_buf = operands(m, n, k, ta, tb, np.float32)
         calls = []
         for v in variants:
             blocking = gl.Blocking(*v)
-            name = gl.symbol(FloatType("f32"), (ta, tb), blocking)
+            name = gl.symbol(f32, blocking)
             fn = compile_module(gl.build(name), cache_dir=tc.IRC_CACHE)[name]
             pa, pb = blocking.scratch_sizes(m, n, k)
-            args = (a_buf, b_buf, np.empty((m, n), np.float32), np.empty(pa, np.float32), np.empty(pb, np.float32))
+            c = np.empty((m, n), np.float32)
+            args = (a_buf, b_buf, c, np.empty(pa, np.float32), np.empty(pb, np.float32), ta, tb, c,
+                    np.float32(1), False, 0, n)
             calls.append(lambda fn=fn, args=args: fn(*args))
         medians = timed(calls, rounds, per_round)
         print(f"| {label} | " + " | ".join(f"{2 * m * n * k / t / 1e9:.1f}" for t in medians) + " |", flush=True)
@@ -266,9 +274,9 @@ def compile_part(rounds: int) -> None:
 
 def _host_options() -> dict:
     """tensor-to-loops' host options, as the tensor pipeline sets them for this CPU."""
-    from irc.runtime.tensor_function import host_caches, host_vectors
+    from irc.runtime.tensor_function import host_caches, target_vectors
 
-    (bits, registers), (l1, l3) = host_vectors(), host_caches()
+    (bits, registers), (l1, l3) = target_vectors(), host_caches()
     return {"vector_bits": bits, "vector_registers": registers, "l1_bytes": l1, "l3_bytes": l3}
 
 

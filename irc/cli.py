@@ -273,6 +273,7 @@ def format_result(value, t) -> str:
 def cmd_run(args) -> int:
     from .interpreter import Interpreter
 
+    _select_cpu(args)
     if _is_checkpoint(args.file):
         return _run_checkpoint(args)
     module = _read_module(args.file, limit=args.max_input_size)
@@ -412,6 +413,7 @@ _EXTERN_HELP = ("allow the program to declare and call the C function NAME of th
 def cmd_compile(args) -> int:
     from irc.runtime.aot import emit
 
+    _select_cpu(args)
     if args.target == "gpu" or args.print_pipeline:
         return _compile_gpu(args) if args.target == "gpu" else _print_cpu_pipeline()
     if args.output is None:
@@ -607,6 +609,23 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+_CPU_CHOICES = ("host", "x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4")  # runtime/cpu/target_cpu.CHOICES
+
+
+def _add_cpu_option(cmd, verb: str) -> None:
+    cmd.add_argument("--cpu", choices=_CPU_CHOICES, default=None,
+                     help=f"{verb} code for this CPU: the host's (the default, or the IRC_CPU environment "
+                          "variable's) or an x86-64 level, as gcc's -march=x86-64-v3")
+
+
+def _select_cpu(args) -> None:
+    """``--cpu``: what every compile in this process targets (cpu/target_cpu.py)."""
+    if args.cpu is not None:
+        from irc.runtime.cpu.target_cpu import set_cpu
+
+        set_cpu(args.cpu)
+
+
 def _add_input_options(cmd) -> None:
     from .fileio import DEFAULT_MAX_INPUT, format_size
 
@@ -676,6 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="JIT without runtime checks (division by zero, overflow, bounds, asserts) "
                           "for speed")
     run.add_argument("--fast-math", action="store_true", help="let LLVM reassociate floating point")
+    _add_cpu_option(run, "run")
     run.add_argument("--extern", action="append", metavar="NAME", help=_EXTERN_HELP)
     run.add_argument("args", nargs="*", metavar="ARG",
                      help="arguments: literals (negative numbers too), or @file.npy for arrays")
@@ -701,6 +721,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="omit the runtime checks (division by zero, overflow, asserts) for speed")
     comp.add_argument("--bounds-checks", action="store_true", help="check every memref access")
     comp.add_argument("--fast-math", action="store_true", help="let LLVM reassociate floating point")
+    _add_cpu_option(comp, "write")
     comp.add_argument("--extern", action="append", metavar="NAME", help=_EXTERN_HELP)
     comp.add_argument("-o", "--output", help="the output file (- for standard output)")
     _add_input_options(comp)

@@ -184,7 +184,7 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
     names = [symbols.jit_symbol(f.sym_name) for f in funcs]
     exports = names + [fastcall.fast_name(f.sym_name) for f in funcs if fastcall.has_fast_entry(f.function_type)]
     link_extras = _link_extras(lowered, extern)
-    cpu, features = engine.host_cpu()
+    cpu, features = engine.target_cpu()
     budget = stack.stack_budget()
     key = memory_key = None
     if cache:

@@ -71,12 +71,13 @@ class TensorOptions:
     threads: int = 1  # parallel loops split across this many threads (the caller's included)
 
 
-def host_vectors() -> tuple[int, int]:
-    """(bits, registers) of the host CPU's vector registers, from the features LLVM detects:
-    what ``tensor-to-loops`` sizes the GEMM's register tile by (lowering/matmul.py)."""
-    from irc.runtime.cpu.engine import host_cpu
+def target_vectors() -> tuple[int, int]:
+    """(bits, registers) of the vector registers of the CPU irc compiles for (the host's, from
+    the features LLVM detects, unless ``IRC_CPU`` names a level: cpu/target_cpu.py): what
+    ``tensor-to-loops`` sizes the GEMM's register tile by (lowering/matmul.py)."""
+    from irc.runtime.cpu.engine import target_cpu
 
-    features = set(host_cpu()[1].split(","))
+    features = set(target_cpu()[1].split(","))
     if "+avx512f" in features:
         return 512, 32
     if "+avx" in features:
@@ -84,13 +85,13 @@ def host_vectors() -> tuple[int, int]:
     return 128, 32 if "+neon" in features else 16
 
 
-def host_fma() -> bool:
-    """Whether the host CPU has fused multiply-add instructions (x86's FMA3; every AArch64
-    core): then ``math-approx{fma=true}`` makes the f32 kernels' multiply-adds one
+def target_fma() -> bool:
+    """Whether the CPU irc compiles for has fused multiply-add instructions (x86's FMA3; every
+    AArch64 core): then ``math-approx{fma=true}`` makes the f32 kernels' multiply-adds one
     instruction each, where without them each would be a call to ``fmaf``."""
-    from irc.runtime.cpu.engine import host_cpu
+    from irc.runtime.cpu.engine import target_cpu
 
-    features = set(host_cpu()[1].split(","))
+    features = set(target_cpu()[1].split(","))
     return "+fma" in features or "+neon" in features
 
 
@@ -140,15 +141,17 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
             pipeline = f"split-parallel{{min-work={MIN_WORK_PER_THREAD} threads={options.threads}}}"
         if name == "approximate math" and not (options.math_approx and "math-approx" in PASSES):
             continue
-        if name == "approximate math" and host_fma():
+        if name == "approximate math" and target_fma():
             pipeline = "math-approx{fma=true}"
         if name == "plan memory" and not outputs_for_temporaries:
             pipeline = "plan-memory{arena=argument outputs=false}"
         if name == "bufferize and lower to loops":
-            bits, registers = host_vectors()
+            bits, registers = target_vectors()
             l1, l3 = host_caches()
             flags = ["blas=true"] if options.blas else ["gemm-library=true"]
             flags += [f"vector-bits={bits}", f"vector-registers={registers}", f"l1-bytes={l1}", f"l3-bytes={l3}"]
+            if not target_fma():
+                flags.append("fma=false")
             if options.threads > 1:
                 flags.append(f"threads={options.threads}")
             pipeline = f"tensor-to-loops{{{' '.join(flags)}}}"
@@ -412,12 +415,12 @@ class TensorFunction:
         if not options.get("cache", True) or options.get("extern"):
             return None
         from . import specialization_cache
-        from .cpu.engine import host_cpu
+        from .cpu.engine import target_cpu
 
         if self._module_text is None:
             self._module_text = self.module.print()
         return specialization_cache.key(self._module_text, self.name, shapes, sizes, self.tensor_options,
-                                        {k: repr(v) for k, v in options.items()}, *host_cpu())
+                                        {k: repr(v) for k, v in options.items()}, *target_cpu())
 
     def _from_disk(self, disk_key: str) -> Specialization | None:
         """The specialisation from its disk entry, or None (no entry, or one that does not link)."""

@@ -19,6 +19,7 @@ import llvmlite.binding as llvm
 from irc.diagnostics import IRError
 
 from . import symbols as _symbols
+from . import target_cpu as _target_cpu
 
 _lock = threading.Lock()
 _initialized = False
@@ -32,16 +33,34 @@ def _init() -> None:
         _initialized = True
 
 
+@cache
 def host_cpu() -> tuple[str, str]:
     """The host CPU name and its feature string (e.g. 'rocketlake', '+avx512f,...')."""
     _init()
     return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
-@cache
+def target_cpu() -> tuple[str, str]:
+    """The CPU name and feature string irc compiles for: the host's, or the x86-64 level that
+    ``IRC_CPU`` / ``--cpu`` name (target_cpu.py).  Everything that decides code by the CPU asks
+    this, and every cache key holds it."""
+    return _target_cpu.resolve(_target_cpu.chosen(), *host_cpu())
+
+
+def check_runnable() -> None:
+    """Raise ValueError if the CPU irc compiles for has instructions this host lacks (a chosen
+    level above the host's): the JIT would run code that faults at the first of them."""
+    name, features = target_cpu()
+    missing = _target_cpu.missing_on_host(features, host_cpu()[1])
+    if missing:
+        raise ValueError(f"this host ({host_cpu()[0]}) cannot run code for {name}: it lacks "
+                         f"{', '.join(missing)} (irc compile --cpu {name} writes it for another machine)")
+
+
 def target_machine(opt_level: int = 2, cpu: str | None = None, features: str | None = None,
                    triple: str | None = None, reloc: str = "default"):
-    """The host's target machine; ``reloc="pic"`` is for object files: those of ``irc compile
+    """The target machine for the CPU irc compiles for (``target_cpu``, unless ``cpu`` and
+    ``features`` say otherwise); ``reloc="pic"`` is for object files: those of ``irc compile
     --emit obj`` and those the JIT links (``executable._machine_code``).
 
     ``reloc="pic"`` gets the default (small) code model, so that an object links like any
@@ -53,13 +72,17 @@ def target_machine(opt_level: int = 2, cpu: str | None = None, features: str | N
     sections together and reaches the process's symbols through its stubs and GOT, so
     32-bit PC-relative offsets suffice.
     """
+    target_name, target_features = target_cpu()
+    return _target_machine(opt_level, cpu if cpu is not None else target_name,
+                           features if features is not None else target_features, triple, reloc)
+
+
+@cache
+def _target_machine(opt_level: int, cpu: str, features: str, triple: str | None, reloc: str):
     _init()
-    host_name, host_features = host_cpu()
     triple = triple or llvm.get_process_triple()
     target = llvm.Target.from_triple(triple)
-    return target.create_target_machine(cpu=cpu if cpu is not None else host_name,
-                                        features=features if features is not None else host_features,
-                                        opt=opt_level, reloc=reloc,
+    return target.create_target_machine(cpu=cpu, features=features, opt=opt_level, reloc=reloc,
                                         codemodel="jitdefault" if reloc == "default" else "default")
 
 
@@ -93,7 +116,8 @@ def _get_jit():
         # 2 GiB apart, past a small-code-model RIP-relative reach (an assertion in
         # RuntimeDyldELF's resolveX86_64Relocation, seen with a cold cache in the test suite).
         # JITLink lays out one object's sections together (target_machine's docstring).
-        _jit = llvm.create_lljit_compiler(target_machine(3), use_jit_link=True)
+        # The host's machine: it compiles only extra_ir's shims, which run here whatever the target.
+        _jit = llvm.create_lljit_compiler(target_machine(3, *host_cpu()), use_jit_link=True)
     return _jit
 
 
@@ -107,6 +131,7 @@ def load(symbols, *, object_code: bytes, extra_ir: list[str] = (), imports: dict
     process, so an object naming another symbol is refused before linking.
     """
     global _library_count
+    check_runnable()
     imports = {**_symbols.runtime_imports(), **(imports or {})}
     try:
         needed = _symbols.undefined_symbols(object_code)

@@ -19,7 +19,7 @@ import threading
 from .. import cache as _cache
 from . import engine, symbols
 
-_loaded: dict[str, tuple] = {}  # symbol -> (JIT library, address)
+_loaded: dict[tuple, tuple] = {}  # (symbol, target_cpu()) -> (JIT library, address)
 
 
 def _options():
@@ -52,10 +52,11 @@ def address(name: str, cache_dir: str | None = None) -> int | None:
 
     if gemm_library.parse_symbol(name) is None:
         return None
+    target = engine.target_cpu()  # what it was compiled for (the same name on another level differs)
     with _lock:
-        hit = _loaded.get(name)
+        hit = _loaded.get((name, target))
         if hit is None:
-            hit = _loaded[name] = _load_or_build(name, cache_dir)
+            hit = _loaded[name, target] = _load_or_build(name, cache_dir)
     return hit[1]
 
 
@@ -64,7 +65,7 @@ def _load_or_build(name: str, cache_dir: str | None) -> tuple:
     from irc.diagnostics import IRError
 
     exported = symbols.jit_symbol(name)
-    key = _key(name, *engine.host_cpu())
+    key = _key(name, *engine.target_cpu())
     entry = _cache.load(key, cache_dir)
     if entry is not None:
         try:

@@ -412,7 +412,7 @@ class _Pool:
         pause = llvm.get_process_triple().startswith(("x86_64", "i686", "i386"))
         module = llvm.parse_assembly(_ir(pause))
         module.verify()
-        tm = engine.target_machine(2, reloc="pic")
+        tm = engine.target_machine(2, *engine.host_cpu(), reloc="pic")  # one pool, whatever the target
         object_code = tm.emit_object(module)
         imports = {}
         for name in _PTHREAD:

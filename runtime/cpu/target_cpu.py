@@ -1,0 +1,83 @@
+"""The CPU irc compiles for: the host's own, or an x86-64 microarchitecture level.
+
+By default irc compiles for the host: LLVM's name for its CPU and every feature it has, from
+which the tensor pipeline also sizes its vectors and register tiles.  ``IRC_CPU=x86-64-v3``
+in the environment, or ``irc run/compile --cpu x86-64-v3``, names an x86-64 psABI level
+instead, as ``gcc -march=x86-64-v3`` does: the code uses that level's instructions only,
+scheduled for a generic core.  That is for two things:
+
+- an object file (``irc compile --emit obj``) or a compile cache that must run on every CPU of
+  the level, not only on the machine that built it;
+- running and timing here the code a smaller CPU gets (``benchmarks/tensor_cpu.py --cpu
+  x86-64-v3``: an AVX2 host's kernels, against peers held to AVX2 too).
+
+Cache sizes stay the host's: a level says nothing about caches.  The JIT refuses a level with
+instructions the host lacks, which would fault at the first of them; ``irc compile`` writes
+code for any level.  The setting is process-wide, like numba's ``NUMBA_CPU_NAME`` and XLA's
+``--xla_cpu_max_isa``, because everything compiled in a process (the GEMM library, the thread
+pool, each specialisation) must agree on it; it is part of every cache key.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+_V1 = ("64bit", "cmov", "cx8", "fxsr", "mmx", "sse", "sse2", "x87")
+_V2 = _V1 + ("cx16", "sahf", "popcnt", "sse3", "ssse3", "sse4.1", "sse4.2", "crc32")
+_V3 = _V2 + ("avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave")
+_V4 = _V3 + ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "evex512")
+
+LEVELS: dict[str, tuple[str, ...]] = {"x86-64": _V1, "x86-64-v2": _V2, "x86-64-v3": _V3, "x86-64-v4": _V4}
+"""Each x86-64 psABI level (and LLVM CPU of the same name) with its LLVM feature names.  Only
+those the host's LLVM lists are passed on (LLVM 20 lists ``evex512``, AVX-512's 512-bit
+registers, apart from ``avx512f``, and not ``x87``, which every x86-64 CPU name implies)."""
+
+HOST = "host"
+CHOICES = (HOST, *LEVELS)
+ENVIRONMENT = "IRC_CPU"
+
+_chosen: str | None = None
+_lock = threading.Lock()
+
+
+def set_cpu(name: str | None) -> None:
+    """Compile for ``name`` (``"host"`` or a key of ``LEVELS``) from now on in this process;
+    None goes back to ``IRC_CPU`` or the host.  ``irc run/compile --cpu`` call it."""
+    global _chosen
+    if name is not None:
+        _check_name(name, "--cpu")
+    with _lock:
+        _chosen = name
+
+
+def chosen() -> str:
+    """The name of the CPU irc compiles for: ``set_cpu``'s, else ``IRC_CPU``'s, else ``"host"``."""
+    if _chosen is not None:
+        return _chosen
+    name = os.environ.get(ENVIRONMENT, "").strip() or HOST
+    _check_name(name, ENVIRONMENT)
+    return name
+
+
+def _check_name(name: str, where: str) -> None:
+    if name not in CHOICES:
+        raise ValueError(f"{where}={name!r} names no CPU irc compiles for; choose one of {', '.join(CHOICES)}")
+
+
+def resolve(name: str, host_name: str, host_features: str) -> tuple[str, str]:
+    """(LLVM CPU name, feature string) for ``name`` on a host with ``host_name`` and
+    ``host_features`` (LLVM's ``+feature,-feature,...``).  A level's features are all listed with
+    ``+``, so that what irc decides from features (vector width, FMA) and what LLVM emits agree."""
+    if name == HOST:
+        return host_name, host_features
+    known = {entry[1:] for entry in host_features.split(",") if entry}
+    if "sse2" not in known:
+        raise ValueError(f"the CPU {name} is an x86-64 level, and this host's LLVM target is not x86-64")
+    return name, ",".join(f"+{feature}" for feature in LEVELS[name] if feature in known)
+
+
+def missing_on_host(features: str, host_features: str) -> list[str]:
+    """The features ``features`` enables that the host does not have (what would fault)."""
+    have = {entry[1:] for entry in host_features.split(",") if entry.startswith("+")}
+    return [entry[1:] for entry in features.split(",") if entry.startswith("+") and entry[1:] not in have]

@@ -32,6 +32,12 @@ from .func import _print_typed_values, _typed_values
 #: the ``cf.assert`` that scf-to-cf places before a loop with an unknown step says it too.
 STEP_NOT_POSITIVE = "scf.for step must be positive"
 
+INTERLEAVE = "interleave"
+"""An ``scf.for`` attribute (an integer), which scf-to-cf keeps on the loop's back edge
+``cf.br``: how many iterations a backend should keep in flight at once, where the body is one
+long dependency chain that a core could overlap with the next iteration's (the CPU backend
+makes it LLVM's ``llvm.loop.interleave.count``).  A hint: it never changes what a loop does."""
+
 
 def signed_value(value: int, type_) -> int:
     """The signed reading of a canonical scalar of an integer or index type (i1: 1 -> -1)."""

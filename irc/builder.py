@@ -629,12 +629,15 @@ class Builder:
             self._yield(loop)
 
     @contextmanager
-    def nest(self, uppers: Sequence, parallel: bool = False):
+    def nest(self, uppers: Sequence, parallel: bool = False, innermost: dict | None = None):
         """``scf.for`` loops from 0 to each of ``uppers``, outermost first; the ``with`` body
         is the innermost and gets the induction variables.  ``parallel``: the outermost
-        loop's iterations are independent (see ``for_``)."""
+        loop's iterations are independent (see ``for_``); ``innermost``: attributes of the
+        innermost loop (``interleave``: dialects/scf.py)."""
+        last = len(uppers) - 1
         with ExitStack() as stack:
-            ivs = [stack.enter_context(self.for_(0, u, parallel=parallel and k == 0)).iv
+            ivs = [stack.enter_context(self.for_(0, u, parallel=parallel and k == 0,
+                                                 **((innermost or {}) if k == last else {}))).iv
                    for k, u in enumerate(uppers)]
             yield ivs
 

@@ -30,6 +30,7 @@ from irc.dialects.arith import AddIOp, CmpIOp
 from irc.dialects.cf import BranchOp, CondBranchOp, PhiOp
 from irc.dialects.memref import AllocaScopeOp, AllocaScopeReturnOp
 from irc.dialects.scf import (
+    INTERLEAVE,
     STEP_NOT_POSITIVE,
     ConditionOp,
     ExecuteRegionOp,
@@ -257,6 +258,8 @@ def _lower_for(op: ForOp) -> None:
             phi.add_incoming(v, latch)
         br = BranchOp.build(head)
         br.loc = y.loc
+        if INTERLEAVE in op.attributes:  # the back edge is where LLVM looks for a loop's hints
+            br.attributes[INTERLEAVE] = op.attributes[INTERLEAVE]
         latch.insert_before(br, y)
         y.erase()
     for r, phi in zip(op.results, carried):

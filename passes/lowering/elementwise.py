@@ -18,11 +18,13 @@ statistics over N, H and W: per image and channel a vectorised sum over H x W).
 from __future__ import annotations
 
 import numpy as np
+from irc.dialects.scf import INTERLEAVE
 
 from irc.attributes import DenseAttr
 from irc.builder import Builder
 from irc.types import FloatType, MemRefType, f64, i64
 
+from ..math_approx_kernels import KERNELS
 from . import lowering
 
 UNROLL = 16
@@ -78,14 +80,26 @@ def lower_fused(ctx, op, inputs, output) -> None:
     lb = ctx.lb
     rank = op.domain_rank
     identity = list(range(rank))
+    hints = {INTERLEAVE: 2} if _long_chain(op) else {}
     if all(not isinstance(b.type, MemRefType) or list(m) == identity for b, m in zip(inputs, op.maps)):
         flat = [lb.flat(b) if isinstance(b.type, MemRefType) else b for b in inputs]
         out = lb.flat(output)
-        with lb.for_(0, lb.dim(out, 0), parallel=True) as loop:
+        with lb.for_(0, lb.dim(out, 0), parallel=True, **hints) as loop:
             lb.store(_body_at(lb, op, flat, lambda m: [loop.iv]), out, [loop.iv])
         return
-    with lb.nest([lb.dim(output, d) for d in range(rank)], parallel=True) as ivs:
+    with lb.nest([lb.dim(output, d) for d in range(rank)], parallel=True, innermost=hints) as ivs:
         lb.store(_element(lb, op, inputs, ivs), output, ivs)
+
+
+def _long_chain(op) -> bool:
+    """Whether the group's body computes a math function (``math-approx``'s polynomials or a
+    libm call): one long dependency chain per element, so its loop should keep two iterations
+    in flight (``INTERLEAVE``).  LLVM's vectoriser interleaves by the registers a loop leaves
+    free, and a polynomial's dozen constants leave none of AVX2's 16: there it ran one chain
+    at a time, the tanh-GELU 1.3x and softmax 1.1x slower than with two
+    (``benchmarks/tensor_cpu.py --cpu x86-64-v3``, docs/benchmarks.md).  With AVX-512's 32
+    registers it chose two already."""
+    return any(inner.name.startswith("math.") and inner.name[5:] in KERNELS for inner in op.body.ops)
 
 
 def _domain_sizes(lb: Builder, op, inputs, output):

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from irc.dialects.scf import INTERLEAVE
 
 from irc.builder import Builder
 from irc.types import MemRefType, f64
@@ -123,7 +124,8 @@ def _row(lb: Builder, x, out, base, n: int, log: bool) -> None:
 
     # exp in a loop of its own (one copy of its polynomial for LLVM's loop vectoriser), into
     # the output row, which the sum then reads back from L1; log_softmax overwrites it below.
-    with lb.for_(0, n) as i:
+    # Two iterations in flight, as elementwise.py's loops with a math function.
+    with lb.for_(0, n, **{INTERLEAVE: 2}) as i:
         lb.store(fm.exp_shifted(lb.load(x, [at(i.iv)]), top), out, [at(i.iv)])
     total = _sum(lb, n, lambda indices: [fm.wide(lb.load(out, [at(i)])) for i in indices])
     scale = fm.scale(total, log)
@@ -205,7 +207,7 @@ def _strided_rows(lb: Builder, x, out, base, n: int, inner: int, top, total, log
             lb.store(lb.op("arith.maximumf", m, lb.load(x, [line + j.iv])), top, [j.iv])
     with lb.for_(0, n) as t:
         line = base + t.iv * inner
-        with lb.for_(0, inner) as j:
+        with lb.for_(0, inner, **{INTERLEAVE: 2}) as j:
             where = line + j.iv
             e = fm.exp_shifted(lb.load(x, [where]), lb.load(top, [j.iv]))
             if not log:

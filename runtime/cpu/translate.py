@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from irc.dialects import arith as arith_dialect
 from irc.dialects import memref as memref_dialect
+from irc.dialects import scf as scf_dialect
 from irc.dialects import vector as vector_dialect
 from llvmlite import ir
 
@@ -883,7 +884,20 @@ def _absi(self, b, op):
 
 @_handler("cf.br")
 def _br(self, b, op):
-    b.branch(self.blocks[op.successors[0]])
+    br = b.branch(self.blocks[op.successors[0]])
+    count = op.attributes.get(scf_dialect.INTERLEAVE)
+    if count is not None:
+        br.set_metadata("llvm.loop", _loop_hints(self.tr.module, int(count.value)))
+
+
+def _loop_hints(module: ir.Module, interleave: int) -> ir.MDValue:
+    """A loop's own ``!llvm.loop`` node, ``!{self, !{"llvm.loop.interleave.count", i32 N}}``: LLVM
+    finds a loop's hints on its back edge, in a node whose first operand is the node itself
+    (which ``add_metadata``'s sharing of equal nodes would otherwise merge between loops)."""
+    count = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"), ir.IntType(32)(interleave)])
+    node = module.add_metadata([ir.MetaDataString(module, f"irc.loop.{len(module.metadata)}"), count])
+    node.operands = (node, count)
+    return node
 
 
 @_handler("cf.cond_br")

@@ -22,7 +22,7 @@ from irc.dialects.scf import INTERLEAVE
 
 from irc.attributes import DenseAttr
 from irc.builder import Builder
-from irc.types import FloatType, MemRefType, f64, i64
+from irc.types import FloatType, MemRefType, f64, i64, index
 
 from ..math_approx_kernels import KERNELS
 from . import lowering
@@ -84,11 +84,48 @@ def lower_fused(ctx, op, inputs, output) -> None:
     if all(not isinstance(b.type, MemRefType) or list(m) == identity for b, m in zip(inputs, op.maps)):
         flat = [lb.flat(b) if isinstance(b.type, MemRefType) else b for b in inputs]
         out = lb.flat(output)
-        with lb.for_(0, lb.dim(out, 0), parallel=True, **hints) as loop:
+        n = lb.dim(out, 0)
+        start = 0
+        if _aligns(ctx.options) and _element_bytes(out):
+            start = _aligning_head(lb, out, n)
+            with lb.for_(0, start, parallel=True) as head:
+                lb.store(_body_at(lb, op, flat, lambda m: [head.iv]), out, [head.iv])
+        with lb.for_(start, n, parallel=True, **hints) as loop:
             lb.store(_body_at(lb, op, flat, lambda m: [loop.iv]), out, [loop.iv])
         return
     with lb.nest([lb.dim(output, d) for d in range(rank)], parallel=True, innermost=hints) as ivs:
         lb.store(_element(lb, op, inputs, ivs), output, ivs)
+
+
+LINE = 64
+"""Bytes of a cache line (every x86-64 and current AArch64 core's)."""
+
+
+def _aligning_head(lb: Builder, out, n):
+    """How many elements of ``out`` come before its first cache-line boundary (at most ``n``):
+    a flat loop runs those apart, so that the vector loop's stores, and the loads of inputs
+    that share the output's misalignment, never straddle two lines.  numpy puts a large array
+    16 bytes past a page, where a 64-byte vector split every access in two: at 2^24 f32 the
+    sigmoid took 10-18% longer from there than from a line's start (AVX-512 and AVX2;
+    docs/benchmarks.md).  Only the split point moves: each element is computed as before."""
+    size = _element_bytes(out)
+    address = lb.op("memref.extract_aligned_pointer_as_index", out, result=index)
+    skew = lb.op("arith.remui", address, lb.index(LINE))
+    to_boundary = lb.op("arith.remui", lb.index(LINE) - skew, lb.index(LINE))
+    return lb.op("arith.minui", lb.op("arith.divui", to_boundary, lb.index(size)), n)
+
+
+def _aligns(options: dict) -> bool:
+    """Whether flat loops start at a cache line (``_aligning_head``): for a CPU (the host options
+    are set), on one thread.  split-parallel cuts only loops of constant bounds into chunks,
+    which the head's run-time split point would stop; aligning each chunk is not done yet."""
+    return bool(options.get("vector_bits")) and not options.get("gpu") and options.get("threads", 1) <= 1
+
+
+def _element_bytes(buf) -> int:
+    """Bytes of an element of ``buf`` (0 for i1, whose loops are left as they are)."""
+    width = getattr(buf.type.element_type, "width", 0)
+    return width // 8 if width >= 8 else 0
 
 
 def _long_chain(op) -> bool:

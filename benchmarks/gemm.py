@@ -5,6 +5,7 @@
     python benchmarks/gemm.py --quick         # small sizes, few runs (smoke test)
     python benchmarks/gemm.py --threads 2     # irc on 1 and on 2 threads, every core allowed
     python benchmarks/gemm.py --compile       # what building the library functions costs, per stage
+    python benchmarks/gemm.py --cpu x86-64-v3 # AVX2 code, against peers held to AVX2 (tensor_cpu.py)
 
 Shapes: square 256, 1024 and 2048, the products of the MLP training step of
 benchmarks/autodiff.py (784-1024-1024-10, batch 256), with the transposed
@@ -286,12 +287,16 @@ def main(argv=None) -> int:
     ap.add_argument("--blockings", action="store_true", help="irc's library at other blockings (tuning)")
     ap.add_argument("--threads", type=int, default=0, help="irc on 1 and on N threads (every core allowed)")
     ap.add_argument("--compile", action="store_true", help="CPU time to build the library functions, per stage")
+    ap.add_argument("--cpu", choices=sorted(tc.CPU_LEVELS),
+                    help="irc and the peers held to this x86-64 level (tensor_cpu.py's --cpu; read when it is imported)")
     opts = ap.parse_args(argv)
     info = tc.machine()
     where = f"cores {sorted(os.sched_getaffinity(0))}" if opts.threads else f"one core (pinned to CPU {tc.PINNED_CPU})"
     print(f"gemm: {where}; {info['cpu']} (LLVM {info['llvm_cpu']}, {info['vector']})")
     print(f"versions: irc {info['irc']}, numpy {info['numpy']}, jax {info['jax']}, torch {info['torch']}, "
           f"llvmlite {info['llvmlite']} (LLVM {info['llvm']})")
+    if opts.cpu:
+        print(f"instructions: {opts.cpu} for irc and every peer (tensor_cpu.CPU_LEVELS)")
     print(f"date: {time.strftime('%Y-%m-%d %H:%M')}\n")
     rounds, per_round = (2, 2) if opts.quick else (7, 5)
     if opts.blockings:

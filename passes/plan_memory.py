@@ -49,9 +49,11 @@ from irc.types import FunctionType, MemRefType, i8, i64, index
 ALIGN = 64
 """Byte alignment of every buffer in the arena (a cache line; enough for any vector load)."""
 
-# Users of a buffer that neither keep it nor let it out of the function.
+# Users of a buffer that neither keep it nor let it out of the function.  Reading its address
+# as an index is one (elementwise.py's aligning head): no op turns an index back into a buffer.
 _LOCAL_USERS = frozenset({"memref.load", "memref.store", "memref.view", "memref.copy", "memref.dim",
-                          "memref.dealloc", "vector.load", "vector.store"})
+                          "memref.dealloc", "vector.load", "vector.store",
+                          "memref.extract_aligned_pointer_as_index"})
 
 
 def element_bytes(t: MemRefType) -> int:

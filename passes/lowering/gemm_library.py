@@ -503,21 +503,25 @@ class PackedGemm:
                 x = lb.splat_vector(lb.load(a_buf, [a_rows[r] + step]), nr)
                 acc.append(self._multiply_add(x, panel_row, loop.args[r]))
             loop.yield_(*acc)
-        # Every base is loaded before the first store: D may be C itself.
-        vec = zeros.type
-        with lb.if_(first & self.add_d, [vec] * mr) as base:
-            with base.then_():
-                base.yield_(*[lb.vector_load(d, [i], nr) for i in rows])
-            with base.else_():
-                with lb.if_(first, [vec] * mr) as own:
-                    with own.then_():
-                        own.yield_(*[zeros] * mr)
-                    with own.else_():
-                        own.yield_(*[lb.vector_load(c, [i], nr) for i in rows])
-                base.yield_(*own.results)
+        # A row's base is read just before the row is written.  D may be C itself, where an
+        # element's base is the element, so only the order within a row matters.  Reading the
+        # whole tile's bases first held 2 x MR vectors at once besides the sums, one more than
+        # AVX-512's 32 registers: a spill and reload through the stack in every tile, which
+        # stalled a quarter of a K = 10 product's time on the store's forwarding.
+        with lb.if_(first, [c.type]) as source:
+            with source.then_():
+                source.yield_(d)
+            with source.else_():
+                source.yield_(c)
+        has_base = (first & self.add_d) | lb.compare("eq", first, lb.const(0, i1))
         alpha = lb.splat_vector(self.alpha, nr)
-        for i, acc, start in zip(rows, loop.results, base.results):
-            lb.vector_store(self._multiply_add(alpha, acc, start), c, [i])
+        for i, acc in zip(rows, loop.results):
+            with lb.if_(has_base, [zeros.type]) as base:
+                with base.then_():
+                    base.yield_(lb.vector_load(source.results[0], [i], nr))
+                with base.else_():
+                    base.yield_(zeros)
+            lb.vector_store(self._multiply_add(alpha, acc, base.results[0]), c, [i])
 
     def _multiply_add(self, x, y, z):
         """``x * y + z``: fused where the CPU has it (``Blocking.fma``)."""

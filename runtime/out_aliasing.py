@@ -37,17 +37,15 @@ def in_place_safe(func, n_inputs: int, n_outputs: int) -> frozenset:
     pairs = set()
     for k in range(n_outputs):
         out = args[n_inputs + k]
-        store = _single_store(out)
-        if store is None:
+        stores = _element_stores(out, func.body.entry)
+        if stores is None:
             call = _gemm_writing(out)
             if call is not None:
                 pairs |= {(k, j) for j in range(n_inputs) if args[j].type == out.type
                           and _only_epilogue_input(args[j], call, func.body.entry)}
             continue
-        if not _runs_once(store, func.body.entry):
-            continue
         for j in range(n_inputs):
-            if args[j].type == out.type and _reads_only_before(args[j], store, func.body.entry):
+            if args[j].type == out.type and _reads_only_before(args[j], stores, func.body.entry):
                 pairs.add((k, j))
     return frozenset(pairs)
 
@@ -133,34 +131,50 @@ def _runs_once(op, block) -> bool:
     return op.name != "scf.for" or "parallel" in op.attributes
 
 
-def _single_store(out):
-    """The one ``memref.store`` into ``out`` when that (and ``memref.dim``) is all it is used by."""
+def _element_stores(out, block):
+    """The ``memref.store``s that write ``out`` once per element, when they (and ``memref.dim``,
+    and reading its address) are all it is used by: one store that runs once per element
+    (``_runs_once``), or two at the induction variables of two top-level parallel loops of which
+    the second starts where the first ends (elementwise.py's aligning head and its main loop:
+    disjoint ranges).  Else None."""
     stores = []
     for use in out.uses:
         op = use.owner
         if op.name == "memref.store" and use.index == 1:
             stores.append(op)
-        elif op.name != "memref.dim":
+        elif op.name not in ("memref.dim", "memref.extract_aligned_pointer_as_index"):
             return None
-    return stores[0] if len(stores) == 1 else None
+    if not stores or len(stores) > 2 or not all(_runs_once(st, block) for st in stores):
+        return None
+    if len(stores) == 2:
+        loops = [_top_level(st, block) for st in stores]
+        if not all(lp.name == "scf.for" and list(st.operands[2:]) == [lp.body.args[0]]
+                   for lp, st in zip(loops, stores)):
+            return None
+        first, second = loops if _before(loops[0], loops[1]) else loops[::-1]
+        if second.operands[0] is not first.operands[1]:
+            return None
+    return stores
 
 
-def _reads_only_before(value, store, block=None) -> bool:
-    """Whether every use of ``value`` is a ``memref.dim``, a ``memref.load`` at ``store``'s
-    indices in ``store``'s block before it, or in a top-level op of ``block`` that runs before
-    the one holding ``store`` (the store is the output's only writer, so nothing is written
-    there yet: the forward pass of a training step reads a bias long before its update)."""
-    indices = list(store.operands[2:])
-    at = _top_level(store, block) if block is not None else None
+def _reads_only_before(value, stores, block=None) -> bool:
+    """Whether every use of ``value`` is a ``memref.dim``, reading its address, a ``memref.load``
+    in the block of one of ``stores`` before it and at its indices, or in a top-level op of
+    ``block`` that runs before the first op holding a store (the stores are the output's only
+    writers, so nothing is written there yet: the forward pass of a training step reads a bias
+    long before its update)."""
+    tops = [_top_level(st, block) for st in stores] if block is not None else []
+    first = min(tops, key=lambda t: sum(_before(u, t) for u in tops)) if tops else None
     for use in value.uses:
         op = use.owner
-        if op.name == "memref.dim":
+        if op.name in ("memref.dim", "memref.extract_aligned_pointer_as_index"):
             continue
-        if at is not None and (top := _top_level(op, block)) is not at and _before(top, at):
+        if first is not None and (top := _top_level(op, block)) not in tops and _before(top, first):
             continue
-        if op.name != "memref.load" or op.parent is not store.parent or list(op.operands[1:]) != indices:
+        if op.name != "memref.load":
             return False
-        if not _before(op, store):
+        if not any(op.parent is st.parent and list(op.operands[1:]) == list(st.operands[2:]) and _before(op, st)
+                   for st in stores):
             return False
     return True
 

@@ -52,7 +52,7 @@ from irc.attributes import IntegerAttr, StringAttr, UnitAttr
 from irc.builder import Builder
 from irc.types import FloatType, MemRefType, i1, i64, index
 
-from .matmul import MC, block_sizes, tile_sizes
+from .matmul import MC, block_sizes, multiply_add, tile_sizes
 
 
 def wants_library(op, inputs, transposed=None) -> bool:
@@ -525,9 +525,7 @@ class PackedGemm:
 
     def _multiply_add(self, x, y, z):
         """``x * y + z``: fused where the CPU has it (``Blocking.fma``)."""
-        if self.bl.fma:
-            return self.lb.op("math.fma", x, y, z)
-        return self.lb.op("arith.addf", self.lb.op("arith.mulf", x, y), z)
+        return multiply_add(self.lb, self.bl.fma, x, y, z)
 
 
 NARROW_MIN_LANES = 4

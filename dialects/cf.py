@@ -15,6 +15,8 @@ from irc.registry import syntax_rule
 from irc.semantics import wrap
 from irc.types import IntegerType, i1
 
+from .scf import check_interleave
+
 
 def _args_of(syn, kinds, form: str):
     if len(syn.args) != len(kinds) or any(
@@ -44,6 +46,7 @@ class BranchOp(Operation):
     def verify_op(self) -> None:
         if self.operands or len(self.successors) != 1 or self.results:
             raise self.error("takes exactly one successor and no operands (irc passes values with cf.phi)")
+        check_interleave(self)  # a loop's back edge keeps its scf.for's hint (scf-to-cf)
 
     @classmethod
     def parse_uniform(cls, ctx, syn):

@@ -38,6 +38,21 @@ INTERLEAVE = "interleave"
 long dependency chain that a core could overlap with the next iteration's (the CPU backend
 makes it LLVM's ``llvm.loop.interleave.count``).  A hint: it never changes what a loop does."""
 
+MAX_INTERLEAVE = 16
+
+
+def check_interleave(op) -> None:
+    """The ``interleave`` hint of an ``scf.for`` or ``cf.br``, if any, is an integer from 1 to
+    ``MAX_INTERLEAVE``."""
+    from irc.attributes import IntegerAttr
+
+    hint = op.attributes.get(INTERLEAVE)
+    if hint is None:
+        return
+    if not isinstance(hint, IntegerAttr) or getattr(hint.type, "width", 0) == 1 \
+            or not 1 <= hint.value <= MAX_INTERLEAVE:
+        raise op.error(f"'{INTERLEAVE}' must be an integer from 1 to {MAX_INTERLEAVE} (iterations in flight)")
+
 
 def signed_value(value: int, type_) -> int:
     """The signed reading of a canonical scalar of an integer or index type (i1: 1 -> -1)."""
@@ -222,6 +237,7 @@ class ForOp(Operation):
     def verify_op(self) -> None:
         if len(self.operands) < 3 or len(self.regions) != 1 or self.regions[0].is_empty:
             raise self.error("needs lb, ub, step and a body")
+        check_interleave(self)
         lb, ub, st = self.operand_types[:3]
         if not (lb is ub is st) or not lb.is_int_or_index:
             raise self.error(f"bounds and step must have one integer or index type, got {lb}, {ub}, {st}")

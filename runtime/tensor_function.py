@@ -41,6 +41,7 @@ from irc.diagnostics import IRError
 from irc.types import FloatType, IntegerType, TensorType, numpy_dtype
 
 from . import output_pool
+from .cpu import target_cpu as _target_cpu
 
 TENSOR_STAGES = [
     ("specialise shapes", "specialize-shapes"),
@@ -249,6 +250,7 @@ class TensorFunction:
         self.compile_options = compile_options
         self.size_params = size_params(func)  # scalars that size a tensor: specialised on their values
         self._specializations: dict = {}
+        self._target_generation = _target_cpu.generation
         self._module_text: str | None = None  # the key of the disk cache of specialisations
         # The fast path of a call (``_fast_call``): every parameter and result a tensor, no
         # sizes from scalars; then a call is its arrays' shapes, one dict lookup and one C call.
@@ -295,6 +297,7 @@ class TensorFunction:
         key = (shapes, sizes) if sizes else shapes
         if aliased:
             key = (key, "aliased")
+        self._follow_the_target()
         spec = self._specializations.get(key)
         if spec is None:
             with self._lock:
@@ -310,6 +313,13 @@ class TensorFunction:
                         pool.ensure_workers(self.tensor_options.threads)
                     self._specializations[key] = spec
         return spec
+
+    def _follow_the_target(self) -> None:
+        """Drop the specialisations made for another CPU (``set_cpu`` since: cpu/target_cpu.py)."""
+        if self._target_generation != _target_cpu.generation:
+            with self._lock:
+                self._specializations.clear()
+                self._target_generation = _target_cpu.generation
 
     def lower(self, shapes: tuple, sizes: tuple = (), aliased: bool = False, part: str = "all",
               timings: dict | None = None):
@@ -368,9 +378,11 @@ class TensorFunction:
             return self._specialize_now(shapes, sizes, aliased)
 
     def _specialize_now(self, shapes: tuple, sizes: tuple, aliased: bool) -> Specialization:
+        from .cpu import engine
         from .executable import _compile as compile_module
         from .out_aliasing import in_place_safe
 
+        engine.check_runnable()  # before the disk: an entry this host cannot run is not a bad one
         disk_key = self._disk_key(shapes, (sizes, aliased))
         if disk_key is not None:
             start = time.perf_counter()
@@ -488,6 +500,7 @@ class TensorFunction:
         once its cache key has matched."""
         from .fast_entry import make_entry
 
+        self._follow_the_target()
         spec = self._specializations.get(tuple(shapes))
         entry = make_entry(self, spec, tuple(shapes), self.name) if spec is not None else None
         return entry or self
@@ -506,6 +519,8 @@ class TensorFunction:
             shapes = tuple(a.shape for a in args)
         except AttributeError:
             return _SLOW
+        if self._target_generation != _target_cpu.generation:
+            return _SLOW  # specialization() drops what was made for the old target
         spec = self._specializations.get(shapes)
         if spec is None:
             return _SLOW

@@ -170,8 +170,6 @@ def test_hinted_loops_print_parse_and_run_after_other_passes(pipeline):
 
 
 @pytest.mark.skipif(not (X86 and HOST_FMA), reason="needs an x86 host with FMA (whose code differs from x86-64's)")
-@pytest.mark.xfail(strict=True, reason="TensorFunction._specializations (and _fast_call) are keyed by shapes "
-                                       "only: after set_cpu/IRC_CPU changes, a function keeps its old level's code")
 def test_an_existing_function_follows_a_new_level(host_level):
     src = """
 func.func @f(%a: tensor<1000xf32>, %b: tensor<1000xf32>) -> tensor<1000xf32> {
@@ -240,9 +238,6 @@ func.func @f(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
 
 
 @pytest.mark.parametrize("value", ["[2]", '"two"'])
-@pytest.mark.xfail(strict=True, reason="scf.for does not verify its interleave attribute; translate._br does "
-                                       "int(count.value): AttributeError (an 'internal error' from irc run) or "
-                                       "ValueError 'invalid literal for int()'")
 def test_a_malformed_interleave_hint_is_refused_or_ignored(value):
     src = f"""
 func.func @f(%buf: memref<?xf32>, %n: index) {{
@@ -267,8 +262,6 @@ func.func @f(%buf: memref<?xf32>, %n: index) {{
 
 
 @pytest.mark.skipif(not (X86 and HOST_FMA), reason="needs an x86-64-v3 host")
-@pytest.mark.xfail(strict=True, reason="TensorFunction._from_disk catches engine.load's ValueError (check_runnable: "
-                                       "this host cannot run the level) and discards the shared cache entry")
 def test_a_host_that_cannot_run_a_cached_level_leaves_its_entry(host_level, monkeypatch, tmp_path):
     src = """
 func.func @f(%a: tensor<64xf32>) -> tensor<64xf32> {
@@ -316,9 +309,6 @@ func.func @gemv(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>) -> tensor<?x?xf32> {
     assert fused == {"bmm": 0, "gemv": 0}  # as the GEMM library's _mul_add kernels at this level
 
 
-@pytest.mark.xfail(strict=True, reason="the aligning head gives flat loops a run-time lower bound, so "
-                                       "optsize-small-loops' _bounded fails: on one thread a function whose "
-                                       "elementwise loops are tiny beside its GEMM loses optsize (slower compiles)")
 def test_a_tiny_elementwise_beside_a_gemm_stays_optsize_on_one_thread(monkeypatch):
     from irc.passes.lowering import elementwise
 

@@ -45,6 +45,7 @@ def level(monkeypatch):
 
     def choose(name):
         monkeypatch.setenv(tc.ENVIRONMENT, name)
+        tc.set_cpu(None)  # IRC_CPU is read once; this reads it again
     yield choose
     tc.set_cpu(None)
 

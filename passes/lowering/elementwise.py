@@ -86,7 +86,7 @@ def lower_fused(ctx, op, inputs, output) -> None:
         out = lb.flat(output)
         n = lb.dim(out, 0)
         start = 0
-        if _aligns(ctx.options) and _element_bytes(out):
+        if _aligns(ctx.options) and _streams(out):
             start = _aligning_head(lb, out, n)
             with lb.for_(0, start, parallel=True) as head:
                 lb.store(_body_at(lb, op, flat, lambda m: [head.iv]), out, [head.iv])
@@ -120,6 +120,20 @@ def _aligns(options: dict) -> bool:
     are set), on one thread.  split-parallel cuts only loops of constant bounds into chunks,
     which the head's run-time split point would stop; aligning each chunk is not done yet."""
     return bool(options.get("vector_bits")) and not options.get("gpu") and options.get("threads", 1) <= 1
+
+
+HEAD_MIN_BYTES = 64 << 10
+"""Outputs smaller than this (known at compile time) get no head: they stay in the L1 and L2
+caches, where a split line costs little, and a loop of constant bounds stays one that
+optsize-small-loops and outline-loops recognise (a head loop of run-time bounds made a small
+function beside a GEMM lose ``optsize``, and compile the math function twice)."""
+
+
+def _streams(out) -> bool:
+    """Whether ``out`` is a buffer of bytes-wide elements that may not fit the caches."""
+    size = _element_bytes(out)
+    t = out.type
+    return bool(size) and (not t.has_static_shape or t.num_elements * size >= HEAD_MIN_BYTES)
 
 
 def _element_bytes(buf) -> int:

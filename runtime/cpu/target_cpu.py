@@ -37,26 +37,35 @@ HOST = "host"
 CHOICES = (HOST, *LEVELS)
 ENVIRONMENT = "IRC_CPU"
 
-_chosen: str | None = None
+_chosen: str | None = None  # set_cpu's choice, or IRC_CPU's once read; None: not yet read
 _lock = threading.Lock()
+
+generation = 0
+"""Bumped by every ``set_cpu``: a tensor function compiled lazily, shape by shape, drops the
+specialisations it made for an earlier choice when it sees a new generation."""
 
 
 def set_cpu(name: str | None) -> None:
     """Compile for ``name`` (``"host"`` or a key of ``LEVELS``) from now on in this process;
-    None goes back to ``IRC_CPU`` or the host.  ``irc run/compile --cpu`` call it."""
-    global _chosen
+    None reads ``IRC_CPU`` again (at the next compile).  ``irc run/compile --cpu`` call it.
+    ``IRC_CPU`` is otherwise read once, at the first compile: changing the environment later
+    changes nothing, as for numba's and XLA's settings."""
+    global _chosen, generation
     if name is not None:
         _check_name(name, "--cpu")
     with _lock:
         _chosen = name
+        generation += 1
 
 
 def chosen() -> str:
     """The name of the CPU irc compiles for: ``set_cpu``'s, else ``IRC_CPU``'s, else ``"host"``."""
-    if _chosen is not None:
-        return _chosen
-    name = os.environ.get(ENVIRONMENT, "").strip() or HOST
-    _check_name(name, ENVIRONMENT)
+    global _chosen
+    name = _chosen
+    if name is None:
+        name = os.environ.get(ENVIRONMENT, "").strip() or HOST
+        _check_name(name, ENVIRONMENT)
+        _chosen = name
     return name
 
 

@@ -176,7 +176,8 @@ class ForOp(Operation):
 
     Operands: lower bound, upper bound and step (one integer or index type ``I``,
     ``index`` unless written after the header), then the initial values of the
-    iter_args.  The body is one block whose arguments are the induction variable and
+    iter_args.  Attributes: ``parallel`` (iterations independent: split-parallel),
+    ``interleave = N`` (a hint: ``INTERLEAVE``).  The body is one block whose arguments are the induction variable and
     the iter_args; its ``scf.yield`` gives the next values, and the op's results are
     the last ones.
 

@@ -1209,53 +1209,41 @@ def relative_checks(w: Workload, results: list[Result]) -> list[tuple[str, bool 
     irc_rows = [r for r in results if r.contender.is_irc]
     checks: list[tuple[str, bool | None]] = []
 
-    def missing(label: str, r: Result) -> None:
-        checks.append((f"{label} (irc: {r.status}{': ' + r.detail if r.detail else ''})",
-                       None if r.status == "n/a" else False))
+    def against(label: str, mine: Result, ref: Result | None, what: str, detail, passed) -> None:
+        """One target line: irc's row ``mine`` against ``ref`` (``what`` names it when absent)."""
+        if mine.median is None:
+            checks.append((f"{label} (irc: {mine.status}{': ' + mine.detail if mine.detail else ''})",
+                           None if mine.status == "n/a" else False))
+        elif ref is None:
+            checks.append((f"{label}: no {what} figure", None))
+        else:
+            checks.append((f"{label} ({detail(mine, ref)})", passed(mine, ref)))
 
     if w.key in ("sigmoid", "gelu", "softmax"):
         mine = irc_rows[0]  # writing into out=, as C does
         c_row = next((r for r in ok if r.contender.name.startswith("C ")), None)
-        label = f"{w.key}: irc ({mine.contender.output}) <= {C_FACTOR}x C"
-        if mine.median is None:
-            missing(label, mine)
-        elif c_row is None:
-            checks.append((f"{label}: no C figure", None))
-        else:
-            checks.append((f"{label} ({mine.median / c_row.median:.2f}x: {mine.median * 1e3:.2f} vs "
-                           f"{c_row.median * 1e3:.2f} ms)", mine.median <= C_FACTOR * c_row.median))
+        against(f"{w.key}: irc ({mine.contender.output}) <= {C_FACTOR}x C", mine, c_row, "C",
+                lambda m, c: f"{m.median / c.median:.2f}x: {m.median * 1e3:.2f} vs {c.median * 1e3:.2f} ms",
+                lambda m, c: m.median <= C_FACTOR * c.median)
         if mine.first_call_s is not None:
             checks.append((f"{w.key}: irc's first call <= {KERNEL_FIRST_CALL_S} s ({mine.first_call_s:.2f} s)",
                            mine.first_call_s <= KERNEL_FIRST_CALL_S))
     elif w.key == "matmul":
-        mine = next(r for r in irc_rows if "native" in r.contender.name)
-        peers = [r for r in ok if not r.contender.is_irc]
-        best = min(peers, key=lambda r: r.median, default=None)
-        label = f"matmul: irc native (blas=False) >= {GEMM_SHARE:.0%} of the best peer's GFLOP/s"
-        if mine.median is None:
-            missing(label, mine)
-        elif best is None:
-            checks.append((f"{label}: no peer figure", None))
-        else:
-            flops = w.flops(w.full)
-            checks.append((f"{label} ({best.median / mine.median:.0%}: {flops / mine.median / 1e9:.1f} vs "
-                           f"{best.contender.name} {flops / best.median / 1e9:.1f})",
-                           best.median / mine.median >= GEMM_SHARE))
+        flops = w.flops(w.full)
+        best = min((r for r in ok if not r.contender.is_irc), key=lambda r: r.median, default=None)
+        against(f"matmul: irc native (blas=False) >= {GEMM_SHARE:.0%} of the best peer's GFLOP/s",
+                next(r for r in irc_rows if "native" in r.contender.name), best, "peer",
+                lambda m, b: f"{b.median / m.median:.0%}: {flops / m.median / 1e9:.1f} vs "
+                             f"{b.contender.name} {flops / b.median / 1e9:.1f}",
+                lambda m, b: b.median / m.median >= GEMM_SHARE)
     elif w.key == "mlp":
         peers = [r for r in ok if r.contender.name in ("numpy", "jax.jit", "torch eager")]
+        closest = min(peers, key=lambda p: p.median, default=None)
         for mine in irc_rows:
-            label = f"mlp: {mine.contender.name} faster than numpy, jax.jit and torch eager"
-            if mine.median is None:
-                missing(label, mine)
-                continue
-            slowest_margin = min((p.median / mine.median for p in peers), default=None)
-            closest = min(peers, key=lambda p: p.median, default=None)
-            if closest is None:
-                checks.append((f"{label}: no peer figure", None))
-            else:
-                checks.append((f"{label} ({mine.median * 1e3:.1f} ms; the fastest peer, {closest.contender.name}, "
-                               f"{closest.median * 1e3:.1f}: {mine.median / closest.median:.2f}x its time)",
-                               slowest_margin > 1.0))
+            against(f"mlp: {mine.contender.name} faster than numpy, jax.jit and torch eager", mine, closest, "peer",
+                    lambda m, c: f"{m.median * 1e3:.1f} ms; the fastest peer, {c.contender.name}, "
+                                 f"{c.median * 1e3:.1f}: {m.median / c.median:.2f}x its time",
+                    lambda m, c: m.median < c.median)
         native = irc_rows[0]
         if native.first_call_s is not None:
             checks.append((f"mlp: {native.contender.name}'s first call <= {MLP_FIRST_CALL_S} s "

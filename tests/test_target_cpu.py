@@ -50,6 +50,15 @@ def level(monkeypatch):
     tc.set_cpu(None)
 
 
+def test_a_cpu_with_avx512_is_told_to_use_its_wide_vectors():
+    host = "+sse2,+avx2,+fma,+avx,+avx512f,+evex512"
+    assert tc.resolve("host", "sapphirerapids", host)[1].endswith(tc.WIDE_VECTORS)
+    assert tc.resolve("x86-64-v4", "znver4", host)[1].endswith(tc.WIDE_VECTORS)
+    assert tc.WIDE_VECTORS not in tc.resolve("x86-64-v3", "sapphirerapids", host)[1]
+    assert tc.WIDE_VECTORS not in tc.resolve("host", "haswell", "+sse2,+avx2,+fma,+avx,-avx512f")[1]
+    assert not tc.missing_on_host(tc.resolve("host", "sapphirerapids", host)[1], host)
+
+
 def test_a_level_lists_its_features_and_no_more():
     host_name, host_features = "znver4", "+sse2,+avx2,+avx512f,-amx-tile,+fma,+avx,+evex512,+bmi,+cx16,+sse4.2"
     name, features = tc.resolve("x86-64-v3", host_name, host_features)
@@ -60,7 +69,7 @@ def test_a_level_lists_its_features_and_no_more():
     assert all(f[1:] in {e[1:] for e in host_features.split(",")} for f in listed)  # LLVM knows each
     assert "+evex512" in tc.resolve("x86-64-v4", host_name, host_features)[1].split(",")
     assert "evex512" not in tc.resolve("x86-64-v4", host_name, host_features.replace(",+evex512", ""))[1]
-    assert tc.resolve("host", host_name, host_features) == (host_name, host_features)
+    assert tc.resolve("host", host_name, host_features) == (host_name, host_features + tc.WIDE_VECTORS)
     known = {e[1:] for e in host_features.split(",")}
     assert tc.missing_on_host(tc.resolve("x86-64-v4", host_name, host_features)[1], "+sse2,+avx2") \
         == [f for f in tc.LEVELS["x86-64-v4"] if f in known and f not in ("sse2", "avx2")]
@@ -86,10 +95,11 @@ def test_the_cli_offers_the_same_choices():
 
 
 @needs_x86
-@pytest.mark.parametrize("name", ["x86-64", "x86-64-v2", "x86-64-v3"])
+@pytest.mark.parametrize("name", ["x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"])
 def test_code_for_a_level_uses_its_registers_only(name, tmp_path):
     """The assembly ``irc compile --cpu`` writes for a lowered tensor function: SSE registers only
-    below v3, AVX's 256-bit ones at v3, and fused multiply-adds only where the level has them."""
+    below v3, AVX's 256-bit ones at v3, AVX-512's at v4 (whose generic tuning would prefer 256-bit
+    vectors: ``target_cpu.WIDE_VECTORS``), and fused multiply-adds only where the level has them."""
     lowered = tmp_path / "f.ir"
     run = [sys.executable, "-m", "irc.cli"]
     subprocess.run([*run, "opt", "-", "-p", "specialize-shapes{func=f shapes=tensor<1000xf32>;tensor<1000xf32>},"
@@ -98,9 +108,12 @@ def test_code_for_a_level_uses_its_registers_only(name, tmp_path):
     out = tmp_path / "f.s"
     subprocess.run([*run, "compile", str(lowered), "--cpu", name, "--emit", "asm", "-o", str(out)], check=True)
     asm = out.read_text()
-    assert "%zmm" not in asm
-    assert ("%ymm" in asm) == (name == "x86-64-v3")
-    assert ("vfmadd" in asm) == (name == "x86-64-v3")  # below it, math.fma is a call of fmaf
+    assert ("%zmm" in asm) == (name == "x86-64-v4")
+    if name == "x86-64-v4":
+        assert asm.count("%zmm") > asm.count("%ymm")  # the loop runs 16 lanes wide
+    else:
+        assert ("%ymm" in asm) == (name == "x86-64-v3")
+    assert ("vfmadd" in asm) == (name in ("x86-64-v3", "x86-64-v4"))  # below, math.fma calls fmaf
     assert "%xmm" in asm
 
 

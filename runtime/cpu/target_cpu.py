@@ -79,11 +79,27 @@ def resolve(name: str, host_name: str, host_features: str) -> tuple[str, str]:
     ``host_features`` (LLVM's ``+feature,-feature,...``).  A level's features are all listed with
     ``+``, so that what irc decides from features (vector width, FMA) and what LLVM emits agree."""
     if name == HOST:
-        return host_name, host_features
-    known = {entry[1:] for entry in host_features.split(",") if entry}
-    if "sse2" not in known:
-        raise ValueError(f"the CPU {name} is an x86-64 level, and this host's LLVM target is not x86-64")
-    return name, ",".join(f"+{feature}" for feature in LEVELS[name] if feature in known)
+        cpu, features = host_name, host_features
+    else:
+        known = {entry[1:] for entry in host_features.split(",") if entry}
+        if "sse2" not in known:
+            raise ValueError(f"the CPU {name} is an x86-64 level, and this host's LLVM target is not x86-64")
+        cpu, features = name, ",".join(f"+{feature}" for feature in LEVELS[name] if feature in known)
+    if "+avx512f" in features.split(","):
+        features += WIDE_VECTORS
+    return cpu, features
+
+
+WIDE_VECTORS = ",-prefer-256-bit"
+"""Added to the features of a CPU with AVX-512.  irc's own vector code (the GEMM's tile, the
+vector dialect) is sized for the widest registers (tensor_function.target_vectors: 512 bits),
+and LLVM's vectoriser should agree: its tuning for Intel's AVX-512 cores (Skylake-SP to Emerald
+Rapids) and for the generic x86-64-v4 prefers 256-bit vectors, so every elementwise kernel,
+softmax and reduction of a tensor function ran 8 f32 lanes wide there, where Zen 4 and 5 run
+16 (`--emit asm` of the tanh-GELU kernel: 207 ymm and no zmm instructions for
+``sapphirerapids``/``emeraldrapids``; 207 zmm with this).  The preference dates from
+Skylake-SP's lower clock under 512-bit instructions; the polynomial kernels here are bound by
+their multiply-adds, which 512-bit vectors halve.  Not measured on an Intel host yet."""
 
 
 def missing_on_host(features: str, host_features: str) -> list[str]:

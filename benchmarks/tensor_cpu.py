@@ -123,11 +123,17 @@ CPU_LEVELS = {
     "x86-64-v3": {"IRC_CPU": "x86-64-v3", "OPENBLAS_CORETYPE": "Haswell",
                   "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR", "ATEN_CPU_CAPABILITY": "avx2",
                   "NUMBA_CPU_NAME": "x86-64-v3", "XLA_FLAGS": " --xla_cpu_max_isa=AVX2", "C": "-march=x86-64-v3"},
+    "x86-64-v2": {"IRC_CPU": "x86-64-v2", "OPENBLAS_CORETYPE": "Nehalem",
+                  "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR", "ATEN_CPU_CAPABILITY": "default",
+                  "NUMBA_CPU_NAME": "x86-64-v2", "XLA_FLAGS": " --xla_cpu_max_isa=SSE4_2", "C": "-march=x86-64-v2"},
 }
 """``--cpu LEVEL``: every contender held to that x86-64 level's instructions, as on a host that has no
 more (an AVX2 machine on this AVX-512 one): irc through ``IRC_CPU`` (runtime/cpu/target_cpu.py),
 OpenBLAS through its core type, numpy's own loops, torch (eager and inductor's vector ISA), numba,
-XLA, and C compiled for the level.  Caches and cores stay this machine's."""
+XLA, and C compiled for the level.  Caches and cores stay this machine's.  Not held: the matmul
+libraries jax and torch call (they choose their kernels by the CPU: at x86-64-v2 both still ran
+at 90-107 GFLOP/s, 3x OpenBLAS's SSE kernels), and at x86-64-v2 torch.compile (inductor has no
+SSE vector ISA)."""
 
 CPU_LEVEL = next((a.split("=", 1)[1] if "=" in a else (sys.argv[i + 1] if i + 1 < len(sys.argv) else "")
                   for i, a in enumerate(sys.argv) if a == "--cpu" or a.startswith("--cpu=")), None)

@@ -164,7 +164,7 @@ def _reads_only_before(value, stores, block=None) -> bool:
     writers, so nothing is written there yet: the forward pass of a training step reads a bias
     long before its update)."""
     tops = [_top_level(st, block) for st in stores] if block is not None else []
-    first = min(tops, key=lambda t: sum(_before(u, t) for u in tops)) if tops else None
+    first = tops[-1] if len(tops) == 2 and _before(tops[1], tops[0]) else (tops[0] if tops else None)
     for use in value.uses:
         op = use.owner
         if op.name in ("memref.dim", "memref.extract_aligned_pointer_as_index"):

@@ -8,6 +8,7 @@ import pytest
 from irc.runtime import specialization_cache
 from irc.runtime.cpu import engine
 from irc.runtime.cpu import target_cpu as tc
+from test_target_cpu import ELEMENTWISE  # the same f(a, b) = tanh(exp(a*b))
 
 import irc
 from irc.diagnostics import IRError
@@ -172,13 +173,7 @@ def test_hinted_loops_print_parse_and_run_after_other_passes(pipeline):
 
 @pytest.mark.skipif(not (X86 and HOST_FMA), reason="needs an x86 host with FMA (whose code differs from x86-64's)")
 def test_an_existing_function_follows_a_new_level(host_level):
-    src = """
-func.func @f(%a: tensor<1000xf32>, %b: tensor<1000xf32>) -> tensor<1000xf32> {
-  %p = arith.mulf %a, %b : tensor<1000xf32>
-  %e = math.exp %p : tensor<1000xf32>
-  %t = math.tanh %e : tensor<1000xf32>
-  func.return %t : tensor<1000xf32>
-}"""
+    src = ELEMENTWISE
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((2, 1000)).astype(np.float32)
     fn = irc.compile(irc.parse(src), cache=False, threads=1).f

@@ -176,10 +176,10 @@ class ForOp(Operation):
 
     Operands: lower bound, upper bound and step (one integer or index type ``I``,
     ``index`` unless written after the header), then the initial values of the
-    iter_args.  Attributes: ``parallel`` (iterations independent: split-parallel),
-    ``interleave = N`` (a hint: ``INTERLEAVE``).  The body is one block whose arguments are the induction variable and
-    the iter_args; its ``scf.yield`` gives the next values, and the op's results are
-    the last ones.
+    iter_args.  Attributes: ``parallel`` (iterations independent: split-parallel) and
+    ``interleave = N`` (a hint: ``INTERLEAVE``).  The body is one block whose arguments are the
+    induction variable and the iter_args; its ``scf.yield`` gives the next values, and the op's
+    results are the last ones.
 
     Semantics (MLIR's): ``%iv`` takes the values lb, lb + step, lb + 2*step, ... that
     are below ub, comparing as signed integers and computing each next value exactly,

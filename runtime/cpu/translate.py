@@ -1532,7 +1532,19 @@ def _memref_rank(self, b, op):
 
 @_handler("memref.prefetch")
 def _prefetch(self, b, op):
-    """A hint only: nothing to do for the program's values (LLVM places its own prefetches)."""
+    """``llvm.prefetch`` of the element's address.  A prefetch never faults, so an index out of
+    bounds (or a buffer already freed) is no error here either, as in the interpreter: the
+    address is computed without bounds checks and without ``inbounds``, and nothing is read."""
+    t = op.operands[0].type
+    mem = self.value(op.operands[0])
+    linear = ir.Constant(I64, 0)
+    for i, n in zip((self.value(v) for v in op.operands[1:]), _sizes(b, mem, t.rank)):
+        linear = b.add(b.mul(linear, n), i)
+    address = b.gep(_extract(b, mem, 0), [linear])
+    flag = {key: op.attributes[key].value for key in ("isWrite", "localityHint", "isDataCache")}
+    prefetch = self._declare("llvm.prefetch.p0", ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]))
+    b.call(prefetch, [b.bitcast(address, PTR), *(ir.Constant(I32, int(flag[key]))
+                                                   for key in ("isWrite", "localityHint", "isDataCache"))])
 
 
 @_handler("memref.assume_alignment")

@@ -131,7 +131,11 @@ class Blocking:
         activations) cost 5% of that MLP's forward pass in ``python benchmarks/tensor_cpu.py
         --only mlp`` (87.2 and 87.9 ms against 82.2 and 83.7, 2026-11-25, AMD EPYC Zen 4):
         each block of columns packs A again.  Prefetching the next block's lines of B while
-        the current block's tiles ran won back 1 ms of the 5.  So the scratch stays."""
+        the current block's tiles ran won back 1 ms of the 5.  Packing A's whole K panel once
+        (0.5 MiB) for 128-column blocks of B (arena 1.75 activations) still cost 2-3% (84.2 to
+        85.3 ms against 81.4 and 82.0): B then comes from memory in 512-byte pieces of its
+        4 KiB rows, which prefetching the next block did not hide either.  Shallower K panels
+        with all of B's columns cost as much (more passes over C).  So the scratch stays."""
         def up(x: int, to: int) -> int:
             return -(-x // to) * to
 

@@ -15,7 +15,10 @@ transposed views), and (without a target) the convolutions' products of
 torch_backend.py's CNN, per image.  Each product runs through ``irc.compile`` of a one-matmul
 tensor function (what a user's program calls), after its first call.  Every
 contender's result is checked against a float64 product.  Medians of 7 rounds of
-5 calls, the contenders interleaved round by round; GFLOP/s = 2*M*N*K / time.
+5 calls, the contenders interleaved round by round; GFLOP/s = 2*M*N*K / time.  irc's
+GFLOP/s is also shown as a share of this core's multiply-add peak, measured in the same run
+(``multiply_add_peak``: benchmarks/c/fma_peak.c, built with tensor_cpu.py's C flags, so
+``--cpu`` holds it to the level too).
 
 ``--blockings`` calls the library function itself at explicit sizes
 (``irc_gemm_f32_nn_8x32_96x512x8192``: tile MRxNR, blocks MCxKCxNC) on the MLP's
@@ -112,6 +115,40 @@ def contenders(m, n, k, ta, tb, dtype):
     return rows, a.astype(np.float64) @ b.astype(np.float64)
 
 
+def multiply_add_peak() -> float | None:
+    """This core's f32 multiply-add peak in GFLOP/s: benchmarks/c/fma_peak.c (independent
+    multiply-add chains in registers, the widest vectors the C flags allow) built with
+    tensor_cpu.py's C flags, the best of five runs of about 0.2 s.  None without gcc."""
+    import ctypes
+    import shutil
+    import subprocess
+    import tempfile
+
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return None
+    so = Path(tempfile.mkdtemp(prefix="irc-bench-peak-")) / "fma_peak.so"
+    subprocess.run([gcc, *tc.C_FLAGS, "-shared", "-fPIC", str(Path(__file__).parent / "c" / "fma_peak.c"),
+                    "-o", str(so)], check=True)
+    lib = ctypes.CDLL(str(so))
+    lib.fma_chains.argtypes, lib.fma_chains.restype = [ctypes.c_int64], ctypes.c_float
+    flops_a_step = 2 * lib.fma_lanes() * lib.fma_chains_count()
+    steps = 1 << 20
+    while True:  # steps for about 0.2 s
+        t = time.perf_counter()
+        lib.fma_chains(steps)
+        if time.perf_counter() - t > 0.05:
+            break
+        steps *= 2
+    steps *= 4
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        lib.fma_chains(steps)
+        best = min(best, time.perf_counter() - t)
+    return flops_a_step * steps / best / 1e9
+
+
 def timed(calls: list, rounds: int, per_round: int) -> list[float]:
     """Median seconds per call of each callable, interleaved round by round."""
     times = [[] for _ in calls]
@@ -130,10 +167,12 @@ def check(got, ref, k, dtype) -> bool:
     return bool(np.abs(got - ref).max() <= 16 * np.finfo(dtype).eps * scale)
 
 
-def shapes_part(shapes, rounds, per_round, untargeted=()) -> list[tuple[str, bool]]:
+def shapes_part(shapes, rounds, per_round, untargeted=(), peak=None) -> list[tuple[str, bool]]:
+    """The table: GFLOP/s of irc and each peer per product, irc over the best peer, and (with
+    ``peak``, this core's f32 multiply-add peak) irc's share of the peak (f64's is half)."""
     checks = []
-    print("| product (M x N x K) | dtype | irc GFLOP/s | numpy | jax.jit | torch | irc / best peer |")
-    print("|---|---|---|---|---|---|---|")
+    print("| product (M x N x K) | dtype | irc GFLOP/s | numpy | jax.jit | torch | irc / best peer | irc / peak |")
+    print("|---|---|---|---|---|---|---|---|")
     for label, m, n, k, ta, tb in [*shapes, *untargeted]:
         for dtype in ([np.float32, np.float64] if label == "square 1024" else [np.float32]):
             rows, ref = contenders(m, n, k, ta, tb, dtype)
@@ -150,9 +189,10 @@ def shapes_part(shapes, rounds, per_round, untargeted=()) -> list[tuple[str, boo
                     return "-"
                 return f"{rate[name]:.1f}" + ("" if ok[name] else " (wrong)")
             ratio = f"{irc_rate / best:.2f}" if best else "-"
+            of_peak = f"{irc_rate / (peak * (4 / np.dtype(dtype).itemsize)):.0%}" if peak else "-"
             shape = f"{m}x{n}x{k}" + (" A^T" if ta else "") + (" B^T" if tb else "")
             print(f"| {label}: {shape} | {np.dtype(dtype).name} | {cell(names[0])} | {cell('numpy (OpenBLAS)')} "
-                  f"| {cell('jax.jit')} | {cell('torch')} | {ratio} |", flush=True)
+                  f"| {cell('jax.jit')} | {cell('torch')} | {ratio} | {of_peak} |", flush=True)
             if not ok[names[0]]:
                 checks.append((f"{label} {np.dtype(dtype).name}: irc's product is wrong", False))
             elif best and (label, m, n, k, ta, tb) not in untargeted:
@@ -311,7 +351,11 @@ def main(argv=None) -> int:
         for text, ok in checks:
             print(f"{'PASS' if ok else 'FAIL'}  {text}")
         return 1 if any("same bits" in text for text, ok in checks if not ok) else 0
-    checks = shapes_part(QUICK_SHAPES if opts.quick else SHAPES, rounds, per_round, () if opts.quick else CNN_SHAPES)
+    peak = multiply_add_peak()
+    print(f"f32 multiply-add peak of this core: {peak:.1f} GFLOP/s (benchmarks/c/fma_peak.c, gcc "
+          f"{' '.join(tc.C_FLAGS)})\n" if peak else "f32 multiply-add peak: not measured (no gcc)\n")
+    checks = shapes_part(QUICK_SHAPES if opts.quick else SHAPES, rounds, per_round, () if opts.quick else CNN_SHAPES,
+                         peak)
     print()
     for text, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {text}")

@@ -335,18 +335,24 @@ class PackedGemm:
         with lb.if_(rest > 0) as partial:
             with partial.then_():
                 base = full * (kc * nr)
-                self._zero_fill(self.pb, base, kc, nr)
                 first = jc + full * nr
                 with lb.if_(self.tb) as layout:
                     with layout.then_():  # as the whole panels; past the last column a group reads
-                        # that column again and stores zeros instead
+                        # that column again and stores zeros instead, and the groups past the
+                        # last column's are zeros (a 27-column panel: none)
                         last = first + rest - 1
-                        with lb.for_(0, self._ceil_div(rest, group)) as g:
+                        groups = self._ceil_div(rest, group)
+                        with lb.for_(0, groups) as g:
                             col = first + g.iv * group
                             starts = [self._min(col + j, last) * self.k + pc for j in range(group)]
                             valid = [(col + j) <= last for j in range(group)]
                             self._pack_transposed(self.b, starts, valid, kc, self.pb, base + g.iv * group, nr)
+                        zeros = lb.splat_vector(self.zero, group)
+                        with lb.for_(groups, nr // group) as g:
+                            with lb.for_(0, kc) as p:
+                                lb.vector_store(zeros, self.pb, [base + p.iv * nr + g.iv * group])
                     with layout.else_():  # B's rows: the partial panel's columns are contiguous
+                        self._zero_fill(self.pb, base, kc, nr)
                         with lb.for_(0, kc) as p:
                             src = (pc + p.iv) * self.n + first
                             with lb.for_(0, rest) as j:
@@ -481,14 +487,21 @@ class PackedGemm:
                 self._copy_edge(rows, cols, row, col, self.c, to_tile=False)
 
     def _copy_edge(self, rows, cols, row, col, matrix, to_tile: bool) -> None:
+        """The valid ``rows`` x ``cols`` of an edge tile between ``matrix`` (from ``row``, ``col``)
+        and the tile buffer: GROUP elements a vector, then one at a time (the library is compiled
+        without LLVM's vectoriser, and a 27-column product's every tile is an edge tile)."""
         lb, nr = self.lb, self.bl.nr
+        chunk = GROUP if nr % GROUP == 0 else 1
+        vectors = lb.op("arith.divui", cols, lb.index(chunk)) * chunk
         with lb.for_(0, rows) as r:
-            with lb.for_(0, cols) as j:
-                at, t = (row + r.iv) * self.n + col + j.iv, r.iv * nr + j.iv
-                if to_tile:
-                    lb.store(lb.load(matrix, [at]), self.tile, [t])
-                else:
-                    lb.store(lb.load(self.tile, [t]), matrix, [at])
+            start, t_start = (row + r.iv) * self.n + col, r.iv * nr
+            for begin, end, width in ((0, vectors, chunk), (vectors, cols, 1)):
+                with lb.for_(begin, end, width) as j:
+                    at, t = start + j.iv, t_start + j.iv
+                    if to_tile:
+                        lb.vector_store(lb.vector_load(matrix, [at], width), self.tile, [t])
+                    else:
+                        lb.vector_store(lb.vector_load(self.tile, [t], width), matrix, [at])
 
     def _kernel(self, c, d, c_at, ldc, first, a, b, kc, width: int) -> None:
         """MR x ``width`` sums over kc steps of A's rows and the first ``width`` columns of B's

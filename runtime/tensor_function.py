@@ -32,6 +32,7 @@ import ctypes
 import dataclasses
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -536,8 +537,11 @@ class TensorFunction:
             if spec.entry is None:
                 from .fast_entry import make_entry
 
+                # A weak reference: the entry lives on the specialisation, which this function
+                # holds, and a strong one would keep a dropped executable until a collection.
+                me = weakref.ref(self)
                 spec.entry = make_entry(self, spec, shapes, self.name,
-                                        refused=lambda *arrays: self._checked_call(arrays, None))
+                                        refused=lambda *arrays: me()._checked_call(arrays, None))
             return spec.entry(*args)
         outputs = [out] if type(out) is np.ndarray else list(out)
         if len(outputs) != len(spec.out_shapes):

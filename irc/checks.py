@@ -45,6 +45,21 @@ def check_module(func: str, param: str, value) -> None:
                         f"got {type(value).__name__}")
 
 
+def plain_array(what: str, value, t):
+    """``value``, an ``np.ndarray`` or a subclass, as a plain ``np.ndarray`` over the same memory
+    (a ``np.memmap``, such as ``np.load(..., mmap_mode="r+")`` gives, works as its data; stores
+    go to it).  A masked array is refused: its mask says which elements do not count, which a
+    compiled function could only ignore.  Anything else comes back unchanged."""
+    import numpy as np
+
+    if type(value) is np.ndarray or not isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(f"{what} is a masked array for {t}: pass its data with the masked elements "
+                        f"filled (x.filled(value)), or x.data to ignore the mask")
+    return value.view(np.ndarray)
+
+
 def check_array(what: str, value, t, dtype):
     """``value`` as an array for the tensor type ``t`` (numpy dtype ``dtype``): lists and numbers
     are converted; another dtype, rank or static size is an error naming ``what`` (``parameter
@@ -52,6 +67,7 @@ def check_array(what: str, value, t, dtype):
     checkpoints alike."""
     import numpy as np
 
+    value = plain_array(what, value, t)
     if not isinstance(value, np.ndarray):
         if isinstance(value, (list, tuple, bool, int, float, np.generic)):
             value = np.asarray(value, dtype=dtype)

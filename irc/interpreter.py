@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .checks import plain_array
 from .diagnostics import InterpreterError, IRError
 from .operation import Operation
 from .semantics import Buffer, Fault, float_dtype, wrap
@@ -209,6 +210,7 @@ def to_runtime(x, t: Type, what: str):
 
         return round_to(np.float64(x), t)
     if isinstance(t, (MemRefType, TensorType)):
+        x = plain_array(what, x, t)
         if not isinstance(x, np.ndarray):
             raise TypeError(f"{what} must be a numpy array for {t}, got {type(x).__name__}")
         elem = t.element_type

@@ -1020,3 +1020,50 @@ func.func @f(%x: tensor<3000xf32>) -> tensor<3000xf32> {
     x = np.random.default_rng(1).random(3000).astype(np.float32)
     np.testing.assert_allclose(f(x), np.sqrt(x) * x, rtol=1e-6)
     assert _parallel_calls(f, ((3000,),)) == []
+
+
+# -- numpy subclasses ----------------------------------------------------------------------------
+
+SUBCLASSES = """
+func.func @twice(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %r = arith.addf %a, %a : tensor<4xf32>
+  func.return %r : tensor<4xf32>
+}
+func.func @double_first(%m: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %v = memref.load %m[%c0] : memref<4xf32>
+  %w = arith.addf %v, %v : f32
+  memref.store %w, %m[%c0] : memref<4xf32>
+  func.return
+}
+"""
+
+
+def test_a_memmap_works_as_its_data_and_a_masked_array_is_refused(tmp_path):
+    """``np.load(..., mmap_mode=...)`` gives a ``np.memmap``, an ndarray subclass: compiled
+    functions and the interpreter take it as its memory (stores reach the file), for tensors,
+    memrefs and ``out=``.  A masked array's mask cannot be honoured, so it is an error that says
+    what to pass instead."""
+    module = irc.parse(SUBCLASSES)
+    exe = irc.compile(module, cache=False)
+    m = np.memmap(tmp_path / "m.bin", dtype=np.float32, mode="w+", shape=(4,))
+    m[:] = [1, 2, 3, 4]
+    np.testing.assert_array_equal(exe.twice(m), [2, 4, 6, 8])
+    np.testing.assert_array_equal(irc.interpret(module, "twice", m), [2, 4, 6, 8])
+    out = np.memmap(tmp_path / "out.bin", dtype=np.float32, mode="w+", shape=(4,))
+    assert exe.twice(m, out=out) is out
+    out.flush()
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "out.bin", np.float32), [2, 4, 6, 8])
+    exe.double_first(m)
+    irc.interpret(module, "double_first", m)
+    m.flush()
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "m.bin", np.float32), [4, 2, 3, 4])
+    read_only = np.memmap(tmp_path / "m.bin", dtype=np.float32, mode="r", shape=(4,))
+    np.testing.assert_array_equal(exe.twice(read_only), [8, 4, 6, 8])
+    with pytest.raises(ValueError, match="parameter 'm' must be writeable"):
+        exe.double_first(read_only)
+    masked = np.ma.array([1, 2, 3, 4], dtype=np.float32, mask=[0, 1, 0, 0])
+    for call in (lambda: exe.twice(masked), lambda: exe.double_first(masked),
+                 lambda: irc.interpret(module, "twice", masked)):
+        with pytest.raises(TypeError, match=r"is a masked array .*x\.filled"):
+            call()

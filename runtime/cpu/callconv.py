@@ -18,6 +18,7 @@ import re
 
 import numpy as np
 
+from irc.checks import plain_array
 from irc.diagnostics import ExecutionError, IRError
 from irc.types import FloatType, IndexType, IntegerType, MemRefType, numpy_dtype
 
@@ -70,6 +71,7 @@ def _memref_checker(name: str, t: MemRefType):
     shape = t.shape
 
     def check(a):
+        a = plain_array(f"parameter '{name}'", a, t)
         if type(a) is not np.ndarray:
             raise TypeError(f"parameter '{name}' must be a numpy array for {t}, got {type(a).__name__}")
         if a.dtype != dtype:

@@ -159,6 +159,20 @@ def test_blocking_for_the_host():
         assert gl.parse_symbol(gl.symbol(FloatType("f64"), blocking))[1] == blocking
 
 
+@pytest.mark.parametrize("l1_kib, elem, kc", [(48, "f32", 256), (48, "f64", 256), (64, "f32", 384), (32, "f32", 512),
+                                              (32, "f64", 512), (0, "f32", 512)])
+def test_k_panel_depth_follows_the_l1_cache(l1_kib, elem, kc):
+    """A K panel whose tile working set (MR x KC of A, KC x NR of B) fits in L1 where one at
+    least KC_L1_MIN deep does (48 KiB: Intel's Golden Cove cores); the deepest panel where
+    none does (32 KiB beside 8 x 32 f32 tiles: Zen 4) or L1 is unknown."""
+    t = FloatType(elem)
+    host = dict(vector_bits=512, vector_registers=32, l1_bytes=l1_kib << 10, l3_bytes=32 << 20)
+    blocking = gl.Blocking.for_host(t, host)
+    assert blocking.kc == kc
+    if kc != gl.KC_MAX:
+        assert (blocking.mr + blocking.nr) * blocking.kc * t.width // 8 <= l1_kib << 10
+
+
 @pytest.mark.parametrize("shape", [(70, 130, 90), (100, 10, 300), (64, 64, 64), (3, 1, 1), (3, 5, 2), (5, 40, 3)])
 def test_tensor_functions_call_the_library_for_large_products(shape):
     """Every 2-D f32 product of three or more rows calls the library (narrow ones run its

@@ -87,6 +87,11 @@ one function (one compile) serves all four cases."""
 KC_MAX = 512
 """Deepest K panel (deeper ones gained nothing measurable and cost scratch)."""
 
+KC_L1_MIN = 256
+"""Shallowest K panel worth keeping in L1 (``Blocking.for_host``): a tile's start and end
+(zeroing the sums; reading, scaling and writing C) are about 3% of a 256-deep panel's
+kernel and twice that of a 128-deep one."""
+
 GROUP = 8
 """Columns of B^T (rows of its buffer) packed together: one short vector store a k step, from
 GROUP streams, few enough that rows a power of two apart (which share an L1 set) stay cached."""
@@ -111,13 +116,11 @@ class Blocking:
 
     @staticmethod
     def for_host(elem, options: dict) -> Blocking:
-        """The sizes on the host ``options`` describe: matmul.py's register tile, its cache blocks
-        with K panels twice as deep (the A and B micro-panels stream from L2 either way, and a
-        deeper panel halves the kernel's start and end, which ``benchmarks/gemm.py --blockings``
-        measured at 2-3%: docs/benchmarks.md)."""
+        """The sizes on the host ``options`` describe: matmul.py's register tile and cache blocks,
+        with the K panel's depth chosen by the L1 data cache (``l1_depth``)."""
         mr, nr = tile_sizes(elem, options.get("vector_bits", 0), options.get("vector_registers", 0))
         kc, nc = block_sizes(elem, nr, options.get("l1_bytes", 0), options.get("l3_bytes", 0))
-        kc = min(KC_MAX, 2 * kc)
+        kc = l1_depth(elem, mr, nr, options.get("l1_bytes", 0)) or min(KC_MAX, 2 * kc)
         return Blocking(mr, nr, max(mr, MC - MC % mr), kc, max(nr, nc - nc % nr), options.get("fma", True))
 
     def scratch_sizes(self, m: int, n: int, k: int) -> tuple[int, int]:
@@ -142,6 +145,29 @@ class Blocking:
         kc = min(self.kc, k)
         a = 1 if n <= self.nr else max(1, up(min(self.mc, m), self.mr) * kc)
         return a, max(1, up(min(self.nc, n), self.nr) * kc)
+
+
+def l1_depth(elem, mr: int, nr: int, l1_bytes: int) -> int:
+    """The K panel's depth where the L1 data cache holds a tile's whole working set, else 0.
+
+    Between two tiles of a column panel (the inner loop runs down A's row panels) the kernel
+    reads the same KC x NR panel of B again and a new MR x KC panel of A.  When both fit in L1,
+    B's panel is read from L1 by every tile after the first: the deepest such panel, in steps
+    of 64, if it is at least ``KC_L1_MIN`` deep.  Where L1 is too small for that (32 KiB
+    beside an 8 x 32 f32 tile: Zen 4 and 5), B's panel streams from L2 at any depth, and the
+    deepest panel (``KC_MAX``) halves the kernel's start and end instead, which measured 2-3%
+    faster than 256 there (session 6); 0 then, and for an unknown L1.
+
+    Measured on the Intel Xeon (Emerald Rapids, L1 48 KiB: 256 deep, where 512 was chosen
+    before): the speed is the same within what this VM's co-tenants move it by (20-40% for
+    seconds at a time; docs/benchmarks.md, session 11), and the packed panel of B is half
+    the size (tensor_cpu.py's MLP arena: 3.19 -> 2.09 activations).  Not measured where it
+    changes a 32 KiB L1's choice: the AVX2 tiles (6 x 16 f32: 320 deep; 6 x 8 f64: 256)."""
+    if l1_bytes <= 0:
+        return 0
+    size = max(1, getattr(elem, "width", 64) // 8)
+    depth = min(KC_MAX, l1_bytes // ((mr + nr) * size)) // 64 * 64
+    return depth if depth >= KC_L1_MIN else 0
 
 
 def symbol(elem: FloatType, blocking: Blocking) -> str:

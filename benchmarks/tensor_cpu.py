@@ -853,6 +853,12 @@ class Result:
     def median(self) -> float | None:
         return statistics.median(self.times) if self.times else None
 
+    @property
+    def fastest(self) -> float | None:
+        """The fastest timed call: what the code does when nothing else slows the core (a shared
+        VM's co-tenants can slow its memory traffic for seconds at a time: docs/benchmarks.md)."""
+        return min(self.times) if self.times else None
+
 
 def to_numpy(r) -> np.ndarray:
     if hasattr(r, "detach"):  # a torch tensor
@@ -1161,7 +1167,7 @@ def report_workload(w: Workload, sizes: tuple, results: list[Result], cpu: float
     base = irc_ref.median if irc_ref else None
     numpy_row = next((r for r in results if r.contender.name.startswith("numpy") and r.median), None)
     flops = w.flops(sizes) if w.flops else None
-    header = ["contender", "output", "median ms", "time / irc"]
+    header = ["contender", "output", "median ms", "time / irc", "fastest ms"]
     if flops and w.key == "matmul":
         header += ["GFLOP/s", "% of numpy"]
     header += ["1st call s", "max abs err", "status"]
@@ -1169,7 +1175,7 @@ def report_workload(w: Workload, sizes: tuple, results: list[Result], cpu: float
     for r in results:
         med = r.median
         row = [r.contender.name, r.contender.output, fmt_ms(med),
-               f"{med / base:.2f}" if med is not None and base else "-"]
+               f"{med / base:.2f}" if med is not None and base else "-", fmt_ms(r.fastest)]
         if flops and w.key == "matmul":
             row += [f"{flops / med / 1e9:.1f}" if med else "-",
                     f"{100 * numpy_row.median / med:.0f}%" if med and numpy_row else "-"]

@@ -18,7 +18,9 @@ contender's result is checked against a float64 product.  Medians of 7 rounds of
 5 calls, the contenders interleaved round by round; GFLOP/s = 2*M*N*K / time.  irc's
 GFLOP/s is also shown as a share of this core's multiply-add peak, measured in the same run
 (``multiply_add_peak``: benchmarks/c/fma_peak.c, built with tensor_cpu.py's C flags, so
-``--cpu`` holds it to the level too).
+``--cpu`` holds it to the level too).  The last column compares the fastest calls (irc's
+against the best peer's): on a VM whose co-tenants slow a core's memory traffic for seconds
+at a time, it says what each code does on an undisturbed core (docs/benchmarks.md).
 
 ``--blockings`` calls the library function itself at explicit sizes
 (``irc_gemm_f32_nn_8x32_96x512x8192``: tile MRxNR, blocks MCxKCxNC) on the MLP's

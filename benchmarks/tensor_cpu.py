@@ -48,7 +48,8 @@ float64 (``|got - ref| <= atol + rtol |ref|`` everywhere); a wrong one is
 reported as wrong and not timed, and one that raises is reported with its
 error, and the rest of the run goes on.  Times are medians of ``--repeat``
 calls, the contenders interleaved (round robin) so that the drift of a shared
-machine hits them alike; ratios are ``time / irc`` from this same run.  Each
+machine hits them alike; ratios are ``time / irc`` from this same run.  The fastest call
+is printed too: what the code does while nothing slows the core.  Each
 table prints ``cpu%``: the process's CPU time over wall time during its timed
 calls (about 100% when nothing else took the core; more where a peer runs
 helper threads).

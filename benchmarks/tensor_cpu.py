@@ -29,7 +29,8 @@ tensor-to-loops, memory planning, math-approx when registered), called as
 variant that lets irc allocate its output, and where the ``math-approx`` pass
 exists, the variant with libm calls (``math_approx=False``).  Matmul is timed
 with irc's own GEMM (``blas=False``) and, where irc has one, its BLAS path
-(``blas=True``: numpy's OpenBLAS gemm, else scipy's; runtime/cpu/blas.py).  irc's compile cache is a fresh
+(``blas=True``: MKL's gemm where the ``mkl`` package is installed, else numpy's OpenBLAS, else
+scipy's; runtime/cpu/blas.py; the run prints which).  irc's compile cache is a fresh
 temporary directory, so its "1st call" column is a cold compile plus one run
 (torch.compile's depends on what earlier runs left in inductor's disk cache).
 
@@ -121,16 +122,17 @@ THREAD_ENV = {
 }
 
 CPU_LEVELS = {
-    "x86-64-v3": {"IRC_CPU": "x86-64-v3", "OPENBLAS_CORETYPE": "Haswell",
+    "x86-64-v3": {"IRC_CPU": "x86-64-v3", "OPENBLAS_CORETYPE": "Haswell", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
                   "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR", "ATEN_CPU_CAPABILITY": "avx2",
                   "NUMBA_CPU_NAME": "x86-64-v3", "XLA_FLAGS": " --xla_cpu_max_isa=AVX2", "C": "-march=x86-64-v3"},
-    "x86-64-v2": {"IRC_CPU": "x86-64-v2", "OPENBLAS_CORETYPE": "Nehalem",
+    "x86-64-v2": {"IRC_CPU": "x86-64-v2", "OPENBLAS_CORETYPE": "Nehalem", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
                   "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_ICL AVX512_SPR", "ATEN_CPU_CAPABILITY": "default",
                   "NUMBA_CPU_NAME": "x86-64-v2", "XLA_FLAGS": " --xla_cpu_max_isa=SSE4_2", "C": "-march=x86-64-v2"},
 }
 """``--cpu LEVEL``: every contender held to that x86-64 level's instructions, as on a host that has no
 more (an AVX2 machine on this AVX-512 one): irc through ``IRC_CPU`` (runtime/cpu/target_cpu.py),
-OpenBLAS through its core type, numpy's own loops, torch (eager and inductor's vector ISA), numba,
+OpenBLAS through its core type, MKL (irc's BLAS path's where installed, and torch's) through
+``MKL_ENABLE_INSTRUCTIONS``, numpy's own loops, torch (eager and inductor's vector ISA), numba,
 XLA, and C compiled for the level.  Caches and cores stay this machine's.  Not held: the matmul
 libraries jax and torch call (they choose their kernels by the CPU: at x86-64-v2 both still ran
 at 90-107 GFLOP/s, 3x OpenBLAS's SSE kernels), and at x86-64-v2 torch.compile (inductor has no
@@ -1196,7 +1198,7 @@ def report_workload(w: Workload, sizes: tuple, results: list[Result], cpu: float
     if w.key == "matmul":
         print_blas_notes(results)
         r = next(r for r in results if r.contender.name == "irc BLAS path (blas=True)")
-        # The BLAS path calls numpy's OpenBLAS (pinned as numpy is): it is compared with numpy in process.
+        # The BLAS path calls MKL or numpy's OpenBLAS (pinned as numpy is): it is compared with numpy in process.
         label = "matmul: irc BLAS path (blas=True) >= 95% of numpy's GFLOP/s"
         if r.status == "n/a":
             checks.append((f"{label}: {r.detail}", None))

@@ -1,8 +1,8 @@
 """The BLAS path's gemm, from each library the runtime can bind (runtime/cpu/blas.py).
 
-numpy's OpenBLAS (64-bit integers) comes first, scipy's cython_blas gemm (32-bit) is the
-fallback: each is bound in turn here, and every transpose shim's products are checked
-against numpy in float64.
+MKL (32-bit integers) where the ``mkl`` package is installed, then numpy's OpenBLAS (64-bit
+integers), then scipy's cython_blas gemm (32-bit): each is bound in turn here, and every
+transpose shim's products are checked against numpy in float64.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ def _program(ta: bool, tb: bool, elem: str) -> str:
             f"\n  func.return %c : {dyn}\n}}")
 
 
-@pytest.fixture(params=["numpy", "scipy"])
+@pytest.fixture(params=["mkl", "numpy", "scipy"])
 def library(request, monkeypatch):
     """Bind only one library's gemm for the test (the lookup's cache cleared around it)."""
-    find = {"numpy": blas_runtime._numpy_gemm, "scipy": blas_runtime._scipy_gemm}[request.param]
+    find = {"mkl": blas_runtime._mkl_gemm, "numpy": blas_runtime._numpy_gemm,
+            "scipy": blas_runtime._scipy_gemm}[request.param]
     if find("sgemm") is None:
         pytest.skip(f"{request.param} has no Fortran gemm here")
     monkeypatch.setattr(blas_runtime, "LIBRARIES", (find,))
@@ -56,13 +57,26 @@ def test_each_library_computes_every_transpose(library, elem, flags):
         assert "@irc_blas_" in module.print()  # the product went to BLAS, not to native loops
 
 
-def test_numpy_is_bound_first_where_it_has_a_gemm():
+def test_mkl_then_numpy_is_bound_first():
+    """MKL where installed (asked for by installing it), else numpy's own gemm."""
     blas_runtime.gemm.cache_clear()
     found = blas_runtime.gemm("sgemm")
-    numpy_own = blas_runtime._numpy_gemm("sgemm")
-    if numpy_own is None:
-        pytest.skip("numpy links no Fortran-ABI gemm here")
-    assert found == numpy_own
+    first = blas_runtime._mkl_gemm("sgemm") or blas_runtime._numpy_gemm("sgemm")
+    if first is None:
+        pytest.skip("neither MKL nor numpy's Fortran-ABI gemm is here")
+    assert found == first
+
+
+def test_mkl_runs_on_the_calling_thread_only():
+    """MKL is switched to its sequential layer: its own threads would fight irc's pool (and a
+    ``threads=1`` function's promise) for the cores."""
+    runtime = blas_runtime._mkl_runtime()
+    if runtime is None:
+        pytest.skip("the mkl package is not installed")
+    lib, _ = runtime
+    get_layer = lib.MKL_Set_Threading_Layer
+    assert get_layer(blas_runtime.MKL_THREADING_SEQUENTIAL) == blas_runtime.MKL_THREADING_SEQUENTIAL
+    assert lib.MKL_Get_Max_Threads() == 1
 
 
 def test_no_library_means_no_blas_path(monkeypatch):

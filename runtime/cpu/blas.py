@@ -9,22 +9,32 @@ Row-major C = A B is column-major C^T = B^T A^T, so the shim calls
 ``gemm('N', 'N', n, m, k, 1, B, n, A, k, 0, C, n)``; the ``_tn``/``_nt``/``_tt``
 shims take an operand's transpose's buffer and pass ``'T'`` for it instead.
 
-Which gemm (``LIBRARIES``, first found wins): numpy's own BLAS when it exports a Fortran
-gemm (numpy's wheels bundle scipy-openblas with 64-bit integers, ``scipy_sgemm_64_``),
-looked up through numpy's ``_multiarray_umath`` (dlsym searches the libraries it links);
-else the function pointer scipy exports in ``scipy.linalg.cython_blas.__pyx_capi__``
-(scipy's own OpenBLAS, 32-bit integers).  numpy's comes first so that the BLAS path runs
-the very gemm ``x @ w`` runs in numpy: scipy's wheels may bundle an older OpenBLAS (here
-scipy 1.17.1's 0.3.30 took 6.05 ms for 256x1024 @ 1024x1024 f32 on one core against 5.80
-for numpy 2.4.6's 0.3.31: docs/benchmarks.md), and it works without scipy.  Either is
-imported into the JIT under a private name.
+Which gemm (``LIBRARIES``, first found wins):
+
+1. Intel's MKL where the ``mkl`` package is installed (``pip install 'irc[mkl]'``): its one
+   dynamic library ``libmkl_rt`` in the environment's ``lib``, switched to its sequential
+   threading layer (irc splits a product across its own threads), 32-bit integers.  Installing
+   it is asking for it: on Intel's AVX-512 Xeons its sgemm is the fastest here, 15-30% ahead of
+   OpenBLAS's in docs/benchmarks.md (session 11); on AMD's it may not be.
+2. numpy's own BLAS when it exports a Fortran gemm (numpy's wheels bundle scipy-openblas with
+   64-bit integers, ``scipy_sgemm_64_``), looked up through numpy's ``_multiarray_umath``
+   (dlsym searches the libraries it links), so that the BLAS path runs the very gemm
+   ``x @ w`` runs in numpy.
+3. The function pointer scipy exports in ``scipy.linalg.cython_blas.__pyx_capi__`` (scipy's
+   own OpenBLAS, 32-bit integers): its wheels may bundle an older OpenBLAS (scipy 1.17.1's
+   0.3.30 took 6.05 ms for 256x1024 @ 1024x1024 f32 on one core against 5.80 for numpy
+   2.4.6's 0.3.31: docs/benchmarks.md).
+
+Each is imported into the JIT under a private name.
 """
 
 from __future__ import annotations
 
 import ctypes
+import sys
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 SHIMS = {f"irc_blas_{blas}{suffix}": (blas, elem, suffix)
          for blas, elem in (("sgemm", "float"), ("dgemm", "double")) for suffix in ("", "_tn", "_nt", "_tt")}
@@ -41,6 +51,43 @@ class Gemm:
     address: int
     int_bits: int
     source: str
+
+
+MKL_THREADING_SEQUENTIAL = 1
+"""``MKL_Set_Threading_Layer``'s code for MKL's one-thread layer (mkl_service.h)."""
+
+
+@cache
+def _mkl_runtime() -> tuple[ctypes.CDLL, str] | None:
+    """MKL's ``libmkl_rt`` from the ``mkl`` package (in ``sys.prefix``'s ``lib``), loaded and
+    set to run sequentially, and its file name; None where it is not installed, or where this
+    process has MKL running with its own threads already (they would fight irc's threads for
+    the cores)."""
+    for directory in dict.fromkeys((Path(sys.prefix) / "lib", Path(sys.base_prefix) / "lib")):
+        for path in sorted(directory.glob("libmkl_rt.so*")):
+            try:
+                lib = ctypes.CDLL(str(path))
+                set_layer = lib.MKL_Set_Threading_Layer
+            except (OSError, AttributeError):
+                continue
+            set_layer.restype, set_layer.argtypes = ctypes.c_int, [ctypes.c_int]
+            if set_layer(MKL_THREADING_SEQUENTIAL) != MKL_THREADING_SEQUENTIAL:
+                return None
+            return lib, path.name
+    return None
+
+
+def _mkl_gemm(name: str) -> Gemm | None:
+    """MKL's Fortran gemm ``name`` (its LP64 interface: 32-bit integers), where installed."""
+    runtime = _mkl_runtime()
+    if runtime is None:
+        return None
+    lib, file = runtime
+    try:
+        function = getattr(lib, f"{name}_")
+    except AttributeError:
+        return None
+    return Gemm(ctypes.cast(function, ctypes.c_void_p).value, 32, f"MKL ({file} {name}_)")
 
 
 def _numpy_gemm(name: str) -> Gemm | None:
@@ -81,7 +128,7 @@ def _scipy_gemm(name: str) -> Gemm | None:
     return Gemm(get_pointer(capsule, get_name(capsule)), 32, "scipy.linalg.cython_blas")
 
 
-LIBRARIES = (_numpy_gemm, _scipy_gemm)
+LIBRARIES = (_mkl_gemm, _numpy_gemm, _scipy_gemm)
 """Where a gemm is looked for, in order."""
 
 

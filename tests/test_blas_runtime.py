@@ -88,3 +88,22 @@ def test_no_library_means_no_blas_path(monkeypatch):
             irc.compile(irc.parse(_program(False, False, "f32")), blas=True)
     finally:
         blas_runtime.gemm.cache_clear()
+
+
+@pytest.mark.parametrize("files", [["libmkl_rt.so.3"], ["libmkl_rt.so.3", "libmkl_core.so.3", "libmkl_sequential.so.3"]],
+                         ids=["incomplete install", "not a library"])
+def test_a_broken_mkl_install_is_passed_over(tmp_path, monkeypatch, files):
+    """libmkl_rt ends the process at its first call when a library it loads then is missing:
+    an install without its core and sequential layer is not used, and neither is a file that
+    does not load; the BLAS path falls back to numpy's gemm."""
+    (tmp_path / "lib").mkdir()
+    for name in files:
+        (tmp_path / "lib" / name).write_bytes(b"not an ELF file")
+    monkeypatch.setattr(blas_runtime.sys, "prefix", str(tmp_path))
+    monkeypatch.setattr(blas_runtime.sys, "base_prefix", str(tmp_path))
+    blas_runtime._mkl_runtime.cache_clear()
+    try:
+        assert blas_runtime._mkl_runtime() is None
+        assert blas_runtime._mkl_gemm("sgemm") is None
+    finally:
+        blas_runtime._mkl_runtime.cache_clear()

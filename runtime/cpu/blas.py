@@ -12,10 +12,15 @@ shims take an operand's transpose's buffer and pass ``'T'`` for it instead.
 Which gemm (``LIBRARIES``, first found wins):
 
 1. Intel's MKL where the ``mkl`` package is installed (``pip install 'irc[mkl]'``): its one
-   dynamic library ``libmkl_rt`` in the environment's ``lib``, switched to its sequential
-   threading layer (irc splits a product across its own threads), 32-bit integers.  Installing
-   it is asking for it: on Intel's AVX-512 Xeons its sgemm is the fastest here, 15-30% ahead of
-   OpenBLAS's in docs/benchmarks.md (session 11); on AMD's it may not be.
+   dynamic library ``libmkl_rt`` in the environment's ``lib``, 32-bit integers, switched to its
+   sequential layer: a product runs on the thread that calls it, so ``threads=1`` means one
+   thread, and MKL's own threads never fight irc's pool or torch's OpenMP team for the cores
+   (its threaded layers would bring a second OpenMP runtime).  The price: irc does not split a
+   BLAS call across its threads, so with ``threads`` > 1 the products run on one (the
+   elementwise loops between them still split); numpy's OpenBLAS runs on its own threads
+   instead (``OPENBLAS_NUM_THREADS``).  Installing it is asking for it: on Intel's AVX-512
+   Xeons its sgemm is the fastest here, 15-30% ahead of OpenBLAS's in docs/benchmarks.md
+   (session 11); on AMD's it may not be.
 2. numpy's own BLAS when it exports a Fortran gemm (numpy's wheels bundle scipy-openblas with
    64-bit integers, ``scipy_sgemm_64_``), looked up through numpy's ``_multiarray_umath``
    (dlsym searches the libraries it links), so that the BLAS path runs the very gemm
@@ -65,6 +70,10 @@ def _mkl_runtime() -> tuple[ctypes.CDLL, str] | None:
     the cores)."""
     for directory in dict.fromkeys((Path(sys.prefix) / "lib", Path(sys.base_prefix) / "lib")):
         for path in sorted(directory.glob("libmkl_rt.so*")):
+            version = path.name[len("libmkl_rt.so"):]
+            # libmkl_rt loads these at its first call, and ends the process where one is missing
+            if not all((directory / f"libmkl_{part}.so{version}").exists() for part in ("core", "sequential")):
+                continue
             try:
                 lib = ctypes.CDLL(str(path))
                 set_layer = lib.MKL_Set_Threading_Layer

@@ -89,8 +89,9 @@ KC_MAX = 512
 
 KC_L1_MIN = 256
 """Shallowest K panel worth keeping in L1 (``Blocking.for_host``): a tile's start and end
-(zeroing the sums; reading, scaling and writing C) are about 3% of a 256-deep panel's
-kernel and twice that of a 128-deep one."""
+(zeroing the sums; reading, scaling and writing C) cost about as much as 8 of its k steps
+by a count of their instructions, some 3% of a 256-deep panel and twice that of a 128-deep
+one (an estimate, not a measurement)."""
 
 GROUP = 8
 """Columns of B^T (rows of its buffer) packed together: one short vector store a k step, from

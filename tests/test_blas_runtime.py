@@ -74,8 +74,8 @@ def test_mkl_runs_on_the_calling_thread_only():
     if runtime is None:
         pytest.skip("the mkl package is not installed")
     lib, _ = runtime
-    get_layer = lib.MKL_Set_Threading_Layer
-    assert get_layer(blas_runtime.MKL_THREADING_SEQUENTIAL) == blas_runtime.MKL_THREADING_SEQUENTIAL
+    set_layer = lib.MKL_Set_Threading_Layer
+    assert set_layer(blas_runtime.MKL_THREADING_SEQUENTIAL) == blas_runtime.MKL_THREADING_SEQUENTIAL
     assert lib.MKL_Get_Max_Threads() == 1
 
 
@@ -95,7 +95,7 @@ def test_no_library_means_no_blas_path(monkeypatch):
 def test_a_broken_mkl_install_is_passed_over(tmp_path, monkeypatch, files):
     """libmkl_rt ends the process at its first call when a library it loads then is missing:
     an install without its core and sequential layer is not used, and neither is a file that
-    does not load; the BLAS path falls back to numpy's gemm."""
+    does not load (the next library in ``LIBRARIES`` is then bound)."""
     (tmp_path / "lib").mkdir()
     for name in files:
         (tmp_path / "lib" / name).write_bytes(b"not an ELF file")

@@ -92,11 +92,16 @@ def _mkl_gemm(name: str) -> Gemm | None:
     if runtime is None:
         return None
     lib, file = runtime
+    address = _address(lib, f"{name}_")
+    return Gemm(address, 32, f"MKL ({file} {name}_)") if address else None
+
+
+def _address(lib: ctypes.CDLL, symbol: str) -> int | None:
+    """The address of ``symbol`` in ``lib``, or None where it does not export it."""
     try:
-        function = getattr(lib, f"{name}_")
+        return ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
     except AttributeError:
         return None
-    return Gemm(ctypes.cast(function, ctypes.c_void_p).value, 32, f"MKL ({file} {name}_)")
 
 
 def _numpy_gemm(name: str) -> Gemm | None:
@@ -113,11 +118,9 @@ def _numpy_gemm(name: str) -> Gemm | None:
     except OSError:
         return None
     for symbol, bits in ((f"scipy_{name}_64_", 64), (f"{name}_64_", 64), (f"scipy_{name}_", 32)):
-        try:
-            function = getattr(lib, symbol)
-        except AttributeError:
-            continue
-        return Gemm(ctypes.cast(function, ctypes.c_void_p).value, bits, f"numpy's BLAS ({symbol})")
+        address = _address(lib, symbol)
+        if address:
+            return Gemm(address, bits, f"numpy's BLAS ({symbol})")
     return None
 
 

@@ -34,6 +34,7 @@ class TensorToLoops(Pass):
     l3_bytes: int = 0  # the last-level cache, for the GEMM's packed block of B (0: not known)
     fma: bool = True  # the target fuses multiply-adds: the GEMM library's steps are math.fma (else mul, add)
     threads: int = 1  # threads the code will run on: a large library GEMM becomes that many calls
+    split_blas: bool = False  # with blas: BLAS products split across threads too (a BLAS on the calling thread)
     gpu: bool = False  # the GPU target's simple loop forms for gpu-map-parallel (lowering/gpu_rows.py)
 
     def run(self, module, stats) -> None:
@@ -43,7 +44,7 @@ class TensorToLoops(Pass):
                 bufferize(func, {"blas": self.blas, "gemm_library": self.gemm_library, "vector_bits": self.vector_bits,
                                  "vector_registers": self.vector_registers,
                                  "l1_bytes": self.l1_bytes, "l3_bytes": self.l3_bytes, "fma": self.fma,
-                                 "threads": self.threads,
+                                 "threads": self.threads, "split_blas": self.split_blas,
                                  "gpu": self.gpu})
                 if len(func.attributes) != before:
                     stats.add("functions-bufferized")

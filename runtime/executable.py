@@ -171,8 +171,10 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
             threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ValueError(f"threads must be a positive integer, got {threads!r}")
+        # irc's threads split BLAS products too where the gemm runs on the calling thread (MKL's)
+        split_blas = bool(blas) and threads > 1 and blas_runtime.split_across_threads()
         tensor_options = tensor_function.TensorOptions(blas=bool(blas), math_approx=bool(math_approx),
-                                                       threads=threads)
+                                                       threads=threads, split_blas=split_blas)
         return _compile_with_tensor_functions(module, tensor_funcs, tensor_options, dict(
             options=options, cache=cache, cache_dir=cache_dir, blas=None, math_approx=True, threads=None,
             extern=extern))

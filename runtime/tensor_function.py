@@ -71,6 +71,7 @@ class TensorOptions:
     blas: bool = False  # large f32/f64 matmuls call a BLAS gemm (cpu/blas.py), not irc's GEMM library function
     math_approx: bool = True  # exp, tanh... as vectorisable polynomials instead of libm calls
     threads: int = 1  # parallel loops split across this many threads (the caller's included)
+    split_blas: bool = False  # with blas and threads > 1: BLAS products split by columns across the threads
 
 
 def target_vectors() -> tuple[int, int]:
@@ -156,6 +157,8 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
                 flags.append("fma=false")
             if options.threads > 1:
                 flags.append(f"threads={options.threads}")
+                if options.blas and options.split_blas:
+                    flags.append("split-blas=true")
             pipeline = f"tensor-to-loops{{{' '.join(flags)}}}"
         stages.append((name, pipeline))
     return stages

@@ -57,6 +57,52 @@ def test_each_library_computes_every_transpose(library, elem, flags):
         assert "@irc_blas_" in module.print()  # the product went to BLAS, not to native loops
 
 
+@pytest.mark.parametrize("flags", [(False, False), (True, False), (False, True), (True, True)],
+                         ids=["nn", "tn", "nt", "tt"])
+def test_threads_split_each_product_by_columns(library, flags, monkeypatch):
+    """With ``split-blas`` every part computes its own block of C's columns through the shim's
+    column range (forced here for every library; the runtime asks for it where the gemm runs on
+    the calling thread, MKL's): each transpose, three parts, widths that are not multiples
+    of the 16-column panels."""
+    ta, tb = flags
+    monkeypatch.setattr(blas_runtime, "split_across_threads", lambda: True)
+    rng = np.random.default_rng(11)
+    exe = irc.compile(irc.parse(_program(ta, tb, "f32")), blas=True, threads=3, cache=False)
+    for m, k, n in [(130, 300, 70), (64, 600, 200)]:
+        a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+        la, lb = (a.T if ta else a).astype(np.float64), (b.T if tb else b).astype(np.float64)
+        got = exe.mm(a, b)
+        bound = (k + 1) * np.finfo(np.float32).eps * (np.abs(la) @ np.abs(lb))
+        assert got.shape == (m, n) and np.all(np.abs(got - la @ lb) <= bound)
+        text = exe.mm.lower((a.shape, b.shape))[0].print()
+        assert text.count("func.call @irc_blas_") == 1 and "chunks = 3" in text  # one call a part, on 3 threads
+
+
+def test_a_split_product_applies_the_next_op_to_each_block(library, monkeypatch):
+    """An MLP layer ``relu(x @ w + bias)`` on the split BLAS path: each part applies the bias
+    and ReLU to its own columns right after its call, in the same parallel loop."""
+    monkeypatch.setattr(blas_runtime, "split_across_threads", lambda: True)
+    t = "tensor<96x200xf32>"
+    src = f"""func.func @layer(%x: tensor<96x150xf32>, %w: tensor<150x200xf32>, %bias: tensor<200xf32>) -> {t} {{
+  %zero = arith.constant 0.0 : f32
+  %h = graph.matmul %x, %w : (tensor<96x150xf32>, tensor<150x200xf32>) -> {t}
+  %bb = graph.broadcast %bias : tensor<200xf32> to {t}
+  %s = arith.addf %h, %bb : {t}
+  %z = graph.splat %zero : f32 to {t}
+  %r = arith.maximumf %s, %z : {t}
+  func.return %r : {t}
+}}"""
+    rng = np.random.default_rng(3)
+    x, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((96, 150), (150, 200), (200,)))
+    exe = irc.compile(irc.parse(src), blas=True, threads=2, cache=False)
+    want = np.maximum(x.astype(np.float64) @ w + bias, 0)
+    got = exe.layer(x, w, bias)
+    assert np.allclose(got, want, rtol=1e-4, atol=1e-4)
+    text = exe.layer.lower((x.shape, w.shape, bias.shape))[0].print()
+    assert text.count("segment_of") == 1  # the product and the bias-and-ReLU: one parallel loop
+
+
 def test_mkl_then_numpy_is_bound_first():
     """MKL where installed (asked for by installing it), else numpy's own gemm."""
     blas_runtime.gemm.cache_clear()

@@ -301,15 +301,20 @@ class Bufferizer:
 
             lower = GPU_LOWERINGS.get(op.name, lower)
         elif self.options.get("blas") and blas.wants_blas(op, list(op.operands)):
+            consumer = gemm_library.column_consumer(op, self.position, self.transposed,
+                                                    blas.thread_parts(self.options, op))
+            if consumer is not None:
+                return self._lower_with_consumer(op, consumer, destination, blas.lower_matmul_blas)
             lower = blas.lower_matmul_blas
         elif self.options.get("gemm_library") and gemm_library.wants_library(
                 op, list(op.operands), tuple(v in self.transposed for v in op.operands)):
             found = gemm_library.epilogue(op, self.position)
             if found is not None:
                 return self._lower_with_epilogue(op, *found, destination)
-            consumer = gemm_library.column_consumer(op, self.position, self.transposed, self.options)
+            consumer = gemm_library.column_consumer(op, self.position, self.transposed,
+                                                    gemm_library.library_parts(self.options, op))
             if consumer is not None:
-                return self._lower_with_consumer(op, consumer, destination)
+                return self._lower_with_consumer(op, consumer, destination, gemm_library.lower_matmul_library)
             lower = gemm_library.lower_matmul_library
         if lower is None:
             raise IRError(f"tensor-to-loops has no lowering for '{op.name}' (elementwise ops on "
@@ -350,10 +355,11 @@ class Bufferizer:
         self._free_dead(op, inputs, self.position[op])
         return True
 
-    def _lower_with_consumer(self, op, fused, destination: dict) -> bool:
-        """The matmul ``op`` split across threads, each part followed by the elementwise ``fused``
-        op over the part's columns (``gemm_library.column_consumer``): the GEMM writes C where
-        ``fused``'s result goes, and ``fused`` then rewrites each element of it in place."""
+    def _lower_with_consumer(self, op, fused, destination: dict, lower) -> bool:
+        """The matmul ``op`` split across threads (``lower``: the library GEMM's or BLAS's
+        lowering), each part followed by the elementwise ``fused`` op over the part's columns
+        (``gemm_library.column_consumer``): the GEMM writes C where ``fused``'s result goes, and
+        ``fused`` then rewrites each element of it in place."""
         from .elementwise import _element
 
         result = fused.results[0]
@@ -369,8 +375,7 @@ class Bufferizer:
                 lb.store(_element(lb, fused, operands, [i.iv, j.iv]), output, [i.iv, j.iv])
 
         transposed = tuple(v in self.transposed for v in op.operands)
-        gemm_library.lower_matmul_library(LoweringContext(lb, self, transposed), op, inputs, output,
-                                          consumer=consumer)
+        lower(LoweringContext(lb, self, transposed), op, inputs, output, consumer=consumer)
         self._bind(op.results[0], output)
         self._bind(result, output)
         self.absorbed.add(fused)

@@ -109,7 +109,7 @@ def lower_conv2d_weight_grad(ctx, op, inputs, output) -> None:
         # those of one thread whatever the threads).  Each part writes its own taps' rows of
         # the im2col matrix and computes its own columns of dW, every image in order.
         blocking = Blocking.for_host(elem, ctx.options)
-        parts = thread_parts(ctx.options, blocking, o, depth, n * positions)  # a product of K = N*Ho*Wo
+        parts = thread_parts(ctx.options, blocking.nr, o, depth, n * positions)  # a product of K = N*Ho*Wo
         gemm = LibraryGemm(ctx, elem, o, depth, positions, parts)
         source, result = gemm.matrix(cols, depth, positions), gemm.matrix(fout, o, depth)
 
@@ -120,7 +120,7 @@ def lower_conv2d_weight_grad(ctx, op, inputs, output) -> None:
                 gemm.call(grads, source, result, (False, True), add_d=lb.compare("ne", image.iv, lb.index(0)),
                           part=part, cols=(first, last))
 
-        split_columns(lb, blocking, depth, parts, taps)
+        split_columns(lb, blocking.nr, depth, parts, taps)
         return
     fill(lb, fout, lb.const(0, elem))
     gemm = Gemm(ctx, elem, o, depth, positions, (False, True), accumulate=True)

@@ -593,11 +593,11 @@ parallel loop's chunks handed off from machine code (runtime/cpu/pool.py), produ
 50 us of work gain from a second thread (runtime/tensor_function.MIN_WORK_PER_THREAD)."""
 
 
-def thread_parts(ctx_options: dict, blocking: Blocking, m: int, n: int, k: int) -> int:
-    """How many blocks of whole column panels (one a thread) a product of m x n x k is split
-    into: ``threads`` (tensor-to-loops' option), as many as there are panels, and each block
-    worth ``THREAD_MIN_WORK`` multiply-adds."""
-    panels = -(-n // blocking.nr)
+def thread_parts(ctx_options: dict, panel: int, m: int, n: int, k: int) -> int:
+    """How many blocks of whole column panels of ``panel`` columns (one a thread) a product of
+    m x n x k is split into: ``threads`` (tensor-to-loops' option), as many as there are
+    panels, and each block worth ``THREAD_MIN_WORK`` multiply-adds."""
+    panels = -(-n // panel)
     return max(1, min(ctx_options.get("threads", 1), panels, m * n * k // THREAD_MIN_WORK))
 
 
@@ -661,7 +661,7 @@ def lower_matmul_library(ctx, op, inputs, output, epilogue=None, consumer=None) 
     blocking = Blocking.for_host(elem, ctx.options)
     mat = MemRefType([None, None], elem)
     views = [lb.view(buf, 0, mat, [lb.dim(buf, 0), lb.dim(buf, 1)]).value for buf in (*inputs, output)]
-    parts = thread_parts(ctx.options, blocking, m, n, k)
+    parts = thread_parts(ctx.options, blocking.nr, m, n, k)
     gemm = LibraryGemm(ctx, elem, m, n, k, parts)
     d, alpha = epilogue if epilogue is not None else (None, 1.0)
     d_view = lb.view(d, 0, mat, [lb.dim(d, 0), lb.dim(d, 1)]).value if d is not None else None
@@ -671,30 +671,39 @@ def lower_matmul_library(ctx, op, inputs, output, epilogue=None, consumer=None) 
         if consumer is not None:
             consumer(lb.index(first), lb.index(last))
 
-    split_columns(lb, blocking, n, parts, part)
+    split_columns(lb, blocking.nr, n, parts, part)
 
 
-def split_columns(lb, blocking: Blocking, n: int, parts: int, part) -> None:
-    """``part(t, first, last)`` for ``parts`` blocks of whole column panels of C's ``n`` columns
-    (block t: panels t*P/parts .. (t+1)*P/parts): one call, or the iterations of a ``parallel``
-    loop (split-parallel runs them on threads); each block writes its own columns only."""
+def split_columns(lb, panel: int, n: int, parts: int, part) -> None:
+    """``part(t, first, last)`` for ``parts`` blocks of whole column panels (``panel`` columns
+    each) of C's ``n`` columns (block t: panels t*P/parts .. (t+1)*P/parts): one call, or the
+    iterations of a ``parallel`` loop (split-parallel runs them on threads); each block writes
+    its own columns only."""
     if parts == 1:
         part(0, 0, n)
         return
-    panels = -(-n // blocking.nr)
+    panels = -(-n // panel)
     with lb.for_(0, parts, parallel=True) as t:
-        first = lb.op("arith.divui", t.iv * panels, lb.index(parts)) * blocking.nr
-        last = lb.op("arith.minsi", lb.op("arith.divui", (t.iv + 1) * panels, lb.index(parts)) * blocking.nr,
+        first = lb.op("arith.divui", t.iv * panels, lb.index(parts)) * panel
+        last = lb.op("arith.minsi", lb.op("arith.divui", (t.iv + 1) * panels, lb.index(parts)) * panel,
                      lb.index(n))
         part(t.iv, first, last)
 
 
-def column_consumer(op, position: dict, transposed: set, options: dict):
+def library_parts(options: dict, op) -> int:
+    """``thread_parts`` of the library GEMM that computes the matmul ``op``."""
+    m, k = op.operands[0].type.shape
+    n = op.operands[1].type.shape[1]
+    return thread_parts(options, Blocking.for_host(op.results[0].type.element_type, options).nr, m, n, k)
+
+
+def column_consumer(op, position: dict, transposed: set, parts: int):
     """The elementwise ``graph.fused`` that is the matmul ``op``'s one use, when the product is
-    split across threads (``thread_parts`` > 1) and that op can run on each part's columns
-    right after the part's GEMM call, in the same parallel iteration: a bias and ReLU after
-    ``x @ W``.  Then a layer is one parallel loop, not two: the threads start once a layer,
-    not twice, and each applies the op to its block of C while the block is in its own cache
+    split across threads (``parts`` > 1: ``library_parts``, ``blas.thread_parts``) and that op
+    can run on each part's columns right after the part's GEMM call, in the same parallel
+    iteration: a bias and ReLU after ``x @ W``.  Then a layer is one parallel loop, not two:
+    the threads start once a layer, not twice, and each applies the op to its block of C
+    while the block is in its own cache
     (the MLP forward's 16 bias-and-ReLU loops were each too short to be worth waking the
     second thread for; docs/benchmarks.md).  The op's result must have the product's shape
     and read the product at its own index (so it may overwrite C in place); its other
@@ -720,11 +729,7 @@ def column_consumer(op, position: dict, transposed: set, options: dict):
             continue
         if v in transposed or not (isinstance(v, BlockArgument) or position.get(v.defining_op, 1 << 60) < position[op]):
             return None
-    m, k = op.operands[0].type.shape
-    n = op.operands[1].type.shape[1]
-    if thread_parts(options, Blocking.for_host(result.type.element_type, options), m, n, k) <= 1:
-        return None
-    return fused
+    return fused if parts > 1 else None
 
 
 def epilogue(op, position: dict):

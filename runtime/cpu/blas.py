@@ -7,7 +7,10 @@ shim, linked into the same JIT library, that turns irc's C ABI (row-major
 memrefs as pointer and sizes, an i32 status) into the Fortran gemm call.
 Row-major C = A B is column-major C^T = B^T A^T, so the shim calls
 ``gemm('N', 'N', n, m, k, 1, B, n, A, k, 0, C, n)``; the ``_tn``/``_nt``/``_tt``
-shims take an operand's transpose's buffer and pass ``'T'`` for it instead.
+shims take an operand's transpose's buffer and pass ``'T'`` for it instead.  A call
+computes C's columns ``col_begin`` to ``col_end`` only (the shim's last two parameters): the
+same gemm on those columns of B and C, their leading dimensions unchanged, so that irc's
+threads can each compute a block of columns (passes/lowering/blas.py, ``split-blas``).
 
 Which gemm (``LIBRARIES``, first found wins):
 
@@ -15,10 +18,10 @@ Which gemm (``LIBRARIES``, first found wins):
    dynamic library ``libmkl_rt`` in the environment's ``lib``, 32-bit integers, switched to its
    sequential layer: a product runs on the thread that calls it, so ``threads=1`` means one
    thread, and MKL's own threads never fight irc's pool or torch's OpenMP team for the cores
-   (its threaded layers would bring a second OpenMP runtime).  The price: irc does not split a
-   BLAS call across its threads, so with ``threads`` > 1 the products run on one (the
-   elementwise loops between them still split); numpy's OpenBLAS runs on its own threads
-   instead (``OPENBLAS_NUM_THREADS``).  Installing it is asking for it: on Intel's AVX-512
+   (its threaded layers would bring a second OpenMP runtime).  With ``threads`` > 1 irc splits each large
+   product by columns across its own threads, a call each (``split_across_threads``); numpy's
+   OpenBLAS gets whole products and runs them on its own threads instead
+   (``OPENBLAS_NUM_THREADS``).  Installing it is asking for it: on Intel's AVX-512
    Xeons its sgemm is the fastest here, 15-30% ahead of OpenBLAS's in docs/benchmarks.md
    (session 11); on AMD's it may not be.
 2. numpy's own BLAS when it exports a Fortran gemm (numpy's wheels bundle scipy-openblas with
@@ -51,11 +54,14 @@ the shim passes gemm's ``'T'`` flag for it and the buffer's row length as its le
 @dataclass(frozen=True)
 class Gemm:
     """A Fortran-ABI gemm found in this process: its address, the width of its integer
-    arguments (64 for an ILP64 build) and where it came from (for messages and benchmarks)."""
+    arguments (64 for an ILP64 build), where it came from (for messages and benchmarks) and
+    whether a call runs on the calling thread alone (then irc splits a product across its own
+    threads: ``split_across_threads``)."""
 
     address: int
     int_bits: int
     source: str
+    on_calling_thread: bool = False
 
 
 MKL_THREADING_SEQUENTIAL = 1
@@ -93,7 +99,7 @@ def _mkl_gemm(name: str) -> Gemm | None:
         return None
     lib, file = runtime
     address = _address(lib, f"{name}_")
-    return Gemm(address, 32, f"MKL ({file} {name}_)") if address else None
+    return Gemm(address, 32, f"MKL ({file} {name}_)", on_calling_thread=True) if address else None
 
 
 def _address(lib: ctypes.CDLL, symbol: str) -> int | None:
@@ -158,6 +164,15 @@ def available() -> bool:
     return all(gemm(blas) is not None for blas, _, _ in SHIMS.values())
 
 
+def split_across_threads() -> bool:
+    """Whether irc's threads should split BLAS products by columns (``tensor-to-loops``'s
+    ``split-blas``): where the gemm runs each call on the calling thread (MKL's sequential
+    layer), not where it has threads of its own (OpenBLAS's, ``OPENBLAS_NUM_THREADS``), which
+    a second caller would only contend with."""
+    found = [gemm(blas) for blas, _, _ in SHIMS.values()]
+    return all(g is not None and g.on_calling_thread for g in found)
+
+
 def _shim(symbol: str, blas: str, elem: str, suffix: str = "", int_bits: int = 32) -> str:
     target = f"irc.blas.{blas}"
     ta, tb = suffix[1:2] == "t", suffix[2:3] == "t"
@@ -171,10 +186,12 @@ def _shim(symbol: str, blas: str, elem: str, suffix: str = "", int_bits: int = 3
     return f"""
 declare void @"{target}"(ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr)
 
-define i32 @{symbol}(ptr %a, i64 %a0, i64 %a1, ptr %b, i64 %b0, i64 %b1, ptr %c, i64 %m, i64 %n) {{
+define i32 @{symbol}(ptr %a, i64 %a0, i64 %a1, ptr %b, i64 %b0, i64 %b1, ptr %c, i64 %m, i64 %n,
+                     i64 %col_begin, i64 %col_end) {{
 entry:
+  %cols = sub i64 %col_end, %col_begin
   %empty = icmp eq i64 %m, 0
-  %empty2 = icmp eq i64 %n, 0
+  %empty2 = icmp sle i64 %cols, 0
   %none = or i1 %empty, %empty2
   br i1 %none, label %done, label %call
 call:
@@ -190,12 +207,17 @@ call:
   %ldc = alloca {it}
   %alpha = alloca {elem}
   %beta = alloca {elem}
+{narrow("%cols", "cols_")}
 {narrow("%n", "n_")}
 {narrow("%m", "m_")}
 {narrow(k_of_a, "k_")}
 {narrow("%a1", "a1_")}
 {narrow("%b1", "b1_")}
-  store {it} %n_, ptr %M
+  ; the columns col_begin.. of B: that element of each of B's rows, or that row of B^T's buffer
+  %b_first = {"mul i64 %col_begin, %b1" if tb else "add i64 %col_begin, 0"}
+  %b_at = getelementptr {elem}, ptr %b, i64 %b_first
+  %c_at = getelementptr {elem}, ptr %c, i64 %col_begin
+  store {it} %cols_, ptr %M
   store {it} %m_, ptr %N
   store {it} %k_, ptr %K
   store {it} %n_, ptr %ldc
@@ -207,8 +229,8 @@ call:
   store {it} %ldb_v, ptr %ldb
   store {elem} 1.0, ptr %alpha
   store {elem} 0.0, ptr %beta
-  call void @"{target}"(ptr %transb, ptr %transa, ptr %M, ptr %N, ptr %K, ptr %alpha, ptr %b, ptr %ldb,
-                        ptr %a, ptr %lda, ptr %beta, ptr %c, ptr %ldc)
+  call void @"{target}"(ptr %transb, ptr %transa, ptr %M, ptr %N, ptr %K, ptr %alpha, ptr %b_at, ptr %ldb,
+                        ptr %a, ptr %lda, ptr %beta, ptr %c_at, ptr %ldc)
   br label %done
 done:
   ret i32 0

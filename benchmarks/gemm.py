@@ -54,9 +54,9 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from irc.runtime.cpu import blas as blas_runtime  # noqa: E402
 
 import irc  # noqa: E402
-from irc.runtime.cpu import blas as blas_runtime  # noqa: E402
 from irc.testing.tensor_programs import matmul_program  # noqa: E402
 
 SHAPES = [  # (label, m, n, k, A given transposed, B given transposed)

@@ -80,6 +80,28 @@ def test_register_transposed_packing_agrees_bit_for_bit_and_with_numpy(kind, tra
         agree_bit_for_bit_and_with_numpy(module, exe, name, GROUPED, (m, n, k), dtype, transposed, m + n + k)
 
 
+def test_the_kernels_are_private_functions_and_the_packed_one_takes_unroll_steps_a_trip():
+    """Four kernel functions (A packed or in place, NR and NR/2 wide), private and noinline,
+    called once a tile; the packed one's loop steps UNROLL k steps a trip and a second loop takes
+    the rest, one a trip: every depth from 1 to 2 * UNROLL + 1 agrees bit for bit with the
+    interpreter (the same fused steps in k order) and with numpy."""
+    blocking = gl.Blocking(mr=3, nr=8, mc=6, kc=2 * gl.UNROLL + 1, nc=16)
+    name = gl.symbol(FloatType("f32"), blocking)
+    module = gl.build(name)
+    kernels = [f for f in module.functions if f.sym_name != name]
+    assert sorted(f.sym_name.rsplit(".", 1)[1] for f in kernels) == ["in_place4", "in_place8", "packed4", "packed8"]
+    for f in kernels:
+        assert f.attributes["sym_visibility"].value == "private" and "noinline" in f.attributes
+    packed = next(f for f in kernels if f.sym_name.endswith("packed8"))
+    steps = sorted(getattr(loop.operands[2].defining_op.attributes.get("value"), "value", None)
+                   for loop in packed.walk() if loop.name == "scf.for")
+    assert steps == [1, gl.UNROLL]
+    exe = irc.compile(module, cache=False)
+    for k in range(1, 2 * gl.UNROLL + 2):
+        for transposed in itertools.product([False, True], repeat=2):
+            agree_bit_for_bit_and_with_numpy(module, exe, name, blocking, (7, 19, k), np.float32, transposed, k)
+
+
 def agree_bit_for_bit_and_with_numpy(module, exe, name, blocking, size, dtype, transposed, seed) -> None:
     """Library function ``name`` of ``module`` (at ``blocking``), compiled in ``exe`` and
     interpreted, gives one C bit for bit, within the sum's bound of the f64 product."""

@@ -26,12 +26,15 @@ zero padding gives every tile the full MR x NR kernel: an edge tile is computed
 in a small buffer that C's valid part is copied into and out of, so there is no
 slow path for sizes that are not multiples of the tile (the same kernel code runs
 on C or on that buffer, chosen by an ``scf.if`` that yields the memref: one kernel
-to compile).  Packing pays only for reuse: a block of A that one column panel uses
+to call).  Packing pays only for reuse: a block of A that one column panel uses
 (``panels == 1``), and B (not B^T) when at most ``B_IN_PLACE_ROWS`` rows of tiles
-use its panels, are read in place by the same kernel, which takes each operand as
-(buffer, starts, k step).  The micro-kernel is vector code: MR accumulators of
-type ``vector<NRxT>`` as iter_args, each k step one vector load of B's panel row,
-MR broadcasts of A's elements and MR vector ``math.fma``; the tile and block
+use its panels, are read in place, by the kernel that reads A in place and by the
+packed one reading B from its own rows.  The micro-kernels are private functions of
+the module (``kernel_function``: A packed or in place, NR and NR/2 wide), called once
+a tile, so that LLVM allocates their registers apart from the loops around them.
+Each is vector code: MR accumulators of type ``vector<NRxT>`` as iter_args, each k
+step one vector load of B's panel row, MR broadcasts of A's elements and MR vector
+``math.fma``, ``UNROLL`` steps a trip where A is packed; the tile and block
 sizes come from matmul.py's host figures (``vector-bits``, ``vector-registers``,
 ``l1-bytes``, ``l3-bytes``).  Every K panel of a tile sums from zero, and its sum
 is added to the base (D or zero in the first panel, C after) with one more fused
@@ -209,25 +212,88 @@ def build(name: str):
     elem, blocking = parsed
     lb = Builder()
     module = lb.module()
+    kernels = {(width, packed): kernel_function(lb, module, f"{name}.{'packed' if packed else 'in_place'}{width}",
+                                                elem, blocking, width, packed)
+               for width in kernel_widths(blocking.nr) for packed in (True, False)}
     with lb.function(module, name, signature(elem), [],
                      arg_names=["a", "b", "c", "packed_a", "packed_b", "a_transposed", "b_transposed", "d", "alpha",
                                 "add_d", "col_begin", "col_end"]) as args:
-        PackedGemm(lb, elem, blocking).emit(*args)
+        PackedGemm(lb, elem, blocking, kernels).emit(*args)
         lb.ret()
     # Compiled for size: the kernel is vector code already and gains nothing from LLVM's
     # unrolling and vectorising of the thirty loops around it (packing, edges).  The runtime
     # skips LLVM's optimisation pipeline for it altogether (runtime/cpu/gemm_library.py).
-    next(f for f in module.functions if f.sym_name == name).attributes["optsize"] = UnitAttr()
+    for f in module.functions:
+        f.attributes["optsize"] = UnitAttr()
     return module
+
+
+def kernel_widths(nr: int) -> list[int]:
+    """The kernel widths a library function carries: NR, and NR/2 for a narrow last panel (a
+    10-column product's) where that is at least ``NARROW_MIN_LANES``."""
+    half = nr // 2
+    return [nr] if nr % 2 or half < NARROW_MIN_LANES else [nr, half]
+
+
+KERNEL_PARAMS = ["a", "a_start", "a_step", "a_row_step", "a_rows", "b", "b_start", "b_step", "kc", "c", "c_at", "ldc",
+                 "d", "first", "alpha", "add_d"]
+
+UNROLL = 4
+"""k steps a trip of the packed kernel's loop (then one a trip for the rest).
+
+Measured with the kernel in a function of its own (``kernel_function``), on the Intel Xeon of
+docs/benchmarks.md (session 12), interleaved with MKL over 500 rounds a shape: 1024^3 at 150
+GFLOP/s against 130 for the previous library (the kernel inline, one step a trip; MKL 180), 2
+steps 145, 8 steps 148; 256x1024x1024 at 139 against 122 (MKL 168).  Inline in the library's
+body, two or four steps a trip had been no faster.  A kernel that reads A in place
+takes one step a trip: its rows' starts are values, and a trip's later steps would need more
+registers than x86-64 has."""
+
+
+def kernel_function(lb: Builder, module, name: str, elem, blocking: Blocking, width: int, packed: bool) -> str:
+    """``@name``, private: the micro-kernel of ``width`` columns (``PackedGemm._kernel`` says what
+    it computes), on A packed (``packed``: MR elements a k step, ``a_step`` apart from
+    ``a_start``; ``UNROLL`` k steps a trip) or read in place (rows ``a_row_step`` apart from
+    ``a_start``, ``a_rows`` of them valid, the last repeated; k steps ``a_step`` apart), with the
+    parameters ``KERNEL_PARAMS``.
+
+    A function of its own, called once a tile (some 20 instructions against MR x KC
+    multiply-adds), so that LLVM allocates its registers alone: inline in the library's body,
+    among the hundred values the loops around it keep, the kernel's pointers were reloaded
+    from the stack every k step.  Packed A's step is a parameter, not the constant MR, so that
+    LLVM advances one pointer by it each trip and reads A's elements at constant displacements
+    from it; from the loop counter times a constant it addresses them as base + index, which
+    costs a wider tile's broadcasts folded into its multiply-adds (AVX-512's ``{1to16}``) a
+    second micro-operation each on Intel's cores (docs/benchmarks.md, session 12).
+    ``noinline`` keeps it so where LLVM's inliner runs."""
+    vec = MemRefType([None], elem)
+    types = [vec, index, index, index, index, vec, index, index, index, vec, index, index, vec, i1, elem, i1]
+    mr = blocking.mr
+    with lb.function(module, name, types, [], arg_names=KERNEL_PARAMS) as args:
+        a, a_start, a_step, row_step, valid, b, b_start, b_step, kc, c, c_at, ldc, d, first, alpha, add_d = args
+        gemm = PackedGemm(lb, elem, blocking, {})
+        gemm.alpha, gemm.add_d = alpha, add_d
+        if packed:
+            a_source = (a, a_start, list(range(mr)), a_step)
+        else:
+            last = valid - 1
+            a_source = (a, lb.index(0), [a_start + gemm._min(r, last) * row_step for r in range(mr)], a_step)
+        gemm._kernel(c, d, c_at, ldc, first, a_source, (b, b_start, b_step), kc, width, UNROLL if packed else 1)
+        lb.ret()
+    fn = next(f for f in module.functions if f.sym_name == name)
+    fn.attributes["sym_visibility"] = StringAttr("private")
+    fn.attributes["noinline"] = UnitAttr()
+    return name
 
 
 class PackedGemm:
     """Emits the body of the library function (see the module docstring)."""
 
-    def __init__(self, lb: Builder, elem, blocking: Blocking):
+    def __init__(self, lb: Builder, elem, blocking: Blocking, kernels: dict):
         self.lb = lb
         self.elem = elem
         self.bl = blocking
+        self.kernels = kernels  # (width, A packed) -> the name of its kernel_function
         self.zero = lb.const(0, elem)
 
     def _min(self, a, b):
@@ -297,15 +363,24 @@ class PackedGemm:
                     with lb.if_(pack_a) as packing:
                         with packing.then_():
                             self._pack_a(ic.iv, mc, pc.iv, kc)
-                    with lb.for_(0, panels) as jr:
-                        cols = self._min(bl.nr, nc - jr.iv * bl.nr)
-                        with lb.for_(0, self._ceil_div(mc, bl.mr)) as ir:
-                            rows = self._min(bl.mr, mc - ir.iv * bl.mr)
-                            row = ic.iv + ir.iv * bl.mr
-                            a = self._a_source(pack_a, row, rows, pc.iv, ir.iv * (bl.mr * kc))
-                            col = jc.iv + jr.iv * bl.nr
-                            b = self._b_source(self.b_in_place & cols.eq(bl.nr), col, pc.iv, jr.iv * (bl.nr * kc))
-                            self._tile(row, col, rows, cols, a, b, kc, first)
+                            self._tiles(ic.iv, mc, jc.iv, nc, pc.iv, kc, first, packed_a=True)
+                        with packing.else_():
+                            self._tiles(ic.iv, mc, jc.iv, nc, pc.iv, kc, first, packed_a=False)
+
+    def _tiles(self, ic, mc, jc, nc, pc, kc, first, packed_a: bool) -> None:
+        """The tiles of rows ic..ic+mc by the ``nc`` columns from jc, K panel pc..pc+kc: down A's
+        row panels within each column panel of B.  Emitted for A packed (the packed kernel's
+        function) and for A read in place (the kernel inline, A's rows anywhere)."""
+        lb, bl = self.lb, self.bl
+        with lb.for_(0, self._ceil_div(nc, bl.nr)) as jr:
+            cols = self._min(bl.nr, nc - jr.iv * bl.nr)
+            with lb.for_(0, self._ceil_div(mc, bl.mr)) as ir:
+                rows = self._min(bl.mr, mc - ir.iv * bl.mr)
+                row = ic + ir.iv * bl.mr
+                a = self._a_source(packed_a, row, rows, pc, ir.iv * (bl.mr * kc))
+                col = jc + jr.iv * bl.nr
+                b = self._b_source(self.b_in_place & cols.eq(bl.nr), col, pc, jr.iv * (bl.nr * kc))
+                self._tile(row, col, rows, cols, a, b, kc, first)
 
     def _b_source(self, in_place, col, pc, b_at):
         """Where the kernel reads B's panel of columns col..col+NR from k step pc on: (buffer,
@@ -319,23 +394,19 @@ class PackedGemm:
                 source.yield_(self.pb, b_at, lb.index(nr))
         return source.results
 
-    def _a_source(self, packed, row, rows, pc, a_at):
-        """Where the kernel reads A's rows row..row+MR from k step pc on: (buffer, the first
-        element of each row, the distance between k steps).  Packed: its MR x kc panel at
-        ``a_at`` (zero rows past the edge).  In place: A's (or A^T's) buffer, where rows past
-        ``rows`` repeat the last valid row (their sums land in the edge buffer's unused rows)."""
+    def _a_source(self, packed: bool, row, rows, pc, a_at):
+        """Where the kernel reads A's rows row..row+MR from k step pc on: (buffer, the first row's
+        first element, where the rows are, the distance between k steps).  Packed: its MR x kc
+        panel at ``a_at`` (zero rows past the edge), rows 1 apart (their offsets, constants) and
+        k steps MR apart.  In place: A's (or A^T's) buffer, rows ``row_step`` apart and ``rows``
+        of them valid (``(row_step, rows)``), rows past those repeating the last valid row (their
+        sums land in the edge buffer's unused rows)."""
         lb, mr = self.lb, self.bl.mr
-        idx = lb.index(0).type
-        with lb.if_(packed, [self.pa.type, idx, idx, idx]) as source:
-            with source.then_():
-                source.yield_(self.pa, a_at, lb.index(1), lb.index(mr))
-            with source.else_():
-                row_step = self._pick(self.ta, 1, self.k)
-                k_step = self._pick(self.ta, self.m, 1)
-                source.yield_(self.a, row * row_step + pc * k_step, row_step, k_step)
-        buf, start, row_step, k_step = source.results
-        last = rows - 1
-        return buf, [start + self._min(r, last) * row_step for r in range(mr)], k_step
+        if packed:
+            return self.pa, a_at, list(range(mr)), lb.index(mr)
+        row_step = self._pick(self.ta, 1, self.k)
+        k_step = self._pick(self.ta, self.m, 1)
+        return self.a, row * row_step + pc * k_step, (row_step, rows), k_step
 
     # -- packing ------------------------------------------------------------------------------------
 
@@ -500,15 +571,15 @@ class PackedGemm:
             with target.else_():  # the base is in the buffer already: D is not read there
                 target.yield_(self.tile_view, lb.index(0), lb.index(nr), self.tile_view)
         buf, c_at, ldc, d = target.results
-        half = nr // 2
-        if nr % 2 or half < NARROW_MIN_LANES:
-            self._kernel(buf, d, c_at, ldc, first & whole, a, b, kc, nr)
+        widths = kernel_widths(nr)
+        if len(widths) == 1:
+            self._kernel_for(buf, d, c_at, ldc, first & whole, a, b, kc, nr)
         else:  # an edge panel of at most NR/2 columns (a 10-column product) takes half the lanes
-            with lb.if_(cols <= half) as narrow:
+            with lb.if_(cols <= widths[1]) as narrow:
                 with narrow.then_():
-                    self._kernel(buf, d, c_at, ldc, first & whole, a, b, kc, half)
+                    self._kernel_for(buf, d, c_at, ldc, first & whole, a, b, kc, widths[1])
                 with narrow.else_():
-                    self._kernel(buf, d, c_at, ldc, first & whole, a, b, kc, nr)
+                    self._kernel_for(buf, d, c_at, ldc, first & whole, a, b, kc, nr)
         with lb.if_(edge) as copy_out:
             with copy_out.then_():
                 self._copy_edge(rows, cols, row, col, self.c, to_tile=False)
@@ -530,31 +601,62 @@ class PackedGemm:
                     else:
                         lb.vector_store(lb.vector_load(self.tile, [t], width), matrix, [at])
 
-    def _kernel(self, c, d, c_at, ldc, first, a, b, kc, width: int) -> None:
+    def _kernel_for(self, c, d, c_at, ldc, first, a, b, kc, width: int) -> None:
+        """A call of the kernel function of ``width`` columns for A packed or in place (``a``:
+        ``_a_source``)."""
+        lb = self.lb
+        a_buf, a_start, rows, a_step = a
+        packed = isinstance(rows, list)
+        row_step, valid = (lb.index(1), lb.index(self.bl.mr)) if packed else rows
+        b_buf, b_start, b_step = b
+        lb.call(self.kernels[width, packed], a_buf, a_start, a_step, row_step, valid, b_buf, b_start, b_step, kc, c,
+                c_at, ldc, d, first, self.alpha, self.add_d, results=[])
+
+    def _kernel(self, c, d, c_at, ldc, first, a, b, kc, width: int, unroll: int = 1) -> None:
         """MR x ``width`` sums over kc steps of A's rows and the first ``width`` columns of B's
-        panel (``a``, ``b``: see ``_a_source``, ``_b_source``), from zero; then each element of ``c`` (rows
-        ``ldc`` apart from ``c_at``) becomes base + alpha * sum, one fused multiply-add, the base
-        being ``d``'s element (zero without add_d) where ``first`` holds and ``c``'s own after.
+        panel, from zero; then each element of ``c`` (rows ``ldc`` apart from ``c_at``) becomes
+        base + alpha * sum, one fused multiply-add, the base being ``d``'s element (zero without
+        add_d) where ``first`` holds and ``c``'s own after.  ``a``: (buffer, start, each row's
+        offset from the start: constants where A is packed, else values, k step); ``b``:
+        (buffer, start, k step) (``kernel_function``).
 
         A row of the tile is one ``vector<NRxT>`` (LLVM splits it into the host's registers):
         each k step loads the panel's row once and does MR vector fused multiply-adds with A's
         elements broadcast, the same sums, in the same order, as scalar code would do, written
-        so that LLVM need not vectorise anything (compile time: docs/benchmarks.md).  One k step
-        a trip: two or four (the loop control shared) were no faster in an interleaved
-        comparison at the host's AVX-512 and at x86-64-v3's blocking."""
+        so that LLVM need not vectorise anything (compile time: docs/benchmarks.md).  ``unroll``
+        k steps a trip, then one a trip for the last kc % unroll; where A's rows are constant
+        offsets (packed), a trip's later steps read A at constant offsets from its first."""
         lb, mr, nr = self.lb, self.bl.mr, width
         rows = [c_at + r * ldc for r in range(mr)]
         zeros = lb.splat_vector(self.zero, nr)
-        a_buf, a_rows, a_step = a
+        a_buf, a_start, a_rows, a_step = a
         b_buf, b_start, b_step = b
-        with lb.for_(0, kc, inits=[zeros] * mr) as loop:
-            panel_row = lb.vector_load(b_buf, [b_start + loop.iv * b_step], nr)
-            step = loop.iv * a_step
-            acc = []
-            for r in range(mr):
-                x = lb.splat_vector(lb.load(a_buf, [a_rows[r] + step]), nr)
-                acc.append(self._multiply_add(x, panel_row, loop.args[r]))
-            loop.yield_(*acc)
+        packed = all(isinstance(r, int) for r in a_rows)
+
+        def steps(first_step, sums, count: int) -> list:
+            """``count`` k steps from ``first_step`` on the sums ``sums``."""
+            trip = a_start + first_step * a_step if packed else None
+            for u in range(count):
+                k = first_step + u if u else first_step
+                panel_row = lb.vector_load(b_buf, [b_start + k * b_step], nr)
+                if packed:  # A's elements at constant offsets from the trip's first step's
+                    at = trip + u * mr if u else trip
+                    addresses = [at + r if r else at for r in a_rows]
+                else:  # each row's start (loop-invariant) + the step's
+                    step = k * a_step
+                    addresses = [r + step for r in a_rows]
+                sums = [self._multiply_add(lb.splat_vector(lb.load(a_buf, [at]), nr), panel_row, s)
+                        for at, s in zip(addresses, sums)]
+            return sums
+
+        whole = lb.op("arith.divui", kc, lb.index(unroll)) * unroll if unroll > 1 else kc
+        with lb.for_(0, whole, unroll, inits=[zeros] * mr) as loop:
+            loop.yield_(*steps(loop.iv, list(loop.args), unroll))
+        sums = loop.results
+        if unroll > 1:
+            with lb.for_(whole, kc, 1, inits=list(sums)) as rest:
+                rest.yield_(*steps(rest.iv, list(rest.args), 1))
+            sums = rest.results
         # A row's base is read just before the row is written.  D may be C itself, where an
         # element's base is the element, so only the order within a row matters.  Reading the
         # whole tile's bases first held 2 x MR vectors at once besides the sums, one more than
@@ -567,7 +669,7 @@ class PackedGemm:
                 source.yield_(c)
         has_base = (first & self.add_d) | lb.compare("eq", first, lb.const(0, i1))
         alpha = lb.splat_vector(self.alpha, nr)
-        for i, acc in zip(rows, loop.results):
+        for i, acc in zip(rows, sums):
             with lb.if_(has_base, [zeros.type]) as base:
                 with base.then_():
                     base.yield_(lb.vector_load(source.results[0], [i], nr))

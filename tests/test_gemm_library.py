@@ -81,10 +81,10 @@ def test_register_transposed_packing_agrees_bit_for_bit_and_with_numpy(kind, tra
 
 
 def test_the_kernels_are_private_functions_and_the_packed_one_takes_unroll_steps_a_trip():
-    """Four kernel functions (A packed or in place, NR and NR/2 wide), private and noinline,
-    called once a tile; the packed one's loop steps UNROLL k steps a trip and a second loop takes
-    the rest, one a trip: every depth from 1 to 2 * UNROLL + 1 agrees bit for bit with the
-    interpreter (the same fused steps in k order) and with numpy."""
+    """Four kernel functions (A packed or in place, NR and NR/2 wide), private and noinline, each
+    over a number of row panels (its loop of tiles); the packed one's k loop takes UNROLL steps
+    a trip and a second loop the rest, one a trip: every depth from 1 to 2 * UNROLL + 1 agrees
+    bit for bit with the interpreter (the same fused steps in k order) and with numpy."""
     blocking = gl.Blocking(mr=3, nr=8, mc=6, kc=2 * gl.UNROLL + 1, nc=16)
     name = gl.symbol(FloatType("f32"), blocking)
     module = gl.build(name)
@@ -95,7 +95,7 @@ def test_the_kernels_are_private_functions_and_the_packed_one_takes_unroll_steps
     packed = next(f for f in kernels if f.sym_name.endswith("packed8"))
     steps = sorted(getattr(loop.operands[2].defining_op.attributes.get("value"), "value", None)
                    for loop in packed.walk() if loop.name == "scf.for")
-    assert steps == [1, gl.UNROLL]
+    assert steps == [1, 1, gl.UNROLL]  # the tiles, the last k steps, UNROLL k steps a trip
     exe = irc.compile(module, cache=False)
     for k in range(1, 2 * gl.UNROLL + 2):
         for transposed in itertools.product([False, True], repeat=2):

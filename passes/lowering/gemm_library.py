@@ -235,8 +235,8 @@ def kernel_widths(nr: int) -> list[int]:
     return [nr] if nr % 2 or half < NARROW_MIN_LANES else [nr, half]
 
 
-KERNEL_PARAMS = ["a", "a_start", "a_step", "a_row_step", "a_rows", "b", "b_start", "b_step", "kc", "c", "c_at", "ldc",
-                 "d", "first", "alpha", "add_d"]
+KERNEL_PARAMS = ["a", "a_start", "a_step", "a_row_step", "a_rows", "a_tile", "b", "b_start", "b_step", "kc", "c",
+                 "c_at", "ldc", "d", "first", "alpha", "add_d", "tiles"]
 
 UNROLL = 4
 """k steps a trip of the packed kernel's loop (then one a trip for the rest).
@@ -252,13 +252,16 @@ registers than x86-64 has."""
 
 def kernel_function(lb: Builder, module, name: str, elem, blocking: Blocking, width: int, packed: bool) -> str:
     """``@name``, private: the micro-kernel of ``width`` columns (``PackedGemm._kernel`` says what
-    it computes), on A packed (``packed``: MR elements a k step, ``a_step`` apart from
+    it computes) on ``tiles`` row panels of A, one under the other (A's starts ``a_tile``
+    apart, C's MR rows), on A packed (``packed``: MR elements a k step, ``a_step`` apart from
     ``a_start``; ``UNROLL`` k steps a trip) or read in place (rows ``a_row_step`` apart from
     ``a_start``, ``a_rows`` of them valid, the last repeated; k steps ``a_step`` apart), with the
     parameters ``KERNEL_PARAMS``.
 
-    A function of its own, called once a tile (some 20 instructions against MR x KC
-    multiply-adds), so that LLVM allocates its registers alone: inline in the library's body,
+    A function of its own, called once for the whole tiles of a column panel and once for
+    each edge tile (a call costs some 20 instructions: a 10-deep product's tiles, 2560
+    multiply-adds each, lost a third of their speed at a call a tile), so that LLVM
+    allocates its registers alone: inline in the library's body,
     among the hundred values the loops around it keep, the kernel's pointers were reloaded
     from the stack every k step.  Packed A's step is a parameter, not the constant MR, so that
     LLVM advances one pointer by it each trip and reads A's elements at constant displacements
@@ -267,18 +270,23 @@ def kernel_function(lb: Builder, module, name: str, elem, blocking: Blocking, wi
     second micro-operation each on Intel's cores (docs/benchmarks.md, session 12).
     ``noinline`` keeps it so where LLVM's inliner runs."""
     vec = MemRefType([None], elem)
-    types = [vec, index, index, index, index, vec, index, index, index, vec, index, index, vec, i1, elem, i1]
+    types = [vec, index, index, index, index, index, vec, index, index, index, vec, index, index, vec, i1, elem, i1,
+             index]
     mr = blocking.mr
     with lb.function(module, name, types, [], arg_names=KERNEL_PARAMS) as args:
-        a, a_start, a_step, row_step, valid, b, b_start, b_step, kc, c, c_at, ldc, d, first, alpha, add_d = args
+        a, a_start, a_step, row_step, valid, a_tile, b, b_start, b_step, kc, c, c_at, ldc, d, first, alpha, add_d, \
+            tiles = args
         gemm = PackedGemm(lb, elem, blocking, {})
         gemm.alpha, gemm.add_d = alpha, add_d
-        if packed:
-            a_source = (a, a_start, list(range(mr)), a_step)
-        else:
-            last = valid - 1
-            a_source = (a, lb.index(0), [a_start + gemm._min(r, last) * row_step for r in range(mr)], a_step)
-        gemm._kernel(c, d, c_at, ldc, first, a_source, (b, b_start, b_step), kc, width, UNROLL if packed else 1)
+        with lb.for_(0, tiles) as t:
+            start = a_start + t.iv * a_tile
+            if packed:
+                a_source = (a, start, list(range(mr)), a_step)
+            else:
+                last = valid - 1
+                a_source = (a, lb.index(0), [start + gemm._min(r, last) * row_step for r in range(mr)], a_step)
+            gemm._kernel(c, d, c_at + t.iv * (ldc * mr), ldc, first, a_source, (b, b_start, b_step), kc, width,
+                         UNROLL if packed else 1)
         lb.ret()
     fn = next(f for f in module.functions if f.sym_name == name)
     fn.attributes["sym_visibility"] = StringAttr("private")
@@ -374,12 +382,18 @@ class PackedGemm:
         lb, bl = self.lb, self.bl
         with lb.for_(0, self._ceil_div(nc, bl.nr)) as jr:
             cols = self._min(bl.nr, nc - jr.iv * bl.nr)
-            with lb.for_(0, self._ceil_div(mc, bl.mr)) as ir:
+            col = jc + jr.iv * bl.nr
+            b = self._b_source(self.b_in_place & cols.eq(bl.nr), col, pc, jr.iv * (bl.nr * kc))
+            # the whole tiles of a whole column panel: one call; the rest (edges) a call each
+            whole = lb.select(cols.eq(bl.nr), lb.op("arith.divui", mc, lb.index(bl.mr)), lb.index(0))
+            with lb.if_(whole > 0) as any_whole:
+                with any_whole.then_():
+                    a = self._a_source(packed_a, ic, lb.index(bl.mr), pc, lb.index(0))
+                    self._kernel_for(self.c, self.d, ic * self.n + col, self.n, first, a, b, kc, bl.nr, whole)
+            with lb.for_(whole, self._ceil_div(mc, bl.mr)) as ir:
                 rows = self._min(bl.mr, mc - ir.iv * bl.mr)
                 row = ic + ir.iv * bl.mr
                 a = self._a_source(packed_a, row, rows, pc, ir.iv * (bl.mr * kc))
-                col = jc + jr.iv * bl.nr
-                b = self._b_source(self.b_in_place & cols.eq(bl.nr), col, pc, jr.iv * (bl.nr * kc))
                 self._tile(row, col, rows, cols, a, b, kc, first)
 
     def _b_source(self, in_place, col, pc, b_at):
@@ -601,16 +615,17 @@ class PackedGemm:
                     else:
                         lb.vector_store(lb.vector_load(self.tile, [t], width), matrix, [at])
 
-    def _kernel_for(self, c, d, c_at, ldc, first, a, b, kc, width: int) -> None:
+    def _kernel_for(self, c, d, c_at, ldc, first, a, b, kc, width: int, tiles=1) -> None:
         """A call of the kernel function of ``width`` columns for A packed or in place (``a``:
-        ``_a_source``)."""
-        lb = self.lb
+        ``_a_source``, its first row panel's), on ``tiles`` row panels from there."""
+        lb, mr = self.lb, self.bl.mr
         a_buf, a_start, rows, a_step = a
         packed = isinstance(rows, list)
-        row_step, valid = (lb.index(1), lb.index(self.bl.mr)) if packed else rows
+        row_step, valid = (lb.index(1), lb.index(mr)) if packed else rows
+        a_tile = kc * mr if packed else row_step * mr  # the next row panel's start: packed, or A's rows
         b_buf, b_start, b_step = b
-        lb.call(self.kernels[width, packed], a_buf, a_start, a_step, row_step, valid, b_buf, b_start, b_step, kc, c,
-                c_at, ldc, d, first, self.alpha, self.add_d, results=[])
+        lb.call(self.kernels[width, packed], a_buf, a_start, a_step, row_step, valid, a_tile, b_buf, b_start, b_step,
+                kc, c, c_at, ldc, d, first, self.alpha, self.add_d, lb.index(tiles), results=[])
 
     def _kernel(self, c, d, c_at, ldc, first, a, b, kc, width: int, unroll: int = 1) -> None:
         """MR x ``width`` sums over kc steps of A's rows and the first ``width`` columns of B's

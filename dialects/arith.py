@@ -604,6 +604,7 @@ class MaximumFOp(FloatBinaryOp):
     traits = COMMUTATIVE
     summary = "IEEE 754-2019 maximum: NaN if either is NaN; +0.0 > -0.0."
     example = "%r = arith.maximumf %x, %y : f32"
+    takes_vectors = True  # the GEMM library's ReLU on a row of a tile (passes/lowering/gemm_library.py)
     compute = staticmethod(_maximumf)
     fold_partial = _same_operand_fold
 

@@ -6,8 +6,9 @@ writes them, ``%b = vector.broadcast %x : f32 to vector<16xf32>`` repeats a scal
 ``%v = vector.from_elements %a, %b : vector<2xf32>`` gathers scalars, and
 ``%r = vector.shuffle %a, %b [0, 8, 1, 9] : vector<8xf32>, vector<8xf32>`` picks lanes of two
 vectors (a register transpose: the GEMM library's packing of a transposed operand).
-Arithmetic on vectors is the scalar dialects' own: ``arith.addf``, ``arith.mulf`` and
-``math.fma`` take ``vector<NxT>`` operands, lane by lane (``ElementwiseOp.takes_vectors``).
+Arithmetic on vectors is the scalar dialects' own: ``arith.addf``, ``arith.subf``,
+``arith.mulf``, ``arith.maximumf`` and ``math.fma`` take ``vector<NxT>`` operands, lane by lane
+(``ElementwiseOp.takes_vectors``).
 
 Why irc has vectors at all: a code generator that knows it wants one SIMD operation (the
 GEMM micro-kernel: a row of the tile is one register) can say so, instead of writing

@@ -42,6 +42,12 @@ def within_sum_bound(c, a, b):
     return np.all(np.abs(c - a64 @ b64) <= bound)
 
 
+def no_bias(dtype) -> tuple:
+    """The library's last three arguments without a bias: a bias buffer it does not read, and
+    add_bias and relu false."""
+    return np.zeros(1, dtype), False, False
+
+
 def scratch(blocking, m, n, k, dtype):
     pa, pb = blocking.scratch_sizes(m, n, k)
     return np.full(pa, np.nan, dtype), np.full(pb, np.nan, dtype)  # NaN: a read of stale scratch shows
@@ -64,9 +70,9 @@ def test_interpreted_and_compiled_agree_bit_for_bit_and_with_numpy(kind, transpo
         a, b, a_buf, b_buf = operands(m, n, k, dtype, transposed, seed=m * 100 + n * 10 + k)
         interpreted = np.full((m, n), np.nan, dtype)
         irc.interpret(module, name, a_buf, b_buf, interpreted, *scratch(SMALL, m, n, k, dtype), *transposed,
-                      interpreted, 1.0, False, 0, n)
+                      interpreted, 1.0, False, 0, n, *no_bias(dtype))
         compiled = np.full((m, n), np.nan, dtype)
-        exe[name](a_buf, b_buf, compiled, *scratch(SMALL, m, n, k, dtype), *transposed, compiled, 1.0, False, 0, n)
+        exe[name](a_buf, b_buf, compiled, *scratch(SMALL, m, n, k, dtype), *transposed, compiled, 1.0, False, 0, n, *no_bias(dtype))
         assert within_sum_bound(interpreted, a, b), (m, n, k)
         np.testing.assert_array_equal(compiled, interpreted)
 
@@ -110,7 +116,7 @@ def agree_bit_for_bit_and_with_numpy(module, exe, name, blocking, size, dtype, t
     runs = []
     for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
         c = np.full((m, n), np.nan, dtype)
-        run(a_buf, b_buf, c, *scratch(blocking, m, n, k, dtype), *transposed, c, 1.0, False, 0, n)
+        run(a_buf, b_buf, c, *scratch(blocking, m, n, k, dtype), *transposed, c, 1.0, False, 0, n, *no_bias(dtype))
         runs.append(c)
     assert within_sum_bound(runs[0], a, b), size
     np.testing.assert_array_equal(runs[1], runs[0])
@@ -128,11 +134,43 @@ def test_the_epilogue_adds_d_and_scales_by_alpha(in_place):
         for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
             c = d.copy() if in_place else np.full((m, n), np.nan)
             run(a_buf, b_buf, c, *scratch(SMALL, m, n, k, np.float64), True, False, c if in_place else d.copy(),
-                -0.25, True, 0, n)
+                -0.25, True, 0, n, *no_bias(np.float64))
             results.append(c)
         np.testing.assert_array_equal(results[0], results[1])
         bound = (k + 2) * np.finfo(np.float64).eps * (np.abs(d) + 0.25 * (np.abs(a) @ np.abs(b))) + 1e-300
         assert np.all(np.abs(results[0] - (d - 0.25 * (a @ b))) <= bound), (m, n, k)
+
+
+@pytest.mark.parametrize("add_bias, relu", [(True, False), (True, True), (False, True)])
+def test_the_library_adds_a_bias_and_takes_the_relu_in_its_last_stores(add_bias, relu):
+    """C = relu?(A @ B + bias) with several K panels (the bias once, in the last), edge tiles
+    (the bias's valid columns through a padded buffer), column windows and an empty K: the
+    interpreter and the compiled function agree bit for bit, and with numpy within the sum's
+    bound; a bias shorter than C's width faults before C is touched."""
+    module, exe, name = library("f32")
+    for (m, n, k), (lo, hi) in [((7, 9, 11), (0, 9)), ((13, 23, 6), (8, 20)), ((5, 6, 0), (0, 6))]:
+        a, b, a_buf, b_buf = operands(m, n, k, np.float32, (False, True), seed=m + n + k)
+        bias = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        runs = []
+        for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
+            c = np.full((m, n), np.nan, np.float32)
+            run(a_buf, b_buf, c, *scratch(SMALL, m, n, k, np.float32), False, True, c, 1.0, False, lo, hi, bias,
+                add_bias, relu)
+            runs.append(c)
+        np.testing.assert_array_equal(runs[1], runs[0])
+        got = runs[0][:, lo:hi]
+        want = (a.astype(np.float64) @ b)[:, lo:hi] + (bias[lo:hi] if add_bias else 0)
+        want = np.maximum(want, 0) if relu else want
+        bound = (k + 2) * np.finfo(np.float32).eps * ((np.abs(a) @ np.abs(b))[:, lo:hi] + np.abs(bias[lo:hi])) + 1e-30
+        assert np.all(np.abs(got - want) <= bound), (m, n, k)
+        assert np.isnan(np.delete(runs[0], np.s_[lo:hi], axis=1)).all()  # the window's columns only
+    a, b, a_buf, b_buf = operands(7, 9, 11, np.float32, (False, False))
+    c = np.full((7, 9), 5.0, np.float32)
+    short = np.zeros(8, np.float32)
+    with pytest.raises(irc.diagnostics.ExecutionError, match="do not agree"):
+        exe[name](a_buf, b_buf, c, *scratch(SMALL, 7, 9, 11, np.float32), False, False, c, 1.0, False, 0, 9, short,
+                  True, relu)
+    assert (c == 5.0).all()
 
 
 def test_sizes_that_disagree_fault_before_touching_memory():
@@ -145,7 +183,7 @@ def test_sizes_that_disagree_fault_before_touching_memory():
              (a, b, np.zeros((7, 9), np.float32), pa, pb[:3])]
     for args in cases:
         args = [*(np.ascontiguousarray(x) for x in args), False, False]
-        args += [args[2], 1.0, False, 0, 9]
+        args += [args[2], 1.0, False, 0, 9, *no_bias(np.float32)]
         c = args[2]
         c[:] = 5.0
         with pytest.raises(IRError, match="do not agree"):
@@ -249,7 +287,7 @@ def test_partial_panels_of_b_transposed_pack_in_groups_and_agree(transposed):
         runs = []
         for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
             c = np.full((m, n), np.nan, np.float32)
-            run(a_buf, b_buf, c, *scratch(WIDE, m, n, k, np.float32), *transposed, c, 1.0, False, 0, n)
+            run(a_buf, b_buf, c, *scratch(WIDE, m, n, k, np.float32), *transposed, c, 1.0, False, 0, n, *no_bias(np.float32))
             runs.append(c)
         assert within_sum_bound(runs[0], a, b), (m, n, k)
         np.testing.assert_array_equal(runs[1], runs[0])
@@ -315,8 +353,8 @@ def test_a_d_of_the_wrong_size_faults_when_added():
     pa, pb = scratch(SMALL, 7, 9, 11, np.float32)
     c = np.full((7, 9), 5.0, np.float32)
     with pytest.raises(irc.diagnostics.ExecutionError, match="do not agree"):
-        exe[name](a, b, c, pa, pb, False, False, np.zeros((7, 8), np.float32), 1.0, True, 0, 9)
-    exe[name](a, b, c, pa, pb, False, False, np.zeros((1, 1), np.float32), 1.0, False, 0, 9)  # not read
+        exe[name](a, b, c, pa, pb, False, False, np.zeros((7, 8), np.float32), 1.0, True, 0, 9, *no_bias(np.float32))
+    exe[name](a, b, c, pa, pb, False, False, np.zeros((1, 1), np.float32), 1.0, False, 0, 9, *no_bias(np.float32))  # not read
     assert within_sum_bound(c, a, b)
 
 
@@ -430,7 +468,7 @@ def test_column_windows_write_only_their_columns_and_together_the_product(kind):
         c = np.full((m, n), np.nan, dtype)
         for lo, hi in ((8, 20), (0, 8), (20, 23)):  # windows of whole 4-column panels, any order
             before = c.copy()
-            run(a_buf, b_buf, c, *scratch(SMALL, m, n, k, dtype), False, True, d, 2.0, True, lo, hi)
+            run(a_buf, b_buf, c, *scratch(SMALL, m, n, k, dtype), False, True, d, 2.0, True, lo, hi, *no_bias(dtype))
             outside = np.ones(n, bool)
             outside[lo:hi] = False
             np.testing.assert_array_equal(c[:, outside], before[:, outside])
@@ -438,7 +476,7 @@ def test_column_windows_write_only_their_columns_and_together_the_product(kind):
         bound = (k + 2) * np.finfo(dtype).eps * (np.abs(d) + 2.0 * (np.abs(a) @ np.abs(b)))
         assert np.all(np.abs(c - want) <= bound)
     with pytest.raises(irc.diagnostics.ExecutionError, match="do not agree"):  # a window past C
-        exe[name](a_buf, b_buf, c, *scratch(SMALL, m, n, k, dtype), False, True, d, 1.0, False, 20, 24)
+        exe[name](a_buf, b_buf, c, *scratch(SMALL, m, n, k, dtype), False, True, d, 1.0, False, 20, 24, *no_bias(dtype))
 
 
 def test_a_large_product_is_split_across_threads_and_agrees():
@@ -487,7 +525,7 @@ func.func @mm(%a: tensor<{a_shape}x{kind}>, %b: tensor<{k}x{n}x{kind}>) -> tenso
     name = gl.symbol(FloatType(kind), deep)
     lib = irc.compile(gl.build(name), cache=False)
     want = np.full((m, n), np.nan, dtype)
-    lib[name](a_buf, b_buf, want, *scratch(deep, m, n, k, dtype), ta, False, want, 1.0, False, 0, n)
+    lib[name](a_buf, b_buf, want, *scratch(deep, m, n, k, dtype), ta, False, want, 1.0, False, 0, n, *no_bias(dtype))
     np.testing.assert_array_equal(got, want)
 
 
@@ -524,14 +562,42 @@ def _parallel_loops_with_gemm(lowered):
             and any(o.name == "func.call" and o.callee.startswith("irc_gemm_") for o in op.walk())]
 
 
-def test_bias_and_relu_run_in_the_product_s_thread_parts():
-    """With threads, the elementwise op after a split product runs in the same parallel loop,
-    each part on its own columns after its GEMM call: one thread start a layer, not two."""
+def test_a_layer_s_bias_and_relu_are_computed_in_the_gemm_s_stores(monkeypatch):
+    """relu(x @ w + b): the library adds the bias and takes the ReLU in its last K panel's stores
+    (``bias_epilogue``), so no loop reads the product back, on one thread or two (there each part's
+    call does its own columns); the bits are those of the product followed by the loop."""
     module = irc.parse(LAYER)
+    one, two = irc.compile(module, threads=1, cache=False), irc.compile(module, threads=2, cache=False)
+    shapes = ((70, 300), (300, 200), (200,))
+    lowered_two, func = two.layer.lower(shapes)
+    assert len(_parallel_loops_with_gemm(lowered_two)) == 1 and len(func.attributes["segments"].elements) == 1
+    lowered_one, _ = one.layer.lower(shapes)
+    for lowered in (lowered_two, lowered_one):
+        assert not any(op.name == "arith.maximumf" for op in lowered.walk())  # the ReLU is the library's
+    assert not any(op.name == "scf.for" for op in lowered_one.walk())  # one thread: the call alone
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((70, 300), dtype=np.float32), rng.standard_normal((300, 200), dtype=np.float32)
+    b = rng.standard_normal(200, dtype=np.float32)
+    got = two.layer(x, w, b)
+    np.testing.assert_array_equal(got, one.layer(x, w, b))
+    monkeypatch.setattr(gl, "bias_epilogue", lambda *args: None)  # the product, then the loop
+    apart = irc.compile(module, threads=1, cache=False)
+    assert any(op.name == "arith.maximumf" for op in apart.layer.lower(shapes)[0].walk())
+    np.testing.assert_array_equal(got, apart.layer(x, w, b))
+    want = np.maximum(x.astype(np.float64) @ w + b, 0)
+    bound = (300 + 2) * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(w) + np.abs(b))
+    assert np.all(np.abs(got - want) <= bound)
+
+
+def test_other_elementwise_ops_run_in_the_product_s_thread_parts():
+    """With threads, an elementwise op after a split product that is not a bias and ReLU (a
+    scale by column here) runs in the same parallel loop, each part on its own columns after
+    its GEMM call: one thread start a layer, not two."""
+    module = irc.parse(LAYER.replace("%s = arith.addf %m, %bb", "%s = arith.mulf %m, %bb"))
     one, two = irc.compile(module, threads=1), irc.compile(module, threads=2)
     lowered, func = two.layer.lower(((70, 300), (300, 200), (200,)))
     (loop,) = _parallel_loops_with_gemm(lowered)
-    assert any(o.name == "arith.maximumf" for o in loop.walk())  # the ReLU is inside the part loop
+    assert any(o.name == "arith.maximumf" for o in loop.walk())  # the op is inside the part loop
     assert len(func.attributes["segments"].elements) == 1  # one segment: the layer
     lowered_one, _ = one.layer.lower(((70, 300), (300, 200), (200,)))
     assert not _parallel_loops_with_gemm(lowered_one)  # one thread: one call, then the loop nest
@@ -540,8 +606,8 @@ def test_bias_and_relu_run_in_the_product_s_thread_parts():
     b = rng.standard_normal(200, dtype=np.float32)
     got = two.layer(x, w, b)
     np.testing.assert_array_equal(got, one.layer(x, w, b))
-    want = np.maximum(x.astype(np.float64) @ w + b, 0)
-    bound = (300 + 2) * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(w) + np.abs(b))
+    want = np.maximum((x.astype(np.float64) @ w) * b, 0)
+    bound = (300 + 2) * np.finfo(np.float32).eps * (np.abs(x) @ np.abs(w)) * np.abs(b)
     assert np.all(np.abs(got - want) <= bound)
 
 

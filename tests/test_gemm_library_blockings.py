@@ -9,7 +9,13 @@ import itertools
 import numpy as np
 import pytest
 from irc.passes.lowering import gemm_library as gl
-from test_gemm_library import agree_bit_for_bit_and_with_numpy, operands, scratch, within_sum_bound
+from test_gemm_library import (
+    agree_bit_for_bit_and_with_numpy,
+    no_bias,
+    operands,
+    scratch,
+    within_sum_bound,
+)
 
 import irc
 from irc.types import FloatType
@@ -36,11 +42,11 @@ def test_column_windows_at_mr6_write_only_their_columns():
     m, n, k = 13, 40, 21
     a, b, a_buf, b_buf = operands(m, n, k, np.float32, (True, True), seed=3)
     whole = np.full((m, n), np.nan, np.float32)
-    exe[name](a_buf, b_buf, whole, *scratch(AVX2, m, n, k, np.float32), True, True, whole, 1.0, False, 0, n)
+    exe[name](a_buf, b_buf, whole, *scratch(AVX2, m, n, k, np.float32), True, True, whole, 1.0, False, 0, n, *no_bias(np.float32))
     c = np.full((m, n), np.nan, np.float32)
     for lo, hi in ((16, 32), (32, 40), (0, 16)):
         before = c.copy()
-        exe[name](a_buf, b_buf, c, *scratch(AVX2, m, n, k, np.float32), True, True, c, 1.0, False, lo, hi)
+        exe[name](a_buf, b_buf, c, *scratch(AVX2, m, n, k, np.float32), True, True, c, 1.0, False, lo, hi, *no_bias(np.float32))
         np.testing.assert_array_equal(np.delete(c, np.s_[lo:hi], axis=1), np.delete(before, np.s_[lo:hi], axis=1))
     np.testing.assert_array_equal(c, whole)
 

@@ -208,10 +208,11 @@ def test_the_gemm_library_kernel_is_vector_code():
 
     text = str(gemm_library.build("irc_gemm_f32_8x32_96x512x8192"))
     assert "math.fma" in text and ": vector<32xf32>" in text and ": vector<16xf32>" in text
-    # A row of a kernel: one a k step in its loops, one for alpha * sum + base; kernels of 32 lanes
-    # and of 16 for narrow edge panels, each for A packed (UNROLL steps a trip, then one a trip)
-    # and for A read in place (one a trip): the scalar kernel had 512.
-    packed, in_place = (gemm_library.UNROLL + 1 + 1) * 8, (1 + 1) * 8
+    # A row of a kernel: one a k step in its loops, one for alpha * sum + base in each of its two
+    # epilogues (with and without the bias and ReLU); kernels of 32 lanes and of 16 for narrow edge
+    # panels, each for A packed (UNROLL steps a trip, then one a trip) and for A read in place (one
+    # a trip): the scalar kernel had 512.
+    packed, in_place = (gemm_library.UNROLL + 1 + 2) * 8, (1 + 2) * 8
     assert text.count("math.fma") == 2 * (packed + in_place)
 
 

@@ -311,6 +311,9 @@ class Bufferizer:
             found = gemm_library.epilogue(op, self.position)
             if found is not None:
                 return self._lower_with_epilogue(op, *found, destination)
+            found = gemm_library.bias_epilogue(op, self.position, self.transposed)
+            if found is not None:
+                return self._lower_with_bias(op, *found, destination)
             consumer = gemm_library.column_consumer(op, self.position, self.transposed,
                                                     gemm_library.library_parts(self.options, op))
             if consumer is not None:
@@ -349,6 +352,22 @@ class Bufferizer:
         transposed = tuple(v in self.transposed for v in op.operands)
         gemm_library.lower_matmul_library(LoweringContext(lb, self, transposed), op, inputs, output,
                                           epilogue=(self.buffers[d], alpha))
+        self._bind(op.results[0], output)
+        self._bind(result, output)
+        self.absorbed.add(fused)
+        self._free_dead(op, inputs, self.position[op])
+        return True
+
+    def _lower_with_bias(self, op, fused, bias, relu: bool, destination: dict) -> bool:
+        """The matmul ``op`` and the bias (and ReLU) ``fused`` after it as one library call that
+        writes ``relu?(A @ B + bias)`` where ``fused``'s result goes (``gemm_library.bias_epilogue``)."""
+        result = fused.results[0]
+        lb = _builder(op)
+        inputs = [self.buffers[v] for v in op.operands]
+        output = self.destination_for(destination, result, op) or self._allocate(lb, result, fused)
+        transposed = tuple(v in self.transposed for v in op.operands)
+        gemm_library.lower_matmul_library(LoweringContext(lb, self, transposed), op, inputs, output,
+                                          bias=(self.buffers[bias], relu))
         self._bind(op.results[0], output)
         self._bind(result, output)
         self.absorbed.add(fused)

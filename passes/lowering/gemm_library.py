@@ -39,7 +39,10 @@ sizes come from matmul.py's host figures (``vector-bits``, ``vector-registers``,
 ``l1-bytes``, ``l3-bytes``).  Every K panel of a tile sums from zero, and its sum
 is added to the base (D or zero in the first panel, C after) with one more fused
 step, ``alpha * sum + base``, so every element is a sum of fused steps in k order
-within a panel.
+within a panel.  A layer's bias and ReLU after the product (``bias_epilogue``) are
+computed in the last K panel's stores, while the tile is in registers: + bias[j], then
+maximumf with 0, as the loop after the product would (the same bits), without reading C
+back.
 
 The function trusts nothing but its buffers' sizes: if A, B and C do not agree, or
 the scratch buffers are too small for the blocking (``Blocking.scratch_sizes`` says
@@ -196,12 +199,15 @@ def parse_symbol(name: str):
 def signature(elem: FloatType) -> list:
     """The library function's parameter types: ``(a, b, c: memref<?x?x...>, packed_a, packed_b:
     memref<?x...>, a_transposed, b_transposed: i1, d: memref<?x?x...>, alpha: elem, add_d: i1,
-    col_begin, col_end: index)``; C = (add_d ? D : 0) + alpha * op(A) op(B) (BLAS's gemm with beta 1
-    and a separate D, which may be C itself; without add_d D is not read and may be any matrix, C
-    for instance), for C's columns col_begin..col_end only (so that threads can split a product
-    by columns, each with its own scratch)."""
+    col_begin, col_end: index, bias: memref<?x...>, add_bias, relu: i1)``; C = (add_d ? D : 0) +
+    alpha * op(A) op(B) (BLAS's gemm with beta 1 and a separate D, which may be C itself; without
+    add_d D is not read and may be any matrix, C for instance), for C's columns
+    col_begin..col_end only (so that threads can split a product by columns, each with its own
+    scratch); then, with add_bias, + bias[j] in column j (bias has n elements at least; without
+    it bias is not read), and with relu, maximumf(., 0): a layer's bias and ReLU in the GEMM's
+    last stores (``bias_epilogue``)."""
     mat, vec = MemRefType([None, None], elem), MemRefType([None], elem)
-    return [mat, mat, mat, vec, vec, i1, i1, mat, elem, i1, index, index]
+    return [mat, mat, mat, vec, vec, i1, i1, mat, elem, i1, index, index, vec, i1, i1]
 
 
 def build(name: str):
@@ -217,7 +223,7 @@ def build(name: str):
                for width in kernel_widths(blocking.nr) for packed in (True, False)}
     with lb.function(module, name, signature(elem), [],
                      arg_names=["a", "b", "c", "packed_a", "packed_b", "a_transposed", "b_transposed", "d", "alpha",
-                                "add_d", "col_begin", "col_end"]) as args:
+                                "add_d", "col_begin", "col_end", "bias", "add_bias", "relu"]) as args:
         PackedGemm(lb, elem, blocking, kernels).emit(*args)
         lb.ret()
     # Compiled for size: the kernel is vector code already and gains nothing from LLVM's
@@ -236,7 +242,7 @@ def kernel_widths(nr: int) -> list[int]:
 
 
 KERNEL_PARAMS = ["a", "a_start", "a_step", "a_row_step", "a_rows", "a_tile", "b", "b_start", "b_step", "kc", "c",
-                 "c_at", "ldc", "d", "first", "alpha", "add_d", "tiles"]
+                 "c_at", "ldc", "d", "first", "alpha", "add_d", "tiles", "bias", "bias_at", "add_bias", "relu"]
 
 UNROLL = 4
 """k steps a trip of the packed kernel's loop (then one a trip for the rest).
@@ -271,13 +277,14 @@ def kernel_function(lb: Builder, module, name: str, elem, blocking: Blocking, wi
     ``noinline`` keeps it so where LLVM's inliner runs."""
     vec = MemRefType([None], elem)
     types = [vec, index, index, index, index, index, vec, index, index, index, vec, index, index, vec, i1, elem, i1,
-             index]
+             index, vec, index, i1, i1]
     mr = blocking.mr
     with lb.function(module, name, types, [], arg_names=KERNEL_PARAMS) as args:
         a, a_start, a_step, row_step, valid, a_tile, b, b_start, b_step, kc, c, c_at, ldc, d, first, alpha, add_d, \
-            tiles = args
+            tiles, bias, bias_at, add_bias, relu = args
         gemm = PackedGemm(lb, elem, blocking, {})
         gemm.alpha, gemm.add_d = alpha, add_d
+        gemm.finish = (bias, bias_at, add_bias, relu)
         with lb.for_(0, tiles) as t:
             start = a_start + t.iv * a_tile
             if packed:
@@ -314,10 +321,12 @@ class PackedGemm:
     def _pick(self, cond, if_true, if_false):
         return self.lb.select(cond, self.lb.index(if_true), self.lb.index(if_false))
 
-    def emit(self, a, b, c, packed_a, packed_b, ta, tb, d, alpha, add_d, col_begin, col_end) -> None:
+    def emit(self, a, b, c, packed_a, packed_b, ta, tb, d, alpha, add_d, col_begin, col_end, bias, add_bias,
+             relu) -> None:
         lb, bl = self.lb, self.bl
         self.ta, self.tb = ta, tb
         self.alpha, self.add_d = alpha, add_d
+        self.bias, self.add_bias, self.relu = bias, add_bias, relu
         m, n = lb.dim(c, 0), lb.dim(c, 1)
         k = self._pick(ta, lb.dim(a, 0), lb.dim(a, 1))
         self.m, self.n, self.k = m, n, k
@@ -330,7 +339,8 @@ class PackedGemm:
         need_b = self._ceil_div(self._min(bl.nc, n), bl.nr) * (bl.nr * kc_max)
         window = (col_begin <= col_end) & (col_end <= n)
         d_agrees = (lb.dim(d, 0).eq(m) & lb.dim(d, 1).eq(n)) | lb.compare("eq", add_d, lb.const(0, i1))
-        ok = (a_other.eq(m)) & (b_k.eq(k)) & (b_n.eq(n)) & d_agrees & window \
+        bias_fits = (lb.dim(bias, 0) >= n) | lb.compare("eq", add_bias, lb.const(0, i1))
+        ok = (a_other.eq(m)) & (b_k.eq(k)) & (b_n.eq(n)) & d_agrees & window & bias_fits \
             & (lb.dim(packed_a, 0) >= need_a) & (lb.dim(packed_b, 0) >= need_b)
         lb.op("cf.assert", ok, result=[],
               msg=StringAttr("irc_gemm: the sizes of A, B, C and the scratch buffers do not agree"))
@@ -339,6 +349,8 @@ class PackedGemm:
         tile = bl.mr * bl.nr
         self.tile = lb.op("memref.alloca", result=MemRefType([tile], self.elem))
         self.tile_view = lb.view(self.tile, 0, MemRefType([None], self.elem), [lb.index(tile)])
+        self.tile_bias = lb.view(lb.op("memref.alloca", result=MemRefType([bl.nr], self.elem)), 0,
+                                 MemRefType([None], self.elem), [lb.index(bl.nr)])
         self.col_begin, self.col_end = col_begin, col_end
         # B (not B^T) is read in place when few rows of tiles use each of its panels: packing it
         # would copy all of B for as few passes over it (an RNN cell's 32 x 256 @ 256 x 256).
@@ -348,7 +360,18 @@ class PackedGemm:
                 with lb.for_(0, m) as i:
                     with lb.for_(col_begin, col_end) as j:
                         at = i.iv * n + j.iv
-                        lb.store(lb.select(add_d, lb.load(self.d, [at]), self.zero), self.c, [at])
+                        value = lb.select(add_d, lb.load(self.d, [at]), self.zero)
+                        with lb.if_(add_bias, [value.type]) as biased:
+                            with biased.then_():
+                                biased.yield_(lb.op("arith.addf", value, lb.load(bias, [j.iv])))
+                            with biased.else_():
+                                biased.yield_(value)
+                        with lb.if_(relu, [value.type]) as rectified:
+                            with rectified.then_():
+                                rectified.yield_(lb.op("arith.maximumf", biased.results[0], self.zero))
+                            with rectified.else_():
+                                rectified.yield_(biased.results[0])
+                        lb.store(rectified.results[0], self.c, [at])
             with empty.else_():
                 self._product()
 
@@ -365,6 +388,8 @@ class PackedGemm:
             with lb.for_(0, self.k, kc_step) as pc:
                 kc = self._min(kc_step, self.k - pc.iv)
                 first = pc.iv.eq(0)
+                last = (pc.iv + kc).eq(self.k)  # the bias and ReLU go into this K panel's stores
+                self.finish_now = (self.add_bias & last, self.relu & last)
                 self._pack_b(pc.iv, kc, jc.iv, nc, self.b_in_place)
                 with lb.for_(0, self.m, bl.mc) as ic:
                     mc = self._min(bl.mc, self.m - ic.iv)
@@ -389,7 +414,8 @@ class PackedGemm:
             with lb.if_(whole > 0) as any_whole:
                 with any_whole.then_():
                     a = self._a_source(packed_a, ic, lb.index(bl.mr), pc, lb.index(0))
-                    self._kernel_for(self.c, self.d, ic * self.n + col, self.n, first, a, b, kc, bl.nr, whole)
+                    self._kernel_for(self.c, self.d, ic * self.n + col, self.n, first, a, b, kc, bl.nr,
+                                     (self.bias, col), whole)
             with lb.for_(whole, self._ceil_div(mc, bl.mr)) as ir:
                 rows = self._min(bl.mr, mc - ir.iv * bl.mr)
                 row = ic + ir.iv * bl.mr
@@ -579,21 +605,27 @@ class PackedGemm:
                         self._copy_edge(rows, cols, row, col, base.results[0], to_tile=True)
         at = row * self.n + col
         memref, idx = self.tile_view.type, at.type
-        with lb.if_(whole, [memref, idx, idx, memref]) as target:
+        with lb.if_(whole, [memref, idx, idx, memref, memref, idx]) as target:
             with target.then_():
-                target.yield_(self.c, at, self.n, self.d)
-            with target.else_():  # the base is in the buffer already: D is not read there
-                target.yield_(self.tile_view, lb.index(0), lb.index(nr), self.tile_view)
-        buf, c_at, ldc, d = target.results
+                target.yield_(self.c, at, self.n, self.d, self.bias, col)
+            with target.else_():  # the base is in the buffer already: D is not read there; the
+                # bias's valid columns go to a buffer of NR (the kernel reads NR)
+                with lb.if_(self.finish_now[0]) as copy_bias:
+                    with copy_bias.then_():
+                        self._zero_fill(self.tile_bias, 0, 1, nr)
+                        with lb.for_(0, cols) as j:
+                            lb.store(lb.load(self.bias, [col + j.iv]), self.tile_bias, [j.iv])
+                target.yield_(self.tile_view, lb.index(0), lb.index(nr), self.tile_view, self.tile_bias, lb.index(0))
+        buf, c_at, ldc, d, bias, bias_at = target.results
         widths = kernel_widths(nr)
         if len(widths) == 1:
-            self._kernel_for(buf, d, c_at, ldc, first & whole, a, b, kc, nr)
+            self._kernel_for(buf, d, c_at, ldc, first & whole, a, b, kc, nr, (bias, bias_at))
         else:  # an edge panel of at most NR/2 columns (a 10-column product) takes half the lanes
             with lb.if_(cols <= widths[1]) as narrow:
                 with narrow.then_():
-                    self._kernel_for(buf, d, c_at, ldc, first & whole, a, b, kc, widths[1])
+                    self._kernel_for(buf, d, c_at, ldc, first & whole, a, b, kc, widths[1], (bias, bias_at))
                 with narrow.else_():
-                    self._kernel_for(buf, d, c_at, ldc, first & whole, a, b, kc, nr)
+                    self._kernel_for(buf, d, c_at, ldc, first & whole, a, b, kc, nr, (bias, bias_at))
         with lb.if_(edge) as copy_out:
             with copy_out.then_():
                 self._copy_edge(rows, cols, row, col, self.c, to_tile=False)
@@ -615,9 +647,10 @@ class PackedGemm:
                     else:
                         lb.vector_store(lb.vector_load(self.tile, [t], width), matrix, [at])
 
-    def _kernel_for(self, c, d, c_at, ldc, first, a, b, kc, width: int, tiles=1) -> None:
+    def _kernel_for(self, c, d, c_at, ldc, first, a, b, kc, width: int, bias, tiles=1) -> None:
         """A call of the kernel function of ``width`` columns for A packed or in place (``a``:
-        ``_a_source``, its first row panel's), on ``tiles`` row panels from there."""
+        ``_a_source``, its first row panel's), on ``tiles`` row panels from there; ``bias``:
+        (buffer, the tile's first column in it) for the last K panel's bias."""
         lb, mr = self.lb, self.bl.mr
         a_buf, a_start, rows, a_step = a
         packed = isinstance(rows, list)
@@ -625,7 +658,8 @@ class PackedGemm:
         a_tile = kc * mr if packed else row_step * mr  # the next row panel's start: packed, or A's rows
         b_buf, b_start, b_step = b
         lb.call(self.kernels[width, packed], a_buf, a_start, a_step, row_step, valid, a_tile, b_buf, b_start, b_step,
-                kc, c, c_at, ldc, d, first, self.alpha, self.add_d, lb.index(tiles), results=[])
+                kc, c, c_at, ldc, d, first, self.alpha, self.add_d, lb.index(tiles), *bias, *self.finish_now,
+                results=[])
 
     def _kernel(self, c, d, c_at, ldc, first, a, b, kc, width: int, unroll: int = 1) -> None:
         """MR x ``width`` sums over kc steps of A's rows and the first ``width`` columns of B's
@@ -684,13 +718,43 @@ class PackedGemm:
                 source.yield_(c)
         has_base = (first & self.add_d) | lb.compare("eq", first, lb.const(0, i1))
         alpha = lb.splat_vector(self.alpha, nr)
-        for i, acc in zip(rows, sums):
-            with lb.if_(has_base, [zeros.type]) as base:
-                with base.then_():
-                    base.yield_(lb.vector_load(source.results[0], [i], nr))
-                with base.else_():
-                    base.yield_(zeros)
-            lb.vector_store(self._multiply_add(alpha, acc, base.results[0]), c, [i])
+        bias, bias_at, add_bias, relu = self.finish
+
+        def store_rows(finish) -> None:
+            for i, acc in zip(rows, sums):
+                with lb.if_(has_base, [zeros.type]) as base:
+                    with base.then_():
+                        base.yield_(lb.vector_load(source.results[0], [i], nr))
+                    with base.else_():
+                        base.yield_(zeros)
+                lb.vector_store(finish(self._multiply_add(alpha, acc, base.results[0])), c, [i])
+
+        # The bias and ReLU in the last K panel's stores, as the elementwise op after the product
+        # computes them (the sum rounded, + bias, then maximumf with 0): the same bits.
+        with lb.if_(add_bias | relu) as finishing:
+            with finishing.then_():
+                with lb.if_(add_bias, [zeros.type]) as row:
+                    with row.then_():
+                        row.yield_(lb.vector_load(bias, [bias_at], nr))
+                    with row.else_():
+                        row.yield_(zeros)
+
+                def finish(v):
+                    with lb.if_(add_bias, [zeros.type]) as biased:
+                        with biased.then_():
+                            biased.yield_(lb.op("arith.addf", v, row.results[0]))
+                        with biased.else_():
+                            biased.yield_(v)
+                    with lb.if_(relu, [zeros.type]) as rectified:
+                        with rectified.then_():
+                            rectified.yield_(lb.op("arith.maximumf", biased.results[0], zeros))
+                        with rectified.else_():
+                            rectified.yield_(biased.results[0])
+                    return rectified.results[0]
+
+                store_rows(finish)
+            with finishing.else_():
+                store_rows(lambda v: v)
 
     def _multiply_add(self, x, y, z):
         """``x * y + z``: fused where the CPU has it (``Blocking.fma``)."""
@@ -741,10 +805,11 @@ class LibraryGemm:
         byte = lb.index(element_offset) * (self.elem.width // 8)
         return lb.view(buf, byte, MemRefType([None, None], self.elem), [lb.index(rows), lb.index(cols)]).value
 
-    def call(self, a, b, c, transposed=(False, False), d=None, alpha=1.0, add_d=False, part=0, cols=None) -> None:
+    def call(self, a, b, c, transposed=(False, False), d=None, alpha=1.0, add_d=False, part=0, cols=None,
+             bias=None, relu=False) -> None:
         """``c = (add_d ? d : 0) + alpha * op(a) op(b)`` on the matrix views (``d`` defaults to ``c``;
         ``add_d`` a bool or an ``i1`` value), for C's columns ``cols`` (all: None), with scratch
-        ``part``."""
+        ``part``; then + ``bias`` (a 1-D view of C's width, or None) and ReLU where ``relu``."""
         from irc.dialects.func import CallOp
 
         lb, elem = self.lb, self.elem
@@ -755,16 +820,18 @@ class LibraryGemm:
         add = lb.const(int(add_d), i1).value if isinstance(add_d, bool) else lb.wrap(add_d).value
         begin, end = cols if cols is not None else (0, lb.dim(c, 1))
         tail = [d if d is not None else c, lb.const(alpha, elem).value, add, lb.index(begin).value,
-                lb.index(end).value]
+                lb.index(end).value, bias if bias is not None else own[1], lb.const(int(bias is not None), i1).value,
+                lb.const(int(relu), i1).value]
         op = CallOp.build(self.name, [a, b, c, *own, *flags, *tail], [])
         op.attributes["nocapture"] = UnitAttr()  # keeps no pointer: plan-memory may reuse the buffers
         op.attributes["work"] = IntegerAttr(self.work, i64)  # split-parallel's estimate
         lb.insert(op)
 
 
-def lower_matmul_library(ctx, op, inputs, output, epilogue=None, consumer=None) -> None:
+def lower_matmul_library(ctx, op, inputs, output, epilogue=None, consumer=None, bias=None) -> None:
     """The matmul as a call of the library GEMM (``LibraryGemm``); ``epilogue`` = (D's buffer,
-    alpha) computes ``D + alpha * (A @ B)`` instead (``epilogue``).  With ``threads`` > 1
+    alpha) computes ``D + alpha * (A @ B)`` instead (``epilogue``), ``bias`` = (bias's buffer,
+    relu) ``relu?(A @ B + bias)`` (``bias_epilogue``).  With ``threads`` > 1
     (tensor-to-loops' option) a large product is a ``parallel`` loop of one call per block of
     whole column panels, each with its own scratch, which split-parallel runs on threads (each
     part packs all of A and its own columns of B).  ``consumer(col_begin, col_end)``, when
@@ -782,9 +849,11 @@ def lower_matmul_library(ctx, op, inputs, output, epilogue=None, consumer=None) 
     gemm = LibraryGemm(ctx, elem, m, n, k, parts)
     d, alpha = epilogue if epilogue is not None else (None, 1.0)
     d_view = lb.view(d, 0, mat, [lb.dim(d, 0), lb.dim(d, 1)]).value if d is not None else None
+    bias_view, relu = (None, False) if bias is None else \
+        (lb.view(bias[0], 0, MemRefType([None], elem), [lb.dim(bias[0], 0)]).value, bias[1])
 
     def part(t, first, last) -> None:
-        gemm.call(*views, transposed, d_view, alpha, d is not None, t, (first, last))
+        gemm.call(*views, transposed, d_view, alpha, d is not None, t, (first, last), bias_view, relu)
         if consumer is not None:
             consumer(lb.index(first), lb.index(last))
 
@@ -847,6 +916,57 @@ def column_consumer(op, position: dict, transposed: set, parts: int):
         if v in transposed or not (isinstance(v, BlockArgument) or position.get(v.defining_op, 1 << 60) < position[op]):
             return None
     return fused if parts > 1 else None
+
+
+def bias_epilogue(op, position: dict, transposed: set):
+    """``(fused, bias, relu)`` where the matmul ``op``'s one use is an elementwise ``graph.fused``
+    that computes ``op + bias`` or ``maximumf(op + bias, 0.0)`` with ``bias`` a vector along the
+    product's columns (``maps = [[1], [0, 1]]``, in either order), defined before ``op``: a
+    layer's bias and ReLU, which the library computes in its last K panel's stores, while the
+    tile is in registers, instead of a loop that reads C back (in the same order: the same
+    bits).  None otherwise."""
+    from irc.patterns import constant_value
+    from irc.values import BlockArgument
+
+    result = op.results[0]
+    uses = list(result.uses)
+    if len(uses) != 1 or uses[0].owner.name != "graph.fused":
+        return None
+    fused = uses[0].owner
+    if fused.reduction or len(fused.results) != 1 or fused.results[0].type is not result.type \
+            or fused.parent is not op.parent or len(fused.operands) != 2 or fused.operands.count(result) != 1:
+        return None
+    m_at = fused.operands.index(result)
+    bias = fused.operands[1 - m_at]
+    n = result.type.shape[1]
+    if list(fused.maps[m_at]) != [0, 1] or list(fused.maps[1 - m_at]) != [1] or bias in transposed:
+        return None
+    if list(getattr(bias.type, "shape", ())) != [n] or getattr(bias.type, "element_type", None) \
+            is not result.type.element_type:
+        return None
+    if not (isinstance(bias, BlockArgument) or position.get(bias.defining_op, 1 << 60) < position[op]):
+        return None
+    body = fused.body
+    arg_m, arg_b = body.args[m_at], body.args[1 - m_at]
+    ops = [o for o in body.ops if o.name != "graph.yield"]
+    (y,) = body.terminator.operands
+    top = y.defining_op
+    relu = top is not None and top.name == "arith.maximumf"
+    total = top.operands[0].defining_op if relu else top
+    if total is None or total.name != "arith.addf" or set(total.operands) != {arg_m, arg_b} \
+            or len(set(total.operands)) != 2:
+        return None
+    used = {total}
+    if relu:
+        zero = top.operands[1].defining_op
+        value = constant_value(top.operands[1])
+        if zero is None or value is None or getattr(value, "value", None) != 0.0 \
+                or str(value.value).startswith("-"):
+            return None
+        used |= {top, zero}
+    if set(ops) != used:
+        return None
+    return fused, bias, relu
 
 
 def epilogue(op, position: dict):

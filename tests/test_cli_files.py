@@ -140,6 +140,15 @@ def test_interrupted_write_leaves_no_temporary_file(d, monkeypatch):
     """Ctrl-C arriving while the temporary file exists: it is removed, the target untouched."""
     from irc import fileio
 
+    # Python's own handler, also where the suite was started with SIGINT ignored (a background job)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupted_write(d, monkeypatch, fileio)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupted_write(d, monkeypatch, fileio) -> None:
     target = d / "out.ir"
     target.write_text("old\n")
     real_replace = os.replace

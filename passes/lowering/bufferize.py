@@ -344,32 +344,26 @@ class Bufferizer:
     def _lower_with_epilogue(self, op, fused, d, alpha: float, destination: dict) -> bool:
         """The matmul ``op`` and the elementwise ``fused`` op after it as one library call that
         writes ``d + alpha * (A @ B)`` where ``fused``'s result goes."""
-        result = fused.results[0]
-        lb = _builder(op)
-        inputs = [self.buffers[v] for v in op.operands]
+        result, lb = fused.results[0], _builder(op)
         output = self.destination_for(destination, result, op) or \
             self._epilogue_over_d(destination.get(result), op, fused, d) or self._allocate(lb, result, fused)
-        transposed = tuple(v in self.transposed for v in op.operands)
-        gemm_library.lower_matmul_library(LoweringContext(lb, self, transposed), op, inputs, output,
-                                          epilogue=(self.buffers[d], alpha))
-        self._bind(op.results[0], output)
-        self._bind(result, output)
-        self.absorbed.add(fused)
-        self._free_dead(op, inputs, self.position[op])
-        return True
+        return self._lower_into_gemm(lb, op, fused, output, epilogue=(self.buffers[d], alpha))
 
     def _lower_with_bias(self, op, fused, bias, relu: bool, destination: dict) -> bool:
         """The matmul ``op`` and the bias (and ReLU) ``fused`` after it as one library call that
         writes ``relu?(A @ B + bias)`` where ``fused``'s result goes (``gemm_library.bias_epilogue``)."""
-        result = fused.results[0]
-        lb = _builder(op)
-        inputs = [self.buffers[v] for v in op.operands]
+        result, lb = fused.results[0], _builder(op)
         output = self.destination_for(destination, result, op) or self._allocate(lb, result, fused)
+        return self._lower_into_gemm(lb, op, fused, output, bias=(self.buffers[bias], relu))
+
+    def _lower_into_gemm(self, lb, op, fused, output, **stores) -> bool:
+        """The library call that computes the matmul ``op`` and ``fused`` after it into ``output``
+        (``stores``: what its stores add, ``lower_matmul_library``'s ``epilogue`` or ``bias``)."""
+        inputs = [self.buffers[v] for v in op.operands]
         transposed = tuple(v in self.transposed for v in op.operands)
-        gemm_library.lower_matmul_library(LoweringContext(lb, self, transposed), op, inputs, output,
-                                          bias=(self.buffers[bias], relu))
+        gemm_library.lower_matmul_library(LoweringContext(lb, self, transposed), op, inputs, output, **stores)
         self._bind(op.results[0], output)
-        self._bind(result, output)
+        self._bind(fused.results[0], output)
         self.absorbed.add(fused)
         self._free_dead(op, inputs, self.position[op])
         return True

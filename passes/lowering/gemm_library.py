@@ -918,16 +918,10 @@ def column_consumer(op, position: dict, transposed: set, parts: int):
     return fused if parts > 1 else None
 
 
-def bias_epilogue(op, position: dict, transposed: set):
-    """``(fused, bias, relu)`` where the matmul ``op``'s one use is an elementwise ``graph.fused``
-    that computes ``op + bias`` or ``maximumf(op + bias, 0.0)`` with ``bias`` a vector along the
-    product's columns (``maps = [[1], [0, 1]]``, in either order), defined before ``op``: a
-    layer's bias and ReLU, which the library computes in its last K panel's stores, while the
-    tile is in registers, instead of a loop that reads C back (in the same order: the same
-    bits).  None otherwise."""
-    from irc.patterns import constant_value
-    from irc.values import BlockArgument
-
+def _sole_fused_use(op):
+    """``(fused, m_at, other)``: the matmul ``op``'s one use, where it is an elementwise
+    ``graph.fused`` of the product (operand ``m_at``) and one ``other`` operand, in the same
+    block, with the product's type; None otherwise."""
     result = op.results[0]
     uses = list(result.uses)
     if len(uses) != 1 or uses[0].owner.name != "graph.fused":
@@ -937,14 +931,37 @@ def bias_epilogue(op, position: dict, transposed: set):
             or fused.parent is not op.parent or len(fused.operands) != 2 or fused.operands.count(result) != 1:
         return None
     m_at = fused.operands.index(result)
-    bias = fused.operands[1 - m_at]
+    return fused, m_at, fused.operands[1 - m_at]
+
+
+def _defined_before(value, op, position: dict) -> bool:
+    """Whether ``value`` exists before ``op`` runs (a parameter, or made by an earlier op)."""
+    from irc.values import BlockArgument
+
+    return isinstance(value, BlockArgument) or position.get(value.defining_op, 1 << 60) < position[op]
+
+
+def bias_epilogue(op, position: dict, transposed: set):
+    """``(fused, bias, relu)`` where the matmul ``op``'s one use is an elementwise ``graph.fused``
+    that computes ``op + bias`` or ``maximumf(op + bias, 0.0)`` with ``bias`` a vector along the
+    product's columns (``maps = [[1], [0, 1]]``, in either order), defined before ``op``: a
+    layer's bias and ReLU, which the library computes in its last K panel's stores, while the
+    tile is in registers, instead of a loop that reads C back (in the same order: the same
+    bits).  None otherwise."""
+    from irc.patterns import constant_value
+
+    found = _sole_fused_use(op)
+    if found is None:
+        return None
+    fused, m_at, bias = found
+    result = op.results[0]
     n = result.type.shape[1]
     if list(fused.maps[m_at]) != [0, 1] or list(fused.maps[1 - m_at]) != [1] or bias in transposed:
         return None
     if list(getattr(bias.type, "shape", ())) != [n] or getattr(bias.type, "element_type", None) \
             is not result.type.element_type:
         return None
-    if not (isinstance(bias, BlockArgument) or position.get(bias.defining_op, 1 << 60) < position[op]):
+    if not _defined_before(bias, op, position):
         return None
     body = fused.body
     arg_m, arg_b = body.args[m_at], body.args[1 - m_at]
@@ -976,28 +993,20 @@ def epilogue(op, position: dict):
     ``d + alpha * (A @ B)`` in the GEMM's own stores (the SGD update ``w - lr * dw`` of a
     training step, without writing ``dw`` and reading it back).  None otherwise."""
     from irc.patterns import constant_value
-    from irc.values import BlockArgument
 
+    found = _sole_fused_use(op)
+    if found is None:
+        return None
+    fused, m_at, d = found
     result = op.results[0]
-    uses = list(result.uses)
-    if len(uses) != 1 or uses[0].owner.name != "graph.fused":
-        return None
-    fused = uses[0].owner
-    if fused.reduction or len(fused.results) != 1 or fused.results[0].type is not result.type \
-            or fused.parent is not op.parent or len(fused.operands) != 2:
-        return None
     identity = (0, 1)
     if any(tuple(m) != identity for m in fused.maps):
         return None
-    m_at = fused.operands.index(result) if fused.operands.count(result) == 1 else None
-    if m_at is None:
-        return None
-    d = fused.operands[1 - m_at]
     # d's type is the result's, except that a parameter may already be its buffer (a memref)
     if getattr(d.type, "shape", None) != result.type.shape or getattr(d.type, "element_type", None) \
             is not result.type.element_type:
         return None
-    if not (isinstance(d, BlockArgument) or position.get(d.defining_op, 1 << 60) < position[op]):
+    if not _defined_before(d, op, position):
         return None
     body = fused.body
     arg_m, arg_d = body.args[m_at], body.args[1 - m_at]

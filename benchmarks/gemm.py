@@ -358,6 +358,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu", choices=sorted(tc.CPU_LEVELS),
                     help="irc and the peers held to this x86-64 level (tensor_cpu.py's --cpu; read when it is imported)")
     opts = ap.parse_args(argv)
+    if opts.blas and not opts.threads:
+        ap.error("--blas times the BLAS path on threads: give --threads N too")
     info = tc.machine()
     where = f"cores {sorted(os.sched_getaffinity(0))}" if opts.threads else f"one core (pinned to CPU {tc.PINNED_CPU})"
     print(f"gemm: {where}; {info['cpu']} (LLVM {info['llvm_cpu']}, {info['vector']})")

@@ -25,6 +25,19 @@ def _program(ta: bool, tb: bool, elem: str) -> str:
             f"\n  func.return %c : {dyn}\n}}")
 
 
+def _operands(rng, m, k, n, ta, tb, dtype):
+    """A and B's buffers (each its operand's transpose where ``ta``/``tb``) and the operands in float64."""
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+    return a, b, (a.T if ta else a).astype(np.float64), (b.T if tb else b).astype(np.float64)
+
+
+def _within_sum_bound(got, la, lb, k, dtype) -> bool:
+    """``got`` is A @ B within k + 1 roundings of the float64 product, and of its shape."""
+    bound = (k + 1) * np.finfo(dtype).eps * (np.abs(la) @ np.abs(lb))
+    return got.shape == (la.shape[0], lb.shape[1]) and bool(np.all(np.abs(got - la @ lb) <= bound))
+
+
 @pytest.fixture(params=["mkl", "numpy", "scipy"])
 def library(request, monkeypatch):
     """Bind only one library's gemm for the test (the lookup's cache cleared around it)."""
@@ -47,12 +60,8 @@ def test_each_library_computes_every_transpose(library, elem, flags):
     rng = np.random.default_rng(7)
     exe = irc.compile(irc.parse(_program(ta, tb, elem)), blas=True, threads=1, cache=False)
     for m, k, n in [(70, 90, 50), (33, 129, 65), (257, 1, 130)]:
-        a = rng.standard_normal((k, m) if ta else (m, k)).astype(dt)
-        b = rng.standard_normal((n, k) if tb else (k, n)).astype(dt)
-        la, lb = (a.T if ta else a).astype(np.float64), (b.T if tb else b).astype(np.float64)
-        got = exe.mm(a, b)
-        bound = (k + 1) * np.finfo(dt).eps * (np.abs(la) @ np.abs(lb))
-        assert got.shape == (m, n) and np.all(np.abs(got - la @ lb) <= bound)
+        a, b, la, lb = _operands(rng, m, k, n, ta, tb, dt)
+        assert _within_sum_bound(exe.mm(a, b), la, lb, k, dt)
         module, _ = exe.mm.lower((a.shape, b.shape))
         assert "@irc_blas_" in module.print()  # the product went to BLAS, not to native loops
 
@@ -69,12 +78,8 @@ def test_threads_split_each_product_by_columns(library, flags, monkeypatch):
     rng = np.random.default_rng(11)
     exe = irc.compile(irc.parse(_program(ta, tb, "f32")), blas=True, threads=3, cache=False)
     for m, k, n in [(130, 300, 70), (64, 600, 200)]:
-        a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
-        b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
-        la, lb = (a.T if ta else a).astype(np.float64), (b.T if tb else b).astype(np.float64)
-        got = exe.mm(a, b)
-        bound = (k + 1) * np.finfo(np.float32).eps * (np.abs(la) @ np.abs(lb))
-        assert got.shape == (m, n) and np.all(np.abs(got - la @ lb) <= bound)
+        a, b, la, lb = _operands(rng, m, k, n, ta, tb, np.float32)
+        assert _within_sum_bound(exe.mm(a, b), la, lb, k, np.float32)
         text = exe.mm.lower((a.shape, b.shape))[0].print()
         assert text.count("func.call @irc_blas_") == 1 and "chunks = 3" in text  # one call a part, on 3 threads
 

@@ -934,6 +934,15 @@ def _sole_fused_use(op):
     return fused, m_at, fused.operands[1 - m_at]
 
 
+def _body(fused, m_at: int) -> tuple:
+    """``(arg_m, arg_other, ops, top)`` of a ``_sole_fused_use`` op's body: its block arguments
+    for the product and the other operand, its ops but the yield, and the op that makes the
+    yielded value (None for an argument)."""
+    body = fused.body
+    (y,) = body.terminator.operands
+    return body.args[m_at], body.args[1 - m_at], [o for o in body.ops if o.name != "graph.yield"], y.defining_op
+
+
 def _defined_before(value, op, position: dict) -> bool:
     """Whether ``value`` exists before ``op`` runs (a parameter, or made by an earlier op)."""
     from irc.values import BlockArgument
@@ -963,11 +972,7 @@ def bias_epilogue(op, position: dict, transposed: set):
         return None
     if not _defined_before(bias, op, position):
         return None
-    body = fused.body
-    arg_m, arg_b = body.args[m_at], body.args[1 - m_at]
-    ops = [o for o in body.ops if o.name != "graph.yield"]
-    (y,) = body.terminator.operands
-    top = y.defining_op
+    arg_m, arg_b, ops, top = _body(fused, m_at)
     relu = top is not None and top.name == "arith.maximumf"
     total = top.operands[0].defining_op if relu else top
     if total is None or total.name != "arith.addf" or set(total.operands) != {arg_m, arg_b} \
@@ -1008,12 +1013,8 @@ def epilogue(op, position: dict):
         return None
     if not _defined_before(d, op, position):
         return None
-    body = fused.body
-    arg_m, arg_d = body.args[m_at], body.args[1 - m_at]
-    ops = [o for o in body.ops if o.name != "graph.yield"]
-    (y,) = body.terminator.operands
+    arg_m, arg_d, ops, top = _body(fused, m_at)
     scale = 1.0
-    top = y.defining_op
     if top is None or top.name not in ("arith.subf", "arith.addf") or len(top.operands) != 2:
         return None
     x, t = top.operands

@@ -214,8 +214,8 @@ call:
 {narrow("%a1", "a1_")}
 {narrow("%b1", "b1_")}
   ; the columns col_begin.. of B: that element of each of B's rows, or that row of B^T's buffer
-  %b_first = {"mul i64 %col_begin, %b1" if tb else "add i64 %col_begin, 0"}
-  %b_at = getelementptr {elem}, ptr %b, i64 %b_first
+{"  %b_first = mul i64 %col_begin, %b1" if tb else ""}
+  %b_at = getelementptr {elem}, ptr %b, i64 {"%b_first" if tb else "%col_begin"}
   %c_at = getelementptr {elem}, ptr %c, i64 %col_begin
   store {it} %cols_, ptr %M
   store {it} %m_, ptr %N

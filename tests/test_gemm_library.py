@@ -87,15 +87,17 @@ def test_register_transposed_packing_agrees_bit_for_bit_and_with_numpy(kind, tra
 
 
 def test_the_kernels_are_private_functions_and_the_packed_one_takes_unroll_steps_a_trip():
-    """Four kernel functions (A packed or in place, NR and NR/2 wide), private and noinline, each
-    over a number of row panels (its loop of tiles); the packed one's k loop takes UNROLL steps
+    """Four kernel functions (A packed or in place, NR and NR/2 wide) and the narrow products' dot
+    and column forms, private and noinline, the kernels each over a number of row panels (its loop of
+    tiles); the packed one's k loop takes UNROLL steps
     a trip and a second loop the rest, one a trip: every depth from 1 to 2 * UNROLL + 1 agrees
     bit for bit with the interpreter (the same fused steps in k order) and with numpy."""
     blocking = gl.Blocking(mr=3, nr=8, mc=6, kc=2 * gl.UNROLL + 1, nc=16)
     name = gl.symbol(FloatType("f32"), blocking)
     module = gl.build(name)
     kernels = [f for f in module.functions if f.sym_name != name]
-    assert sorted(f.sym_name.rsplit(".", 1)[1] for f in kernels) == ["in_place4", "in_place8", "packed4", "packed8"]
+    assert sorted(f.sym_name.rsplit(".", 1)[1] for f in kernels) == ["columns", "dot", "in_place4", "in_place8",
+                                                                         "packed4", "packed8"]
     for f in kernels:
         assert f.attributes["sym_visibility"].value == "private" and "noinline" in f.attributes
     packed = next(f for f in kernels if f.sym_name.endswith("packed8"))
@@ -273,6 +275,60 @@ def test_narrow_edge_panels_run_the_half_width_kernel_and_agree(kind, transposed
 
 
 WIDE = gl.Blocking(mr=3, nr=16, mc=6, kc=5, nc=32)  # partial B^T panels of GROUP columns and more
+NARROW_CASES = {  # (blocking, A given transposed, (m, n, k), columns written, alpha)
+    "dot": (EVEN, False, [((7, 3, 45), (0, 3), 1.0), ((9, 4, 8), (1, 3), -0.5), ((5, 1, 23), (0, 1), 2.0)]),
+    "columns": (WIDE, True, [((21, 5, 45), (0, 5), 1.0), ((8, 8, 7), (2, 7), -0.5), ((9, 1, 23), (0, 1), 2.0),
+                             ((40, 6, 3), (0, 6), 1.0)]),
+}
+
+
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("form", sorted(NARROW_CASES))
+def test_products_of_few_columns_take_the_narrow_forms_and_agree(form, kind, tb, monkeypatch):
+    """n <= NR/2 (gemm_narrow.py): the dot form where A is not transposed (R x J blocks with rows
+    and columns past C's: 7 rows by 2, 3 columns by 4; K panels of 4 KC, 45 = 3 x 15: 3 vectors
+    of 4 and a tail of 3), the column form where A^T is given (vectors of W rows, the last block's
+    starting at m - W: 21 rows by 16 for f64, whose 32 registers take R = 2, by 8 for f32); a
+    window of columns, D and alpha, the bias and ReLU in the last panel: interpreted and
+    compiled agree bit for bit and with numpy.  A library built with DOT_MIN_K and COLUMN_MIN_M
+    past these sizes takes the tiles, whose bits differ (another order; panels KC deep, not 4
+    KC), so the narrow forms did run."""
+    from irc.passes.lowering import gemm_narrow
+
+    blocking, ta, cases = NARROW_CASES[form]
+    dtype = np.float32 if kind == "f32" else np.float64
+    w = gemm_narrow.lanes(blocking)
+    tile = (gemm_narrow.dot_tile if form == "dot" else gemm_narrow.column_tile)(FloatType(kind), blocking)
+    assert tile == {"dot": (2, 4), "columns": (2 if kind == "f64" else 1, 8)}[form]
+    name = gl.symbol(FloatType(kind), blocking)
+    module = gl.build(name)
+    exe = irc.compile(module, cache=False)
+    monkeypatch.setattr(gemm_narrow, "DOT_MIN_K", 1000)
+    monkeypatch.setattr(gemm_narrow, "COLUMN_MIN_M", 1000)
+    tiles = irc.compile(gl.build(name), cache=False)[name]
+    for (m, n, k), (lo, hi), alpha in cases:
+        assert n <= w and (m >= w if ta else k >= 2 * w)
+        a, b, a_buf, b_buf = operands(m, n, k, dtype, (ta, tb), seed=m * 100 + n + k)
+        rng = np.random.default_rng(k)
+        d, bias = rng.standard_normal((m, n)).astype(dtype), rng.standard_normal(n).astype(dtype)
+        for add_d, add_bias, relu in [(False, False, False), (True, True, True), (False, True, False)]:
+            runs = []
+            for run in (lambda *args: irc.interpret(module, name, *args), exe[name], tiles):
+                c = np.full((m, n), np.nan, dtype)
+                run(a_buf, b_buf, c, *scratch(blocking, m, n, k, dtype), ta, tb, d, alpha, add_d, lo, hi, bias,
+                    add_bias, relu)
+                runs.append(c)
+            np.testing.assert_array_equal(runs[1], runs[0])
+            assert np.isnan(np.delete(runs[0], np.s_[lo:hi], axis=1)).all()  # the window's columns only
+            exact = alpha * (a.astype(np.float64) @ b) + (d if add_d else 0) + (bias if add_bias else 0)
+            got, want = runs[0][:, lo:hi], (np.maximum(exact, 0) if relu else exact)[:, lo:hi]
+            size = abs(alpha) * (np.abs(a) @ np.abs(b)) + np.abs(d) + np.abs(bias)
+            assert np.all(np.abs(got - want) <= (k + 3) * np.finfo(dtype).eps * size[:, lo:hi]), (m, n, k)
+            if k >= 23:
+                assert not np.array_equal(runs[2], runs[0])  # the tiles: in k order, KC-deep panels
+
+
 
 
 @pytest.mark.parametrize("transposed", [(False, True), (True, True), (False, False)])

@@ -58,6 +58,7 @@ from irc.attributes import IntegerAttr, StringAttr, UnitAttr
 from irc.builder import Builder
 from irc.types import FloatType, MemRefType, i1, i64, index
 
+from . import gemm_narrow
 from .matmul import MC, block_sizes, multiply_add, tile_sizes
 
 
@@ -151,7 +152,10 @@ class Blocking:
 
         kc = min(self.kc, k)
         a = 1 if n <= self.nr else max(1, up(min(self.mc, m), self.mr) * kc)
-        return a, max(1, up(min(self.nc, n), self.nr) * kc)
+        b = up(min(self.nc, n), self.nr) * kc
+        if n <= gemm_narrow.lanes(self):  # a narrow product's deeper K panels of B^T
+            b = max(b, gemm_narrow.scratch_elements(self, k))
+        return a, max(1, b)
 
 
 def l1_depth(elem, mr: int, nr: int, l1_bytes: int) -> int:
@@ -221,6 +225,9 @@ def build(name: str):
     kernels = {(width, packed): kernel_function(lb, module, f"{name}.{'packed' if packed else 'in_place'}{width}",
                                                 elem, blocking, width, packed)
                for width in kernel_widths(blocking.nr) for packed in (True, False)}
+    if narrow_forms(blocking):
+        kernels["dot"] = gemm_narrow.dot_function(lb, module, f"{name}.dot", elem, blocking)
+        kernels["columns"] = gemm_narrow.column_function(lb, module, f"{name}.columns", elem, blocking)
     with lb.function(module, name, signature(elem), [],
                      arg_names=["a", "b", "c", "packed_a", "packed_b", "a_transposed", "b_transposed", "d", "alpha",
                                 "add_d", "col_begin", "col_end", "bias", "add_bias", "relu"]) as args:
@@ -232,6 +239,12 @@ def build(name: str):
     for f in module.functions:
         f.attributes["optsize"] = UnitAttr()
     return module
+
+
+def narrow_forms(blocking: Blocking) -> bool:
+    """Whether the library carries the dot and column forms for products of at most W columns
+    (gemm_narrow.py): where W is at least ``NARROW_MIN_LANES``."""
+    return gemm_narrow.lanes(blocking) >= NARROW_MIN_LANES
 
 
 def kernel_widths(nr: int) -> list[int]:
@@ -337,6 +350,9 @@ class PackedGemm:
         one_panel = (col_end - col_begin) <= bl.nr  # A is then read in place (_product's pack_a)
         need_a = self._pick(one_panel, 0, self._ceil_div(self._min(bl.mc, m), bl.mr) * (bl.mr * kc_max))
         need_b = self._ceil_div(self._min(bl.nc, n), bl.nr) * (bl.nr * kc_max)
+        w = gemm_narrow.lanes(bl)
+        narrow_b = self._pick(n <= w, 2 * w * (self._min(gemm_narrow.panel_depth(bl), k) + w), 0)  # scratch_elements
+        need_b = lb.op("arith.maxsi", need_b, narrow_b)
         window = (col_begin <= col_end) & (col_end <= n)
         d_agrees = (lb.dim(d, 0).eq(m) & lb.dim(d, 1).eq(n)) | lb.compare("eq", add_d, lb.const(0, i1))
         bias_fits = (lb.dim(bias, 0) >= n) | lb.compare("eq", add_bias, lb.const(0, i1))
@@ -373,7 +389,30 @@ class PackedGemm:
                                 rectified.yield_(biased.results[0])
                         lb.store(rectified.results[0], self.c, [at])
             with empty.else_():
-                self._product()
+                if "dot" in self.kernels:
+                    self._narrow_or_product(packed_b)
+                else:
+                    self._product()
+
+    def _narrow_or_product(self, packed_b) -> None:
+        """A product of at most W columns in gemm_narrow.py's dot form (A not transposed, k at
+        least DOT_MIN_K vectors) or column form (A^T given, m at least COLUMN_MIN_M vectors), any
+        other by ``_product``."""
+        lb, w = self.lb, gemm_narrow.lanes(self.bl)
+        not_ta = lb.compare("eq", self.ta, lb.const(0, i1))
+        dot = (self.n <= w) & not_ta & (self.k >= gemm_narrow.DOT_MIN_K * w)
+        columns = (self.n <= w) & self.ta & (self.m >= gemm_narrow.COLUMN_MIN_M * w)
+        args = (self.a, self.b, self.c, self.d, packed_b, self.m, self.n, self.k, self.tb, self.alpha, self.add_d,
+                self.col_begin, self.col_end, self.bias, self.add_bias, self.relu)
+        with lb.if_(dot) as form:
+            with form.then_():
+                lb.call(self.kernels["dot"], *args, results=[])
+            with form.else_():
+                with lb.if_(columns) as column_form:
+                    with column_form.then_():
+                        lb.call(self.kernels["columns"], *args, results=[])
+                    with column_form.else_():
+                        self._product()
 
     def _product(self) -> None:
         lb, bl = self.lb, self.bl

@@ -1,0 +1,332 @@
+"""The library GEMM's products of few columns: a classifier's ``h @ W`` with ``W`` 1024 x 10.
+
+The tiles of ``gemm_library.PackedGemm`` run along C's rows, a vector of columns a row: a
+product of at most one vector's columns (n <= W, W = NR/2 lanes: 16 f32 on AVX-512) fills
+10 of a half-width kernel's 16 lanes, and its MR x 1 vectors of accumulators are too few to
+hide the multiply-add's latency; with A read in place each of its multiply-adds also
+broadcasts A from an indexed address (two micro-operations on Intel's cores).  It ran such
+products at 0.5-0.6 of MKL's speed (docs/benchmarks.md, session 13).
+
+Where A is not transposed, its rows are contiguous along k, and so are B^T's (B's columns,
+packed, or read in place where the buffer holds B^T): the **dot form** (``dot_function``)
+keeps an R x J block of C as R * J vectors whose lanes hold the sums of one residue of k
+modulo W, loads W k steps of R rows of A and of J rows of B^T a step, and does R * J
+multiply-adds on full vectors.  At the end of a K panel the lanes of each vector are added by
+a fixed tree of shuffles and adds (``fold``) and the last k % W terms follow one at a time in
+k order; then C's element is ``alpha * sum + base``, with the bias and ReLU in the last K
+panel, as the tiles do.  So each element is a sum of fused steps in another (fixed) order
+than the tiles' (within the same K-term bound; the interpreter runs the same operations, so
+the bits agree with it).  Which products take it depends on their sizes only (n, not a thread's
+window of columns), so a product split across threads sums in the same order as on one.
+"""
+
+from __future__ import annotations
+
+from irc.attributes import StringAttr, UnitAttr
+from irc.types import MemRefType, i1, index
+
+from .matmul import multiply_add
+
+K_PANELS = 4
+"""A narrow product's K panel is this many of the blocking's KC deep (1024 f32 on the Intel
+Xeon): each K panel ends with a fold of R * J vectors (some 60 shuffles and adds at R * J =
+20) and R * J updates of C, so deeper panels cost less; R rows of A and J rows of B^T, this
+deep, stay in L1 between the column blocks that reuse them."""
+
+DOT_MIN_K = 2
+"""Vectors of k steps (W each) below which a narrow product with A not transposed stays with the
+tiles."""
+
+COLUMN_MIN_M = 1
+"""Vectors of rows (W each) below which a narrow product with A^T given stays with the tiles (the
+column form's vectors start at m - W at the latest)."""
+
+PARAMS = ["a", "b", "c", "d", "packed_b", "m", "n", "k", "b_transposed", "alpha", "add_d", "col_begin", "col_end",
+          "bias", "add_bias", "relu"]
+
+
+def lanes(blocking) -> int:
+    """W: the lanes of one vector, half the tile's width (the tile's row is two vectors)."""
+    return blocking.nr // 2
+
+
+def registers(elem, blocking) -> int:
+    """The host's vector registers, as x86-64 has them: 32 with 512-bit vectors (AVX-512), else
+    16.  The library's name says the vector width (NR), not the register count (MR stops at 8)."""
+    return 32 if lanes(blocking) * elem.width >= 512 else 16
+
+
+def dot_tile(elem, blocking) -> tuple[int, int]:
+    """(R, J): rows of A by rows of B^T a dot-form block.  R * J accumulators and the R + J
+    vectors a step loads fit in the registers with one to spare; J = 5 makes a 10-column
+    product two blocks with no lanes wasted (``J`` columns past the product's are computed on
+    its last column again and not stored)."""
+    return (4, 5) if registers(elem, blocking) >= 32 else (2, 4)
+
+
+def panel_depth(blocking) -> int:
+    return K_PANELS * blocking.kc
+
+
+def scratch_elements(blocking, k: int) -> int:
+    """Elements of packed B a narrow product's K panel needs: blocks of J columns (together at
+    most 2 W, J <= W), each the panel's depth rounded up to W deep (the forms' zero padding)."""
+    w = lanes(blocking)
+    return 2 * w * (min(k, panel_depth(blocking)) + w)
+
+
+def dot_function(lb, module, name: str, elem, blocking) -> str:
+    """``@name``, private: C's columns col_begin..col_end of a product of n <= W columns with A
+    not transposed, in the dot form (the module docstring), with the library's parameters
+    (``PARAMS``: A, B, C, D flat, B^T's rows from B's buffer where ``b_transposed``, else packed
+    into ``packed_b``)."""
+    vec = MemRefType([None], elem)
+    types = [vec, vec, vec, vec, vec, index, index, index, i1, elem, i1, index, index, vec, i1, i1]
+    w, (rows, cols), depth = lanes(blocking), dot_tile(elem, blocking), panel_depth(blocking)
+    fused = blocking.fma
+    with lb.function(module, name, types, [], arg_names=PARAMS) as args:
+        a, b, c, d, packed_b, m, n, k, tb, alpha, add_d, j0, j1, bias, add_bias, relu = args
+        zero = lb.const(0, elem)
+        width = j1 - j0
+        folded = lb.op("memref.alloca", result=MemRefType([w * -(-rows * cols // w)], elem))
+
+        def smaller(x, y):
+            return lb.op("arith.minsi", lb.index(x), lb.index(y))
+
+        def ceil_div(x, y):
+            return lb.op("arith.divui", x + (lb.index(y) - 1), lb.index(y))
+
+        step = ceil_div(k, ceil_div(k, depth))  # equal K panels
+        with lb.for_(0, k, step) as panel:
+            pc = panel.iv
+            kc = smaller(step, k - pc)
+            stores = panel_flags(lb, elem, c, d, pc.eq(0), (pc + kc).eq(k), (alpha, add_d, add_bias, relu))
+            # B^T's rows packed for this panel: blocks of J columns, each W k steps at a time as J
+            # vectors (zeros past the window's columns and past kc), so that a step's J vectors
+            # are at constant offsets from one index
+            steps = ceil_div(kc, w)
+            blocks = ceil_div(width, cols)
+            block_size = steps * (cols * w)
+            with lb.for_(0, blocks * block_size, w) as at:
+                lb.vector_store(lb.splat_vector(zero, w), packed_b, [at.iv])
+            with lb.for_(0, width) as j:
+                to = lb.op("arith.divui", j.iv, lb.index(cols)) * block_size \
+                    + lb.op("arith.remui", j.iv, lb.index(cols)) * w
+                # B^T's row is contiguous along k; B's column is a row apart a k step
+                source = lb.select(tb, (j0 + j.iv) * k + pc, pc * n + j0 + j.iv)
+                copy_column(lb, b, source, lb.select(tb, lb.index(1), n), packed_b, to, kc, w, cols)
+            vectors_end = kc - lb.op("arith.remui", kc, lb.index(w))
+            with lb.for_(0, m, rows) as row_block:
+                i0 = row_block.iv
+                a_rows = [smaller(i0 + r, m - 1) * k + pc for r in range(rows)]
+                with lb.for_(0, blocks) as col_block:
+                    jb = col_block.iv * cols
+                    b_block = col_block.iv * block_size
+                    zeros = lb.splat_vector(zero, w)
+                    inits = [zeros] * (rows * cols) + a_rows + [b_block]
+                    with lb.for_(0, vectors_end, w, inits=inits) as kv:
+                        a_at, b_at = kv.args[rows * cols:rows * cols + rows], kv.args[-1]
+                        xs = [lb.vector_load(a, [at], w) for at in a_at]
+                        ys = [lb.vector_load(packed_b, [b_at + j * w if j else b_at], w) for j in range(cols)]
+                        kv.yield_(*[multiply_add(lb, fused, x, y, kv.args[r * cols + j])
+                                    for r, x in enumerate(xs) for j, y in enumerate(ys)],
+                                  *[at + w for at in a_at], b_at + cols * w)
+                    sums = fold(lb, kv.results[:rows * cols], folded, w)
+                    tail_block = kv.results[-1]  # the last kc % W steps: in k order
+                    with lb.for_(vectors_end, kc, inits=sums) as tail:
+                        lane = tail.iv - vectors_end
+                        xs = [lb.load(a, [at + tail.iv]) for at in a_rows]
+                        ys = [lb.load(packed_b, [tail_block + j * w + lane]) for j in range(cols)]
+                        tail.yield_(*[multiply_add(lb, fused, x, y, tail.args[r * cols + j])
+                                      for r, x in enumerate(xs) for j, y in enumerate(ys)])
+                    for r in range(rows):
+                        for j in range(cols):
+                            inside = ((i0 + r) < m) & ((jb + j) < width)
+                            with lb.if_(inside) as store:
+                                with store.then_():
+                                    column = j0 + jb + j
+                                    finish(lb, elem, tail.results[r * cols + j], c, (i0 + r) * n + column, bias,
+                                           column, stores, fused)
+        lb.ret()
+    fn = next(f for f in module.functions if f.sym_name == name)
+    fn.attributes["sym_visibility"] = StringAttr("private")
+    fn.attributes["noinline"] = UnitAttr()
+    return name
+
+
+def column_tile(elem, blocking) -> tuple[int, int]:
+    """(R, J): vectors of W rows by columns of B a column-form block: R * J accumulators, R
+    vectors of A^T and a broadcast of B fit in the registers; J = 10 is a classifier's 10
+    columns in one block."""
+    w = lanes(blocking)
+    return (2, min(w, 10)) if registers(elem, blocking) >= 32 else (1, min(w, 8))
+
+
+def column_function(lb, module, name: str, elem, blocking) -> str:
+    """``@name``, private: C's columns col_begin..col_end of a product of n <= W columns with A
+    given as A^T (``PARAMS``; ``a`` is A^T's buffer, k x m), in the column form: a block of C is R
+    vectors down W of C's rows each by J columns, and each k step loads R vectors of A^T's row
+    (A's column: its rows are contiguous there) and broadcasts J elements of B's row (B in place,
+    B^T packed k-major), one multiply-add a vector and column, in k order as the tiles do.  The
+    last block's vectors start at m - W at the latest (m >= W), so no load passes A^T's row; the
+    rows a vector holds that another did already are not stored again.  At the end of a K panel
+    the vectors go through a scratch buffer to C's elements, which are a row's J columns apart."""
+    vec = MemRefType([None], elem)
+    types = [vec, vec, vec, vec, vec, index, index, index, i1, elem, i1, index, index, vec, i1, i1]
+    w, (rows, cols), depth = lanes(blocking), column_tile(elem, blocking), panel_depth(blocking)
+    fused = blocking.fma
+    with lb.function(module, name, types, [], arg_names=PARAMS) as args:
+        a, b, c, d, packed_b, m, n, k, tb, alpha, add_d, j0, j1, bias, add_bias, relu = args
+        zero = lb.const(0, elem)
+        width = j1 - j0
+        block = lb.op("memref.alloca", result=MemRefType([rows * cols * w], elem))
+
+        def smaller(x, y):
+            return lb.op("arith.minsi", lb.index(x), lb.index(y))
+
+        def ceil_div(x, y):
+            return lb.op("arith.divui", x + (lb.index(y) - 1), lb.index(y))
+
+        step = ceil_div(k, ceil_div(k, depth))
+        with lb.for_(0, k, step) as panel:
+            pc = panel.iv
+            kc = smaller(step, k - pc)
+            stores = panel_flags(lb, elem, c, d, pc.eq(0), (pc + kc).eq(k), (alpha, add_d, add_bias, relu))
+            # B's panel packed J columns a k step, in blocks of J columns (zeros past the window's),
+            # so that a step's J elements are at constant offsets from one index
+            blocks = ceil_div(width, cols)
+            with lb.for_(0, blocks) as blk:
+                with lb.for_(0, cols) as j:
+                    column = blk.iv * cols + j.iv
+                    inside = column < width
+                    at = blk.iv * (kc * cols) + j.iv
+                    with lb.if_(inside) as copy:
+                        with copy.then_():
+                            with lb.if_(tb) as layout:
+                                with layout.then_():  # B^T's row: contiguous along k
+                                    with lb.for_(0, kc) as p:
+                                        value = lb.load(b, [(j0 + column) * k + pc + p.iv])
+                                        lb.store(value, packed_b, [at + p.iv * cols])
+                                with layout.else_():
+                                    with lb.for_(0, kc) as p:
+                                        value = lb.load(b, [(pc + p.iv) * n + j0 + column])
+                                        lb.store(value, packed_b, [at + p.iv * cols])
+                        with copy.else_():
+                            with lb.for_(0, kc) as p:
+                                lb.store(zero, packed_b, [at + p.iv * cols])
+            with lb.for_(0, m, rows * w) as row_block:
+                i0 = row_block.iv
+                starts = [smaller(i0 + v * w, m - w) for v in range(rows)]
+                with lb.for_(0, blocks) as col_block:
+                    jb = col_block.iv * cols
+                    zeros = lb.splat_vector(zero, w)
+                    inits = [zeros] * (rows * cols) + [pc * m + start for start in starts] + [jb * kc]
+                    with lb.for_(0, kc, inits=inits) as kv:
+                        sums, a_at, b_at = (kv.args[:rows * cols], kv.args[rows * cols:rows * cols + rows],
+                                            kv.args[-1])
+                        xs = [lb.vector_load(a, [at], w) for at in a_at]
+                        sums = list(sums)
+                        for j in range(cols):  # a broadcast lives for its R multiply-adds only
+                            y = lb.splat_vector(lb.load(packed_b, [b_at + j]), w)
+                            for v, x in enumerate(xs):
+                                sums[v * cols + j] = multiply_add(lb, fused, x, y, sums[v * cols + j])
+                        kv.yield_(*sums, *[at + m for at in a_at], b_at + cols)
+                    for q in range(rows * cols):
+                        lb.vector_store(kv.results[q], block, [lb.index(q * w)])
+                    for v, start in enumerate(starts):
+                        # the rows this vector adds: from i0 + v W, below m and the next vector's
+                        first_row = i0 + v * w
+                        end_row = smaller(first_row + w, m)
+                        with lb.for_(0, smaller(cols, width - jb)) as j:
+                            column = j0 + jb + j.iv
+                            with lb.for_(first_row - start, end_row - start) as lane:
+                                total = lb.load(block, [(v * cols + j.iv) * w + lane.iv])
+                                finish(lb, elem, total, c, (start + lane.iv) * n + column, bias, column, stores, fused)
+        lb.ret()
+    fn = next(f for f in module.functions if f.sym_name == name)
+    fn.attributes["sym_visibility"] = StringAttr("private")
+    fn.attributes["noinline"] = UnitAttr()
+    return name
+
+
+def copy_column(lb, source, start, stride, packed, to, kc, w: int, cols: int) -> None:
+    """B^T's row (B's column) from ``start``, ``stride`` apart (1: a vector load a step), kc
+    elements, into the dot form's packed layout from ``to``: W elements, then the next W after the
+    block's other J - 1 rows."""
+    whole = lb.op("arith.divui", kc, lb.index(w))
+    contiguous = stride.eq(1)
+    with lb.for_(0, whole) as s:
+        first = start + s.iv * w * stride
+        with lb.if_(contiguous, [lb.splat_vector(lb.const(0, packed.type.element_type), w).type]) as row:
+            with row.then_():
+                row.yield_(lb.vector_load(source, [first], w))
+            with row.else_():
+                row.yield_(lb.vector_of([lb.load(source, [first + t * stride if t else first]) for t in range(w)]))
+        lb.vector_store(row.results[0], packed, [to + s.iv * (cols * w)])
+    with lb.for_(whole * w, kc) as p:
+        lb.store(lb.load(source, [start + p.iv * stride]), packed, [to + whole * (cols * w) + (p.iv - whole * w)])
+
+
+def fold(lb, vectors, scratch, w: int) -> list:
+    """The sum of each vector's ``w`` lanes, by a fixed tree: two vectors at a time become one
+    holding each one's lanes added in halves (two shuffles and an add), until each lane holds one
+    vector's sum (a vector left over pairs with itself); those go through ``scratch`` into
+    scalars.  Some 3 operations a vector, against 2 log2(w) for each vector alone."""
+    items = [(v, [i]) for i, v in enumerate(vectors)]
+    span = w
+    while span > 1:
+        half, paired = span // 2, []
+        for q in range(0, len(items), 2):
+            (x, x_ids), (y, y_ids) = items[q], items[min(q + 1, len(items) - 1)]
+            parts = len(x_ids)
+            low = [o + p * span + lane for o in (0, w) for p in range(parts) for lane in range(half)]
+            high = [o + half for o in low]
+            paired.append((lb.op("arith.addf", lb.shuffle(x, y, low), lb.shuffle(x, y, high)),
+                           x_ids + (y_ids if q + 1 < len(items) else [None] * parts)))
+        items, span = paired, half
+    sums = [None] * len(vectors)
+    for f, (v, ids) in enumerate(items):
+        lb.vector_store(v, scratch, [lb.index(f * w)])
+        for lane, i in enumerate(ids):
+            if i is not None:
+                sums[i] = lb.load(scratch, [lb.index(f * w + lane)])
+    return sums
+
+
+def panel_flags(lb, elem, c, d, first, last, flags) -> tuple:
+    """What a K panel's stores need, decided once a block: (the base's buffer: D in the first
+    panel, C after; whether it has one: D where add_d, C after the first panel; whether to add
+    the bias, and take the ReLU: in the last panel only), then ``alpha``."""
+    alpha, add_d, add_bias, relu = flags
+    vec = MemRefType([None], elem)
+    with lb.if_(first, [vec]) as base:
+        with base.then_():
+            base.yield_(d)
+        with base.else_():
+            base.yield_(c)
+    has_base = (first & add_d) | lb.compare("eq", first, lb.const(0, i1))
+    return base.results[0], has_base, add_bias & last, relu & last, alpha
+
+
+def finish(lb, elem, total, c, at, bias, column, stores, fused) -> None:
+    """C[at] = alpha * total + base, then + bias[column] and the ReLU where ``stores``
+    (``panel_flags``) say: the tiles' stores, one element."""
+    base_buffer, has_base, add_bias, relu, alpha = stores
+    zero = lb.const(0, elem)
+    with lb.if_(has_base, [elem]) as base:
+        with base.then_():
+            base.yield_(lb.load(base_buffer, [at]))
+        with base.else_():
+            base.yield_(zero)
+    value = multiply_add(lb, fused, alpha, total, base.results[0])
+    with lb.if_(add_bias, [elem]) as biased:
+        with biased.then_():
+            biased.yield_(lb.op("arith.addf", value, lb.load(bias, [column])))
+        with biased.else_():
+            biased.yield_(value)
+    with lb.if_(relu, [elem]) as rectified:
+        with rectified.then_():
+            rectified.yield_(lb.op("arith.maximumf", biased.results[0], zero))
+        with rectified.else_():
+            rectified.yield_(biased.results[0])
+    lb.store(rectified.results[0], c, [at])

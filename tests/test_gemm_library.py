@@ -282,6 +282,37 @@ NARROW_CASES = {  # (blocking, A given transposed, (m, n, k), columns written, a
 }
 
 
+@pytest.mark.parametrize("transposed", list(itertools.product([False, True], repeat=2)))
+def test_tiles_along_the_rows_in_chunks_of_panels_give_the_same_bits(transposed, monkeypatch):
+    """Each row panel's whole tiles go across a chunk of column panels (ALONG_ROWS_BYTES), then
+    the edges: chunks of one panel, of two and of all, with edge rows and a partial panel, and
+    a bias and ReLU (whose columns follow the tiles), give the same C bit for bit (each tile is
+    summed alike whatever the order), the interpreter's, within the sum's bound of numpy's."""
+    size, results = GROUPED.kc * GROUPED.nr * 4, []
+    for chunk_bytes in (1, 2 * size, gl.ALONG_ROWS_BYTES):
+        monkeypatch.setattr(gl, "ALONG_ROWS_BYTES", chunk_bytes)
+        name = gl.symbol(FloatType("f32"), GROUPED)
+        module = gl.build(name)
+        exe = irc.compile(module, cache=False)
+        for m, n, k in [(35, 80, 45), (16, 48, 9), (17, 16, 30)]:
+            a, b, a_buf, b_buf = operands(m, n, k, np.float32, transposed, seed=m + n + k)
+            bias = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+            runs = []
+            for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
+                c = np.full((m, n), np.nan, np.float32)
+                run(a_buf, b_buf, c, *scratch(GROUPED, m, n, k, np.float32), *transposed, c, 1.0, False, 0, n, bias,
+                    True, True)
+                runs.append(c)
+            np.testing.assert_array_equal(runs[1], runs[0])
+            want = np.maximum(a.astype(np.float64) @ b + bias, 0)
+            bound = (k + 2) * np.finfo(np.float32).eps * (np.abs(a) @ np.abs(b) + np.abs(bias))
+            assert np.all(np.abs(runs[0] - want) <= bound), (m, n, k)
+            results.append(runs[0])
+    for shape in range(3):
+        np.testing.assert_array_equal(results[shape], results[3 + shape])
+        np.testing.assert_array_equal(results[shape], results[6 + shape])
+
+
 @pytest.mark.parametrize("kind", ["f32", "f64"])
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("form", sorted(NARROW_CASES))

@@ -15,9 +15,12 @@ The loop nest is Goto/BLIS's (Van Zee & van de Geijn, "BLIS", TOMS 2015)::
         pack B[pc:pc+kc, jc:jc+nc] into NR-wide panels, k-major, zero-padded
         for ic in 0..m step MC:
           pack A[ic:ic+mc, pc:pc+kc] into MR-tall panels, k-major, zero-padded
-          for jr over B's panels:                 a KCxNR panel stays in L1
-            for ir over A's panels:               an MCxKC block stays in L2
-              MR x NR micro-kernel
+          for a chunk of B's panels:              ALONG_ROWS_BYTES of them stay in L2
+            for ir over A's panels:               an MRxKC panel stays in L1
+              for jr over the chunk's panels:     along C's rows
+                MR x NR micro-kernel
+
+(Edge tiles, and products of one column panel, go down the panels instead: ``_panels``.)
 
 Packing A as well as B makes the kernel's loads of A contiguous whatever A's
 layout (A^T's rows are m elements apart: reading them in place strides a line a
@@ -161,10 +164,10 @@ class Blocking:
 def l1_depth(elem, mr: int, nr: int, l1_bytes: int) -> int:
     """The K panel's depth where the L1 data cache holds a tile's whole working set, else 0.
 
-    Between two tiles of a column panel (the inner loop runs down A's row panels) the kernel
-    reads the same KC x NR panel of B again and a new MR x KC panel of A.  When both fit in L1,
-    B's panel is read from L1 by every tile after the first: the deepest such panel, in steps
-    of 64, if it is at least ``KC_L1_MIN`` deep.  Where L1 is too small for that (32 KiB
+    Between two tiles along a row of C (``_tiles``) the kernel reads the same MR x KC panel of
+    A again and a new KC x NR panel of B (down a column panel, the order before session 13, the
+    same B and a new A).  When both fit in L1, the panel read again comes from L1: the deepest
+    such panel, in steps of 64, if it is at least ``KC_L1_MIN`` deep.  Where L1 is too small for that (32 KiB
     beside an 8 x 32 f32 tile: Zen 4 and 5), B's panel streams from L2 at any depth, and the
     deepest panel (``KC_MAX``) halves the kernel's start and end instead, which measured 2-3%
     faster than 256 there (session 6); 0 then, and for an unknown L1.
@@ -172,7 +175,9 @@ def l1_depth(elem, mr: int, nr: int, l1_bytes: int) -> int:
     Measured on the Intel Xeon (Emerald Rapids, L1 48 KiB: 256 deep, where 512 was chosen
     before): the speed is the same within what this VM's co-tenants move it by (20-40% for
     seconds at a time; docs/benchmarks.md, session 11), and the packed panel of B is half
-    the size (tensor_cpu.py's MLP arena: 3.19 -> 2.09 activations).  Not measured where it
+    the size (tensor_cpu.py's MLP arena: 3.19 -> 2.09 activations).  Along the rows (session 13)
+    512 was slower again in a C harness beside MKL: 1024^3 at 0.93 of MKL against 1.00, 256 x
+    1024 x 1024 0.91 against 0.94.  Not measured where it
     changes a 32 KiB L1's choice: the AVX2 tiles (6 x 16 f32: 320 deep; 6 x 8 f64: 256)."""
     if l1_bytes <= 0:
         return 0
@@ -254,8 +259,9 @@ def kernel_widths(nr: int) -> list[int]:
     return [nr] if nr % 2 or half < NARROW_MIN_LANES else [nr, half]
 
 
-KERNEL_PARAMS = ["a", "a_start", "a_step", "a_row_step", "a_rows", "a_tile", "b", "b_start", "b_step", "kc", "c",
-                 "c_at", "ldc", "d", "first", "alpha", "add_d", "tiles", "bias", "bias_at", "add_bias", "relu"]
+KERNEL_PARAMS = ["a", "a_start", "a_step", "a_row_step", "a_rows", "a_tile", "b", "b_start", "b_step", "b_tile", "kc",
+                 "c", "c_at", "ldc", "c_tile", "d", "first", "alpha", "add_d", "tiles", "bias", "bias_at", "bias_tile",
+                 "add_bias", "relu"]
 
 UNROLL = 4
 """k steps a trip of the packed kernel's loop (then one a trip for the rest).
@@ -271,42 +277,44 @@ registers than x86-64 has."""
 
 def kernel_function(lb: Builder, module, name: str, elem, blocking: Blocking, width: int, packed: bool) -> str:
     """``@name``, private: the micro-kernel of ``width`` columns (``PackedGemm._kernel`` says what
-    it computes) on ``tiles`` row panels of A, one under the other (A's starts ``a_tile``
-    apart, C's MR rows), on A packed (``packed``: MR elements a k step, ``a_step`` apart from
-    ``a_start``; ``UNROLL`` k steps a trip) or read in place (rows ``a_row_step`` apart from
-    ``a_start``, ``a_rows`` of them valid, the last repeated; k steps ``a_step`` apart), with the
+    it computes) on ``tiles`` tiles, each one's A, B, C and bias ``a_tile``, ``b_tile``,
+    ``c_tile`` and ``bias_tile`` elements on from the one before (along a row of tiles: B's
+    next panel, C's next NR columns; down a column panel: A's next row panel, C's next MR
+    rows), on A packed (``packed``: MR elements a k step, ``a_step`` apart from ``a_start``;
+    ``UNROLL`` k steps a trip) or read in place (rows ``a_row_step`` apart from ``a_start``,
+    ``a_rows`` of them valid, the last repeated; k steps ``a_step`` apart), with the
     parameters ``KERNEL_PARAMS``.
 
-    A function of its own, called once for the whole tiles of a column panel and once for
-    each edge tile (a call costs some 20 instructions: a 10-deep product's tiles, 2560
-    multiply-adds each, lost a third of their speed at a call a tile), so that LLVM
-    allocates its registers alone: inline in the library's body,
-    among the hundred values the loops around it keep, the kernel's pointers were reloaded
-    from the stack every k step.  Packed A's step is a parameter, not the constant MR, so that
-    LLVM advances one pointer by it each trip and reads A's elements at constant displacements
-    from it; from the loop counter times a constant it addresses them as base + index, which
-    costs a wider tile's broadcasts folded into its multiply-adds (AVX-512's ``{1to16}``) a
-    second micro-operation each on Intel's cores (docs/benchmarks.md, session 12).
-    ``noinline`` keeps it so where LLVM's inliner runs."""
+    A function of its own, called once for a row panel's whole tiles across a chunk of column
+    panels (or a column panel's whole tiles) and once for each edge tile (a call costs some 20
+    instructions: a 10-deep product's tiles, 2560 multiply-adds each, lost a third of their
+    speed at a call a tile), so that LLVM allocates its registers alone: inline in the
+    library's body, among the hundred values the loops around it keep, the kernel's pointers
+    were reloaded from the stack every k step.  Packed A's step is a parameter, not the
+    constant MR, so that LLVM advances one pointer by it each trip and reads A's elements at
+    constant displacements from it; from the loop counter times a constant it addresses them
+    as base + index, which costs a wider tile's broadcasts folded into its multiply-adds
+    (AVX-512's ``{1to16}``) a second micro-operation each on Intel's cores (docs/benchmarks.md,
+    session 12).  ``noinline`` keeps it so where LLVM's inliner runs."""
     vec = MemRefType([None], elem)
-    types = [vec, index, index, index, index, index, vec, index, index, index, vec, index, index, vec, i1, elem, i1,
-             index, vec, index, i1, i1]
+    types = [vec, index, index, index, index, index, vec, index, index, index, index, vec, index, index, index, vec, i1,
+             elem, i1, index, vec, index, index, i1, i1]
     mr = blocking.mr
     with lb.function(module, name, types, [], arg_names=KERNEL_PARAMS) as args:
-        a, a_start, a_step, row_step, valid, a_tile, b, b_start, b_step, kc, c, c_at, ldc, d, first, alpha, add_d, \
-            tiles, bias, bias_at, add_bias, relu = args
+        a, a_start, a_step, row_step, valid, a_tile, b, b_start, b_step, b_tile, kc, c, c_at, ldc, c_tile, d, first, \
+            alpha, add_d, tiles, bias, bias_at, bias_tile, add_bias, relu = args
         gemm = PackedGemm(lb, elem, blocking, {})
         gemm.alpha, gemm.add_d = alpha, add_d
-        gemm.finish = (bias, bias_at, add_bias, relu)
         with lb.for_(0, tiles) as t:
+            gemm.finish = (bias, bias_at + t.iv * bias_tile, add_bias, relu)
             start = a_start + t.iv * a_tile
             if packed:
                 a_source = (a, start, list(range(mr)), a_step)
             else:
                 last = valid - 1
                 a_source = (a, lb.index(0), [start + gemm._min(r, last) * row_step for r in range(mr)], a_step)
-            gemm._kernel(c, d, c_at + t.iv * (ldc * mr), ldc, first, a_source, (b, b_start, b_step), kc, width,
-                         UNROLL if packed else 1)
+            b_source = (b, b_start + t.iv * b_tile, b_step)
+            gemm._kernel(c, d, c_at + t.iv * c_tile, ldc, first, a_source, b_source, kc, width, UNROLL if packed else 1)
         lb.ret()
     fn = next(f for f in module.functions if f.sym_name == name)
     fn.attributes["sym_visibility"] = StringAttr("private")
@@ -440,22 +448,51 @@ class PackedGemm:
                             self._tiles(ic.iv, mc, jc.iv, nc, pc.iv, kc, first, packed_a=False)
 
     def _tiles(self, ic, mc, jc, nc, pc, kc, first, packed_a: bool) -> None:
-        """The tiles of rows ic..ic+mc by the ``nc`` columns from jc, K panel pc..pc+kc: down A's
-        row panels within each column panel of B.  Emitted for A packed (the packed kernel's
-        function) and for A read in place (the kernel inline, A's rows anywhere)."""
+        """The tiles of rows ic..ic+mc by the ``nc`` columns from jc, K panel pc..pc+kc: along C's
+        rows, each whole row panel of A across a chunk of B's whole column panels (as many as
+        ``ALONG_ROWS_BYTES`` hold) in one call, then the edge tiles (``_panels``); with one whole
+        column panel or none, down it (``_panels``: a call a row panel would cost a shallow
+        product's tiles a third of their speed).  Emitted for A packed and for A read in
+        place (A's rows anywhere)."""
+        lb, bl = self.lb, self.bl
+        whole_rows = lb.op("arith.divui", mc, lb.index(bl.mr))
+        whole_panels = lb.op("arith.divui", nc, lb.index(bl.nr))
+        along = whole_panels > 1
+        with lb.if_(along) as order:
+            with order.then_():
+                size = self.elem.width // 8
+                chunk = lb.op("arith.maxsi", lb.op("arith.divui", lb.index(ALONG_ROWS_BYTES), kc * (bl.nr * size)),
+                              lb.index(1))
+                b_tile = self._pick(self.b_in_place, bl.nr, kc * bl.nr)
+                with lb.for_(0, whole_panels, chunk) as jr:
+                    panels = self._min(chunk, whole_panels - jr.iv)
+                    col = jc + jr.iv * bl.nr
+                    b = self._b_source(self.b_in_place, col, pc, jr.iv * (bl.nr * kc))
+                    with lb.for_(0, whole_rows) as ir:
+                        row = ic + ir.iv * bl.mr
+                        a = self._a_source(packed_a, row, lb.index(bl.mr), pc, ir.iv * (bl.mr * kc))
+                        self._kernel_for(self.c, self.d, row * self.n + col, self.n, first, a, b, kc, bl.nr,
+                                         (self.bias, col), panels, b_tile)
+        self._panels(ic, mc, jc, nc, pc, kc, first, packed_a, lb.select(along, whole_panels, lb.index(0)), whole_rows)
+
+    def _panels(self, ic, mc, jc, nc, pc, kc, first, packed_a, done_panels, done_rows) -> None:
+        """The tiles of ``_tiles`` down A's row panels within each column panel of B, but for the
+        first ``done_rows`` row panels of the first ``done_panels`` column panels (done along
+        the rows): a whole panel's whole tiles in one call, the edges a call each."""
         lb, bl = self.lb, self.bl
         with lb.for_(0, self._ceil_div(nc, bl.nr)) as jr:
             cols = self._min(bl.nr, nc - jr.iv * bl.nr)
             col = jc + jr.iv * bl.nr
             b = self._b_source(self.b_in_place & cols.eq(bl.nr), col, pc, jr.iv * (bl.nr * kc))
-            # the whole tiles of a whole column panel: one call; the rest (edges) a call each
             whole = lb.select(cols.eq(bl.nr), lb.op("arith.divui", mc, lb.index(bl.mr)), lb.index(0))
-            with lb.if_(whole > 0) as any_whole:
+            start = lb.select(jr.iv < done_panels, done_rows, lb.index(0))
+            with lb.if_(whole > start) as any_whole:
                 with any_whole.then_():
-                    a = self._a_source(packed_a, ic, lb.index(bl.mr), pc, lb.index(0))
-                    self._kernel_for(self.c, self.d, ic * self.n + col, self.n, first, a, b, kc, bl.nr,
-                                     (self.bias, col), whole)
-            with lb.for_(whole, self._ceil_div(mc, bl.mr)) as ir:
+                    row = ic + start * bl.mr
+                    a = self._a_source(packed_a, row, lb.index(bl.mr), pc, start * (bl.mr * kc))
+                    self._kernel_for(self.c, self.d, row * self.n + col, self.n, first, a, b, kc, bl.nr,
+                                     (self.bias, col), whole - start)
+            with lb.for_(lb.op("arith.maxsi", whole, start), self._ceil_div(mc, bl.mr)) as ir:
                 rows = self._min(bl.mr, mc - ir.iv * bl.mr)
                 row = ic + ir.iv * bl.mr
                 a = self._a_source(packed_a, row, rows, pc, ir.iv * (bl.mr * kc))
@@ -686,19 +723,26 @@ class PackedGemm:
                     else:
                         lb.vector_store(lb.vector_load(self.tile, [t], width), matrix, [at])
 
-    def _kernel_for(self, c, d, c_at, ldc, first, a, b, kc, width: int, bias, tiles=1) -> None:
+    def _kernel_for(self, c, d, c_at, ldc, first, a, b, kc, width: int, bias, tiles=1, b_tile=None) -> None:
         """A call of the kernel function of ``width`` columns for A packed or in place (``a``:
-        ``_a_source``, its first row panel's), on ``tiles`` row panels from there; ``bias``:
-        (buffer, the tile's first column in it) for the last K panel's bias."""
+        ``_a_source``, its first row panel's), on ``tiles`` tiles from there: down A's row panels
+        (B's panel the same), or with ``b_tile`` (the distance between B's panels) along B's
+        column panels (A's the same); ``bias``: (buffer, the tile's first column in it) for the
+        last K panel's bias."""
         lb, mr = self.lb, self.bl.mr
         a_buf, a_start, rows, a_step = a
         packed = isinstance(rows, list)
         row_step, valid = (lb.index(1), lb.index(mr)) if packed else rows
-        a_tile = kc * mr if packed else row_step * mr  # the next row panel's start: packed, or A's rows
         b_buf, b_start, b_step = b
+        zero = lb.index(0)
+        if b_tile is None:  # the next row panel's A: packed, or A's rows; C's MR rows on
+            strides = (kc * mr if packed else row_step * mr, zero, ldc * mr, zero)
+        else:  # the next column panel's B; C's and the bias's NR columns on
+            strides = (zero, b_tile, lb.index(self.bl.nr), lb.index(self.bl.nr))
+        a_tile, b_tile, c_tile, bias_tile = strides
         lb.call(self.kernels[width, packed], a_buf, a_start, a_step, row_step, valid, a_tile, b_buf, b_start, b_step,
-                kc, c, c_at, ldc, d, first, self.alpha, self.add_d, lb.index(tiles), *bias, *self.finish_now,
-                results=[])
+                b_tile, kc, c, c_at, ldc, c_tile, d, first, self.alpha, self.add_d, lb.index(tiles), *bias, bias_tile,
+                *self.finish_now, results=[])
 
     def _kernel(self, c, d, c_at, ldc, first, a, b, kc, width: int, unroll: int = 1) -> None:
         """MR x ``width`` sums over kc steps of A's rows and the first ``width`` columns of B's
@@ -806,6 +850,19 @@ narrow edge panels (a 10-column product's one panel runs 16 lanes, not 32: twice
 
 B_IN_PLACE_ROWS = 4
 """Rows of tiles (MR rows each) up to which B is read in place rather than packed."""
+
+ALONG_ROWS_BYTES = 512 << 10
+"""The packed columns of B that a row panel of A's tiles go across before the next row panel
+(``_tiles``): half the smallest L2 of current x86-64 server cores (AMD Zen 4 and 5: 1 MiB; Intel
+Xeon: 2 MiB), so that they stay there while A's MR x KC panel stays in L1.
+
+Along C's rows, each tile's C rows continue the previous tile's, and C streams through the
+caches in order; down a column panel (the order before session 13) a tile writes 128-byte
+pieces of rows 4 KiB apart (256 x 1024 f32 stored tile by tile, nothing computed: 47 us down
+the panels, 22 us along the rows).  In a C harness on the Intel Xeon of docs/benchmarks.md
+(session 13; MKL alongside): 256x1024x10 0.76 -> 0.97 of MKL, 1024^3 0.94 -> 0.97,
+256x1024x1024 0.92 -> 0.96; all of B's columns at once (2 MiB of packed B at 2048 columns)
+took 2048^3 from 0.87 to 0.66, a chunk of 512 KiB to 0.89 (1 MiB: 0.90)."""
 
 THREAD_MIN_WORK = 1 << 19
 """Multiply-adds below which a product stays on one thread (each part packs all of A): with the

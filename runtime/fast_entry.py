@@ -40,28 +40,60 @@ def _at(a) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(a))
 
 
-def make_entry(function, spec, shapes: tuple, name: str, refused=None):
+def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_outputs: bool = False):
     """The call of ``spec`` (a ``Specialization`` of the ``TensorFunction`` ``function``) for
     arguments that the caller has checked are ``np.ndarray``s of exactly ``shapes`` and the
     signature's dtypes; anything the buffers refuse goes to ``refused`` (by default
     ``function`` itself; ``function``'s own fast path passes its full checks, which do not
     come back here).  None where the function takes sizes from scalars.  A call is one C
     call, on threads or not (its parallel loops reach the thread pool from machine code:
-    cpu/pool.py)."""
+    cpu/pool.py).
+
+    With ``given_outputs`` the call takes the outputs as well (``out=``: one array, or a tuple)
+    and checks what the caller has not: that they are exact arrays of the right dtypes and
+    shapes, writeable and C-contiguous, and that none overlaps another or an input; anything
+    else (an in-place pair among them) goes to ``refused(arrays, out)``."""
     if function._fast_dtypes is None:
         return None
     params = [f"a{i}" for i in range(len(shapes))]
     outs = [f"o{k}" for k in range(len(spec.out_shapes))]
     env = {"_empty": output_pool.empty, "_np_empty": np.empty, "_at": _at, "_full": refused or function,
-           "_refused": (TypeError, ValueError, BufferError)}
-    lines = [f"def _entry({', '.join(params)}):"]
+           "_refused": (TypeError, ValueError, BufferError), "_nd": np.ndarray}
+    if given_outputs:
+        lines = [f"def _entry({', '.join(params)}, out):"]
+        given = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
+        lines += [f"    {given} = out" if len(outs) == 1 else "    try:",
+                  *([] if len(outs) == 1 else [f"        {given} = out", "    except (TypeError, ValueError):",
+                                               f"        return _full(({', '.join(params)},), out)"])]
+        checks = " or ".join(f"type(o{k}) is not _nd or o{k}.dtype is not _dtype{k} or o{k}.shape != _shape{k}"
+                             for k in range(len(outs)))
+        lines += [f"    if {checks}:", f"        return _full(({', '.join(params)},), out)"]
+    else:
+        lines = [f"def _entry({', '.join(params)}):"]
     for k, (shape, dtype) in enumerate(zip(spec.out_shapes, function._out_dtypes)):
         env[f"_shape{k}"], env[f"_dtype{k}"] = tuple(shape), dtype
+        if given_outputs:
+            continue
         # an output too small for the pool is numpy's own, without the pool's size arithmetic
         small = np.dtype(dtype).itemsize * math.prod(shape) < output_pool.MIN_BYTES
         lines.append(f"    o{k} = {'_np_empty' if small else '_empty'}(_shape{k}, _dtype{k})")
-    c_args = [x for v, shape in zip(params + outs, list(shapes) + list(spec.out_shapes))
-              for x in (f"_at({v})", *(str(int(n)) for n in shape))]
+    arrays = params + outs
+    if given_outputs:  # addresses first, then the overlap test on them (sizes are constants)
+        dtypes = list(function._fast_dtypes) + list(function._out_dtypes)
+        sizes = [np.dtype(dt).itemsize * math.prod(shape)
+                 for dt, shape in zip(dtypes, list(shapes) + list(spec.out_shapes))]
+        lines += ["    try:", f"        {', '.join('p_' + v for v in arrays)}, = {', '.join(f'_at({v})' for v in arrays)},",
+                  "    except _refused:", f"        return _full(({', '.join(params)},), out)"]
+        pairs = [(o, v) for j, o in enumerate(outs) for v in params + outs[:j]]
+        size = dict(zip(arrays, sizes))
+        if pairs:
+            overlap = " or ".join(f"(p_{o} < p_{v} + {size[v]} and p_{v} < p_{o} + {size[o]})" for o, v in pairs)
+            lines += [f"    if {overlap}:", f"        return _full(({', '.join(params)},), out)"]
+        c_args = [x for v, shape in zip(arrays, list(shapes) + list(spec.out_shapes))
+                  for x in (f"p_{v}", *(str(int(n)) for n in shape))]
+    else:
+        c_args = [x for v, shape in zip(arrays, list(shapes) + list(spec.out_shapes))
+                  for x in (f"_at({v})", *(str(int(n)) for n in shape))]
     if spec.arena_bytes is not None:
         # An arena per concurrent call, from the specialisation's free list (as the full path).
         env["_arenas"], env["_new_arena"], env["_nbytes"] = spec.arenas, _arena_maker(), spec.arena_bytes
@@ -69,8 +101,11 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None):
         c_args += ["_arena_at(arena)", str(int(spec.arena_bytes))]
         lines += ["    arena = _arenas.pop() if _arenas else _new_arena(_nbytes)", "    try:"]
     indent = "    " if spec.arena_bytes is None else "        "
-    lines += [f"{indent}try:", f"{indent}    args = ({', '.join(c_args)},)", f"{indent}except _refused:",
-              f"{indent}    return _full({', '.join(params)})"]
+    if given_outputs:
+        lines += [f"{indent}args = ({', '.join(c_args)},)"]
+    else:
+        lines += [f"{indent}try:", f"{indent}    args = ({', '.join(c_args)},)", f"{indent}except _refused:",
+                  f"{indent}    return _full({', '.join(params)})"]
     env["_c"], env["_fault"] = spec.c_function, spec.wrapper.raise_fault
     lines += [f"{indent}status = _c(*args)", f"{indent}if status: _fault(status)"]
     if spec.arena_bytes is not None:

@@ -241,6 +241,7 @@ class Specialization:
         self.arenas: list[np.ndarray] = []  # a free list: one arena per concurrent call
         self.timings: dict[str, float] = {}  # seconds per stage of making it (--timing)
         self.entry = None  # its generated call without out= (fast_entry.py), made at its first such call
+        self.out_entry = None  # and with out=
 
 
 class TensorFunction:
@@ -546,6 +547,24 @@ class TensorFunction:
                 spec.entry = make_entry(self, spec, shapes, self.name,
                                         refused=lambda *arrays: me()._checked_call(arrays, None))
             return spec.entry(*args)
+        if not spec.out_shapes:
+            return _SLOW  # out= for a function without outputs: the checks explain
+        if spec.out_entry is None:
+            from .fast_entry import make_entry
+
+            me = weakref.ref(self)
+
+            def refused(arrays, given, spec=spec):  # overlaps (an in-place pair?), odd arrays: the checks
+                function = me()
+                result = function._fast_out(spec, arrays, given)
+                return function._checked_call(arrays, given) if result is _SLOW else result
+
+            spec.out_entry = make_entry(self, spec, shapes, self.name, refused=refused, given_outputs=True)
+        return spec.out_entry(*args, out)
+
+    def _fast_out(self, spec: Specialization, args, out):
+        """``out=``'s call where the generated entry refused (``fast_entry.make_entry``): outputs
+        that overlap an input as ``in_place`` allows run here; anything else returns ``_SLOW``."""
         outputs = [out] if type(out) is np.ndarray else list(out)
         if len(outputs) != len(spec.out_shapes):
             return _SLOW
@@ -572,8 +591,6 @@ class TensorFunction:
         finally:
             if arena is not None:
                 spec.arenas.append(arena)
-        if not outputs:
-            return None
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _outputs(self, spec: Specialization, out) -> list[np.ndarray]:

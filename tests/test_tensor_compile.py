@@ -712,8 +712,10 @@ def test_the_fast_call_path_gives_the_checked_paths_answers():
     frozen = a.copy()
     frozen.flags.writeable = False
     for args in [(a[:, ::-1], b), (frozen, b)]:  # buffers the addresses refuse: strided, read-only
-        assert exe.mm._fast_call(args, np.empty((4, 4))) is tf._SLOW
-        # without out=, the specialisation's generated call hands them to the full checks
+        # the specialisation's generated calls, with out= and without, hand them to the full checks
+        given = np.full((4, 4), np.nan)
+        assert exe.mm._fast_call(args, given) is given
+        np.testing.assert_array_equal(given, args[0] @ b)
         np.testing.assert_array_equal(exe.mm._fast_call(args, None), args[0] @ b)
         np.testing.assert_array_equal(exe.mm(*args), args[0] @ b)  # the full path copies them
     for out_is in ("first", "second", "both"):
@@ -734,6 +736,14 @@ def test_the_fast_call_path_gives_the_checked_paths_answers():
         exe.two(x, out=(x, x))
     with pytest.raises(TypeError, match="dtype float64"):
         exe.mm(a.astype(np.float32), b)
+    for wrong in (np.empty((4, 4), np.float32), np.empty((4, 5)), np.empty((4, 4))[:, ::-1], [np.empty((4, 4))] * 2):
+        with pytest.raises((ValueError, TypeError), match="out"):
+            exe.mm(a, b, out=wrong)  # the generated out= call refuses, the checks explain
+    pair = (np.empty(8), np.empty(8))
+    for given in (pair, list(pair)):  # a tuple or a list: the same arrays back, filled
+        got = exe.two(np.full(8, 2.0), out=given)
+        assert type(got) is tuple and all(g is p for g, p in zip(got, pair))
+        assert (pair[0] == -2).all() and (pair[1] == 2).all()
 
 
 # -- result shapes given by scalar parameters (issue 11, item 14f) ----------------------------------

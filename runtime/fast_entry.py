@@ -23,7 +23,10 @@ with an arena from the specialisation's free list where it has temporaries.
 specialisation for the arguments' shapes and checked their types and dtypes, when no
 ``out=`` is given: 6.2 -> 4.7 us a call of four 4-element arrays against its own
 address-taking loop before (``python benchmarks/frontend.py --only overhead``, 2026-11-25,
-AMD EPYC Zen 4; irc.jit's call 4.4 us).
+AMD EPYC Zen 4; irc.jit's call 4.4 us).  With ``out=`` a second generated function takes the
+outputs too and checks them against constants (type, dtype, shape; no overlap with another
+array, by address): 7.7 -> 5.6 us a call of an 8x8 matmul with ``out=`` (Intel Xeon, session
+13; the C call alone 1.6 us, torch's ``matmul(out=)`` 1.1).
 """
 
 from __future__ import annotations

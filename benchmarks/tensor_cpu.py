@@ -1025,6 +1025,7 @@ def drop_irc_arenas(fn_owner) -> bool:
         return False
     for spec in specs.values():
         spec.arenas.clear()
+        spec.arena_pairs.clear()
     return True
 
 

@@ -239,6 +239,7 @@ class Specialization:
         self.out_shapes = out_shapes
         self.arena_bytes = arena_bytes  # None: the function takes no arena
         self.arenas: list[np.ndarray] = []  # a free list: one arena per concurrent call
+        self.arena_pairs: list[tuple] = []  # the generated entries' own: (arena, its address)
         self.timings: dict[str, float] = {}  # seconds per stage of making it (--timing)
         self.entry = None  # its generated call without out= (fast_entry.py), made at its first such call
         self.out_entry = None  # and with out=

@@ -45,8 +45,8 @@ def _at(a) -> int:
 
 def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_outputs: bool = False):
     """The call of ``spec`` (a ``Specialization`` of the ``TensorFunction`` ``function``) for
-    arguments that the caller has checked are ``np.ndarray``s of exactly ``shapes`` and the
-    signature's dtypes; anything the buffers refuse goes to ``refused`` (by default
+    arguments that the caller has checked are of exactly ``shapes``; anything else (not an
+    ``np.ndarray`` of the signature's dtype) and anything the buffers refuse goes to ``refused`` (by default
     ``function`` itself; ``function``'s own fast path passes its full checks, which do not
     come back here).  None where the function takes sizes from scalars.  A call is one C
     call, on threads or not (its parallel loops reach the thread pool from machine code:
@@ -62,6 +62,10 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     outs = [f"o{k}" for k in range(len(spec.out_shapes))]
     env = {"_empty": output_pool.empty, "_np_empty": np.empty, "_at": _at, "_full": refused or function,
            "_refused": (TypeError, ValueError, BufferError), "_nd": np.ndarray}
+    # the arguments' types and dtypes (the caller's fast path leaves them to this call)
+    for i, dtype in enumerate(function._fast_dtypes):
+        env[f"_in{i}"] = dtype
+    typed = " or ".join(f"type(a{i}) is not _nd or a{i}.dtype is not _in{i}" for i in range(len(params)))
     if given_outputs:
         lines = [f"def _entry({', '.join(params)}, out):"]
         given = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
@@ -70,9 +74,11 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
                                                f"        return _full(({', '.join(params)},), out)"])]
         checks = " or ".join(f"type(o{k}) is not _nd or o{k}.dtype is not _dtype{k} or o{k}.shape != _shape{k}"
                              for k in range(len(outs)))
-        lines += [f"    if {checks}:", f"        return _full(({', '.join(params)},), out)"]
+        lines += [f"    if {' or '.join(filter(None, [typed, checks]))}:", f"        return _full(({', '.join(params)},), out)"]
     else:
         lines = [f"def _entry({', '.join(params)}):"]
+        if typed:
+            lines += [f"    if {typed}:", f"        return _full({', '.join(params)})"]
     for k, (shape, dtype) in enumerate(zip(spec.out_shapes, function._out_dtypes)):
         env[f"_shape{k}"], env[f"_dtype{k}"] = tuple(shape), dtype
         if given_outputs:

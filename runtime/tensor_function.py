@@ -521,23 +521,16 @@ class TensorFunction:
         signature's dtypes, C-contiguous and writeable (``c_char.from_buffer`` insists on both,
         and gives the address without numpy's slower ``ctypes``/``__array_interface__``), of
         shapes already specialised for, outputs not overlapping inputs other
-        than as ``in_place`` allows.  Anything else returns ``_SLOW``: the full checks then
-        raise the right error or make the copies."""
-        dtypes = self._fast_dtypes
-        if len(args) != len(dtypes):
-            return _SLOW
+        than as ``in_place`` allows: the specialisation's generated calls (fast_entry.py), which
+        check the types and dtypes.  Anything else returns ``_SLOW``, or goes from those calls to
+        the full checks, which raise the right error or make the copies."""
         try:
-            shapes = tuple(a.shape for a in args)
+            shapes = tuple([a.shape for a in args])  # no specialisation has another count of them
         except AttributeError:
             return _SLOW
-        if self._target_generation != _target_cpu.generation:
-            return _SLOW  # specialization() drops what was made for the old target
         spec = self._specializations.get(shapes)
-        if spec is None:
-            return _SLOW
-        for a, dt in zip(args, dtypes):
-            if type(a) is not np.ndarray or a.dtype is not dt:
-                return _SLOW
+        if spec is None or self._target_generation != _target_cpu.generation:
+            return _SLOW  # not specialised yet; or specialization() drops what was made for the old target
         if out is None:  # the specialisation's generated call (fast_entry.py): a quarter less time
             if spec.entry is None:
                 from .fast_entry import make_entry
@@ -565,7 +558,11 @@ class TensorFunction:
 
     def _fast_out(self, spec: Specialization, args, out):
         """``out=``'s call where the generated entry refused (``fast_entry.make_entry``): outputs
-        that overlap an input as ``in_place`` allows run here; anything else returns ``_SLOW``."""
+        that overlap an input as ``in_place`` allows run here; anything else (an argument of
+        another type or dtype among them) returns ``_SLOW``."""
+        for a, dt in zip(args, self._fast_dtypes):
+            if type(a) is not np.ndarray or a.dtype is not dt:
+                return _SLOW
         outputs = [out] if type(out) is np.ndarray else list(out)
         if len(outputs) != len(spec.out_shapes):
             return _SLOW

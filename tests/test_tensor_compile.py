@@ -707,8 +707,10 @@ def test_the_fast_call_path_gives_the_checked_paths_answers():
     exe.ew(np.ones(1000), np.ones(1000))
     exe.two(np.ones(8))
     assert tf._SLOW is not exe.mm._fast_call((a, b), None)  # specialised: the fast path runs it
-    for args in [(a.astype(np.float32), b), (a.tolist(), b)]:  # f32, a list
-        assert exe.mm._fast_call(args, None) is tf._SLOW
+    assert exe.mm._fast_call((a.tolist(), b), None) is tf._SLOW  # a list: no shape to look up
+    for out in (None, np.empty((4, 4))):  # f32: the generated calls hand it to the checks
+        with pytest.raises(TypeError, match="dtype float64"):
+            exe.mm._fast_call((a.astype(np.float32), b), out)
     frozen = a.copy()
     frozen.flags.writeable = False
     for args in [(a[:, ::-1], b), (frozen, b)]:  # buffers the addresses refuse: strided, read-only

@@ -305,7 +305,7 @@ def blockings_part(rounds, per_round) -> None:
             pa, pb = blocking.scratch_sizes(m, n, k)
             c = np.empty((m, n), np.float32)
             args = (a_buf, b_buf, c, np.empty(pa, np.float32), np.empty(pb, np.float32), ta, tb, c,
-                    np.float32(1), False, 0, n)
+                    np.float32(1), False, 0, n, np.zeros(1, np.float32), False, False)  # no bias, no ReLU
             calls.append(lambda fn=fn, args=args: fn(*args))
         spread = timed_spread(calls, rounds, per_round)
         print(f"| {label} | " + " | ".join(f"{2 * m * n * k / t / 1e9:.0f} / {2 * m * n * k / fast / 1e9:.0f}"

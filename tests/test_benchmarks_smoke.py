@@ -99,3 +99,15 @@ def test_thread_profile_quick_runs(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "hand-off: 64 calls" in proc.stdout and "same bits on 2 threads: True" in proc.stdout
+
+
+@pytest.mark.parametrize("flags", [["--quick"], ["--quick", "--blockings"]])
+def test_gemm_quick_runs(tmp_path, flags):
+    """gemm.py's table, and its other blockings, which call the library function directly (its
+    whole signature: a change of it must reach them)."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gemm.py"), *flags],
+        capture_output=True, text=True, timeout=900, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("host blocking" if "--blockings" in flags else "irc / best peer") in proc.stdout

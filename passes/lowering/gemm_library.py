@@ -62,7 +62,7 @@ from irc.builder import Builder
 from irc.types import FloatType, MemRefType, i1, i64, index
 
 from . import gemm_narrow
-from .matmul import MC, block_sizes, multiply_add, tile_sizes
+from .matmul import MC, block_sizes, multiply_add, private_noinline, tile_sizes
 
 
 def wants_library(op, inputs, transposed=None) -> bool:
@@ -72,8 +72,8 @@ def wants_library(op, inputs, transposed=None) -> bool:
     The library is compiled once (and cached on disk), while inline loops with a full register
     tile cost LLVM about 0.05 s per product to compile (8 products of a small MLP's training
     step came to 10,000 ops of IR); the call and the packing of a small product cost
-    microseconds.  A narrow product (a classifier's 10 columns) runs the library's half-width
-    kernel (``NARROW_MIN_LANES``).  ``transposed``: which operand buffers hold a transpose."""
+    microseconds.  A narrow product (a classifier's 10 columns) runs the library's dot or column
+    form (gemm_narrow.py).  ``transposed``: which operand buffers hold a transpose."""
     if op.name != "graph.matmul" or len(inputs) != 2:
         return False
     a, b = (v.type for v in inputs)
@@ -157,7 +157,7 @@ class Blocking:
         a = 1 if n <= self.nr else max(1, up(min(self.mc, m), self.mr) * kc)
         b = up(min(self.nc, n), self.nr) * kc
         if n <= gemm_narrow.lanes(self):  # a narrow product's deeper K panels of B^T
-            b = max(b, gemm_narrow.scratch_elements(self, k))
+            b = max(b, gemm_narrow.scratch_elements(self, n, k))
         return a, max(1, b)
 
 
@@ -316,10 +316,7 @@ def kernel_function(lb: Builder, module, name: str, elem, blocking: Blocking, wi
             b_source = (b, b_start + t.iv * b_tile, b_step)
             gemm._kernel(c, d, c_at + t.iv * c_tile, ldc, first, a_source, b_source, kc, width, UNROLL if packed else 1)
         lb.ret()
-    fn = next(f for f in module.functions if f.sym_name == name)
-    fn.attributes["sym_visibility"] = StringAttr("private")
-    fn.attributes["noinline"] = UnitAttr()
-    return name
+    return private_noinline(module, name)
 
 
 class PackedGemm:
@@ -359,7 +356,8 @@ class PackedGemm:
         need_a = self._pick(one_panel, 0, self._ceil_div(self._min(bl.mc, m), bl.mr) * (bl.mr * kc_max))
         need_b = self._ceil_div(self._min(bl.nc, n), bl.nr) * (bl.nr * kc_max)
         w = gemm_narrow.lanes(bl)
-        narrow_b = self._pick(n <= w, 2 * w * (self._min(gemm_narrow.panel_depth(bl), k) + w), 0)  # scratch_elements
+        narrow_depth = self._ceil_div(self._min(gemm_narrow.panel_depth(bl), k), w) * w
+        narrow_b = self._pick(n <= w, (n + w) * narrow_depth, 0)  # gemm_narrow.scratch_elements
         need_b = lb.op("arith.maxsi", need_b, narrow_b)
         window = (col_begin <= col_end) & (col_end <= n)
         d_agrees = (lb.dim(d, 0).eq(m) & lb.dim(d, 1).eq(n)) | lb.compare("eq", add_d, lb.const(0, i1))
@@ -696,7 +694,7 @@ class PackedGemm:
         widths = kernel_widths(nr)
         if len(widths) == 1:
             self._kernel_for(buf, d, c_at, ldc, first & whole, a, b, kc, nr, (bias, bias_at))
-        else:  # an edge panel of at most NR/2 columns (a 10-column product) takes half the lanes
+        else:  # an edge panel of at most NR/2 columns takes half the lanes
             with lb.if_(cols <= widths[1]) as narrow:
                 with narrow.then_():
                     self._kernel_for(buf, d, c_at, ldc, first & whole, a, b, kc, widths[1], (bias, bias_at))
@@ -846,7 +844,8 @@ class PackedGemm:
 
 NARROW_MIN_LANES = 4
 """Smallest half tile width for which the library carries a second, half-width kernel for
-narrow edge panels (a 10-column product's one panel runs 16 lanes, not 32: twice as fast)."""
+narrow edge panels (a panel of 10 columns runs 16 lanes, not 32: twice as fast), and the dot
+and column forms of products of at most that many columns (gemm_narrow.py)."""
 
 B_IN_PLACE_ROWS = 4
 """Rows of tiles (MR rows each) up to which B is read in place rather than packed."""

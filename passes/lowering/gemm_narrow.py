@@ -1,31 +1,39 @@
 """The library GEMM's products of few columns: a classifier's ``h @ W`` with ``W`` 1024 x 10.
 
-The tiles of ``gemm_library.PackedGemm`` run along C's rows, a vector of columns a row: a
-product of at most one vector's columns (n <= W, W = NR/2 lanes: 16 f32 on AVX-512) fills
-10 of a half-width kernel's 16 lanes, and its MR x 1 vectors of accumulators are too few to
-hide the multiply-add's latency; with A read in place each of its multiply-adds also
-broadcasts A from an indexed address (two micro-operations on Intel's cores).  It ran such
-products at 0.5-0.6 of MKL's speed (docs/benchmarks.md, session 13).
+The tiles of ``gemm_library.PackedGemm`` hold a vector of C's columns a row: a product of at
+most one vector's columns (n <= W, W = NR/2 lanes: 16 f32 on AVX-512) fills 10 of a
+half-width kernel's 16 lanes, its MR x 1 vectors of accumulators are too few to hide the
+multiply-add's latency, and with A read in place each multiply-add broadcasts A from an
+indexed address (two micro-operations on Intel's cores).  Such products ran at 0.5-0.6 of
+MKL's speed; in these forms at 1.1-1.5 (a C harness beside MKL; docs/benchmarks.md, session 13).
 
-Where A is not transposed, its rows are contiguous along k, and so are B^T's (B's columns,
-packed, or read in place where the buffer holds B^T): the **dot form** (``dot_function``)
-keeps an R x J block of C as R * J vectors whose lanes hold the sums of one residue of k
-modulo W, loads W k steps of R rows of A and of J rows of B^T a step, and does R * J
-multiply-adds on full vectors.  At the end of a K panel the lanes of each vector are added by
-a fixed tree of shuffles and adds (``fold``) and the last k % W terms follow one at a time in
-k order; then C's element is ``alpha * sum + base``, with the bias and ReLU in the last K
-panel, as the tiles do.  So each element is a sum of fused steps in another (fixed) order
-than the tiles' (within the same K-term bound; the interpreter runs the same operations, so
-the bits agree with it).  Which products take it depends on their sizes only (n, not a thread's
-window of columns), so a product split across threads sums in the same order as on one.
+**The dot form** (``dot_function``), where A is not transposed: A's rows are contiguous along
+k, and so are B^T's, packed for each K panel in blocks of J rows, W k steps of each row after
+the other (``copy_column``), so that a step's J vectors sit at constant offsets from one
+index.  An R x J block of C is R * J vectors whose lanes hold the sums of one residue of k
+modulo W; a step loads W k steps of R rows of A and of the J rows of B^T and does R * J
+multiply-adds on full vectors.  At the end of a K panel a fixed tree of shuffles and adds
+(``fold``) adds each vector's lanes, and the last k % W terms follow one at a time in k order.
+So each element is a sum of fused steps in another (fixed) order than the tiles'.
+
+**The column form** (``column_function``), where A^T is given: A's columns are contiguous
+(A^T's rows), so a block of C is R vectors down W of C's rows each by J columns; a k step
+loads R vectors of A^T's row and broadcasts J elements of B's row, packed J a k step, in k
+order as the tiles do.  The vectors reach C's elements (a row's columns apart) through a
+scratch buffer at the end of a K panel.
+
+Both then compute C's element as the tiles do: ``alpha * sum + base``, with the bias and ReLU
+in the last K panel (``finish``).  The sums stay within the same K-term bound, and the
+interpreter runs the same operations, so the bits agree with it.  Which products take a form
+depends on their sizes only (n, not a thread's window of columns), so a product split across
+threads sums in the same order as on one.
 """
 
 from __future__ import annotations
 
-from irc.attributes import StringAttr, UnitAttr
 from irc.types import MemRefType, i1, index
 
-from .matmul import multiply_add
+from .matmul import multiply_add, private_noinline
 
 K_PANELS = 4
 """A narrow product's K panel is this many of the blocking's KC deep (1024 f32 on the Intel
@@ -68,11 +76,12 @@ def panel_depth(blocking) -> int:
     return K_PANELS * blocking.kc
 
 
-def scratch_elements(blocking, k: int) -> int:
-    """Elements of packed B a narrow product's K panel needs: blocks of J columns (together at
-    most 2 W, J <= W), each the panel's depth rounded up to W deep (the forms' zero padding)."""
+def scratch_elements(blocking, n: int, k: int) -> int:
+    """Elements of packed B a narrow product's K panel needs: blocks of J of its n columns (both
+    forms' J are at most W: fewer than n + W columns in all), each the panel's depth rounded up
+    to a multiple of W (the dot form's zero padding)."""
     w = lanes(blocking)
-    return 2 * w * (min(k, panel_depth(blocking)) + w)
+    return (n + w) * -(-min(k, panel_depth(blocking)) // w) * w
 
 
 def dot_function(lb, module, name: str, elem, blocking) -> str:
@@ -90,22 +99,16 @@ def dot_function(lb, module, name: str, elem, blocking) -> str:
         width = j1 - j0
         folded = lb.op("memref.alloca", result=MemRefType([w * -(-rows * cols // w)], elem))
 
-        def smaller(x, y):
-            return lb.op("arith.minsi", lb.index(x), lb.index(y))
-
-        def ceil_div(x, y):
-            return lb.op("arith.divui", x + (lb.index(y) - 1), lb.index(y))
-
-        step = ceil_div(k, ceil_div(k, depth))  # equal K panels
+        step = _ceil_div(lb, k, _ceil_div(lb, k, depth))  # equal K panels
         with lb.for_(0, k, step) as panel:
             pc = panel.iv
-            kc = smaller(step, k - pc)
+            kc = _smaller(lb, step, k - pc)
             stores = panel_flags(lb, elem, c, d, pc.eq(0), (pc + kc).eq(k), (alpha, add_d, add_bias, relu))
             # B^T's rows packed for this panel: blocks of J columns, each W k steps at a time as J
             # vectors (zeros past the window's columns and past kc), so that a step's J vectors
             # are at constant offsets from one index
-            steps = ceil_div(kc, w)
-            blocks = ceil_div(width, cols)
+            steps = _ceil_div(lb, kc, w)
+            blocks = _ceil_div(lb, width, cols)
             block_size = steps * (cols * w)
             with lb.for_(0, blocks * block_size, w) as at:
                 lb.vector_store(lb.splat_vector(zero, w), packed_b, [at.iv])
@@ -118,7 +121,7 @@ def dot_function(lb, module, name: str, elem, blocking) -> str:
             vectors_end = kc - lb.op("arith.remui", kc, lb.index(w))
             with lb.for_(0, m, rows) as row_block:
                 i0 = row_block.iv
-                a_rows = [smaller(i0 + r, m - 1) * k + pc for r in range(rows)]
+                a_rows = [_smaller(lb, i0 + r, m - 1) * k + pc for r in range(rows)]
                 with lb.for_(0, blocks) as col_block:
                     jb = col_block.iv * cols
                     b_block = col_block.iv * block_size
@@ -148,10 +151,7 @@ def dot_function(lb, module, name: str, elem, blocking) -> str:
                                     finish(lb, elem, tail.results[r * cols + j], c, (i0 + r) * n + column, bias,
                                            column, stores, fused)
         lb.ret()
-    fn = next(f for f in module.functions if f.sym_name == name)
-    fn.attributes["sym_visibility"] = StringAttr("private")
-    fn.attributes["noinline"] = UnitAttr()
-    return name
+    return private_noinline(module, name)
 
 
 def column_tile(elem, blocking) -> tuple[int, int]:
@@ -181,20 +181,14 @@ def column_function(lb, module, name: str, elem, blocking) -> str:
         width = j1 - j0
         block = lb.op("memref.alloca", result=MemRefType([rows * cols * w], elem))
 
-        def smaller(x, y):
-            return lb.op("arith.minsi", lb.index(x), lb.index(y))
-
-        def ceil_div(x, y):
-            return lb.op("arith.divui", x + (lb.index(y) - 1), lb.index(y))
-
-        step = ceil_div(k, ceil_div(k, depth))
+        step = _ceil_div(lb, k, _ceil_div(lb, k, depth))
         with lb.for_(0, k, step) as panel:
             pc = panel.iv
-            kc = smaller(step, k - pc)
+            kc = _smaller(lb, step, k - pc)
             stores = panel_flags(lb, elem, c, d, pc.eq(0), (pc + kc).eq(k), (alpha, add_d, add_bias, relu))
             # B's panel packed J columns a k step, in blocks of J columns (zeros past the window's),
             # so that a step's J elements are at constant offsets from one index
-            blocks = ceil_div(width, cols)
+            blocks = _ceil_div(lb, width, cols)
             with lb.for_(0, blocks) as blk:
                 with lb.for_(0, cols) as j:
                     column = blk.iv * cols + j.iv
@@ -216,7 +210,7 @@ def column_function(lb, module, name: str, elem, blocking) -> str:
                                 lb.store(zero, packed_b, [at + p.iv * cols])
             with lb.for_(0, m, rows * w) as row_block:
                 i0 = row_block.iv
-                starts = [smaller(i0 + v * w, m - w) for v in range(rows)]
+                starts = [_smaller(lb, i0 + v * w, m - w) for v in range(rows)]
                 with lb.for_(0, blocks) as col_block:
                     jb = col_block.iv * cols
                     zeros = lb.splat_vector(zero, w)
@@ -236,17 +230,22 @@ def column_function(lb, module, name: str, elem, blocking) -> str:
                     for v, start in enumerate(starts):
                         # the rows this vector adds: from i0 + v W, below m and the next vector's
                         first_row = i0 + v * w
-                        end_row = smaller(first_row + w, m)
-                        with lb.for_(0, smaller(cols, width - jb)) as j:
+                        end_row = _smaller(lb, first_row + w, m)
+                        with lb.for_(0, _smaller(lb, cols, width - jb)) as j:
                             column = j0 + jb + j.iv
                             with lb.for_(first_row - start, end_row - start) as lane:
                                 total = lb.load(block, [(v * cols + j.iv) * w + lane.iv])
                                 finish(lb, elem, total, c, (start + lane.iv) * n + column, bias, column, stores, fused)
         lb.ret()
-    fn = next(f for f in module.functions if f.sym_name == name)
-    fn.attributes["sym_visibility"] = StringAttr("private")
-    fn.attributes["noinline"] = UnitAttr()
-    return name
+    return private_noinline(module, name)
+
+
+def _smaller(lb, x, y):
+    return lb.op("arith.minsi", lb.index(x), lb.index(y))
+
+
+def _ceil_div(lb, x, y):
+    return lb.op("arith.divui", x + (lb.index(y) - 1), lb.index(y))
 
 
 def copy_column(lb, source, start, stride, packed, to, kc, w: int, cols: int) -> None:

@@ -42,6 +42,7 @@ with the compiled code exactly.  Integers wrap, so they equal numpy's exactly.
 
 from __future__ import annotations
 
+from irc.attributes import StringAttr, UnitAttr
 from irc.builder import Builder
 from irc.types import FloatType, MemRefType
 
@@ -100,6 +101,15 @@ def block_sizes(elem, nr: int, l1_bytes: int = 0, l3_bytes: int = 0) -> tuple[in
     kc = KC if not l1_bytes else max(16, min(1024, l1_bytes // (nr * size)))
     nc = NC if not l3_bytes else max(nr, (l3_bytes // 4) // (kc * size))
     return kc, nc - nc % nr
+
+
+def private_noinline(module, name: str) -> str:
+    """Makes ``@name`` of ``module`` private and ``noinline`` (a GEMM's kernel function: LLVM
+    allocates its registers apart from the loops around its calls); returns the name."""
+    fn = next(f for f in module.functions if f.sym_name == name)
+    fn.attributes["sym_visibility"] = StringAttr("private")
+    fn.attributes["noinline"] = UnitAttr()
+    return name
 
 
 def multiply_add(lb: Builder, fused: bool, x, y, acc):

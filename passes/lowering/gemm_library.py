@@ -127,11 +127,13 @@ class Blocking:
 
     @staticmethod
     def for_host(elem, options: dict) -> Blocking:
-        """The sizes on the host ``options`` describe: matmul.py's register tile and cache blocks,
-        with the K panel's depth chosen by the L1 data cache (``l1_depth``)."""
+        """The sizes on the host ``options`` describe: matmul.py's register tile, the K panel's
+        depth chosen by the L1 data cache (``l1_depth``), and B packed ``ALONG_ROWS_BYTES`` at a
+        time (the columns a row panel of tiles goes across: ``_tiles``)."""
         mr, nr = tile_sizes(elem, options.get("vector_bits", 0), options.get("vector_registers", 0))
-        kc, nc = block_sizes(elem, nr, options.get("l1_bytes", 0), options.get("l3_bytes", 0))
+        kc, _ = block_sizes(elem, nr, options.get("l1_bytes", 0), options.get("l3_bytes", 0))
         kc = l1_depth(elem, mr, nr, options.get("l1_bytes", 0)) or min(KC_MAX, 2 * kc)
+        nc = ALONG_ROWS_BYTES // (kc * max(1, getattr(elem, "width", 64) // 8))
         return Blocking(mr, nr, max(mr, MC - MC % mr), kc, max(nr, nc - nc % nr), options.get("fma", True))
 
     def scratch_sizes(self, m: int, n: int, k: int) -> tuple[int, int]:
@@ -139,17 +141,17 @@ class Blocking:
         A when the product has at most NR columns: a block of A that one panel uses is read in
         place).
 
-        Packed B holds a K panel of all of B's columns up to NC: for an MLP layer (256 x 1024 @
-        1024 x 1024) 2 MiB, twice the result.  Packing 256 columns at a time instead (a quarter
-        of the scratch; the caller's arena for tensor_cpu.py's MLP fell from 3.19 to 1.69
-        activations) cost 5% of that MLP's forward pass in ``python benchmarks/tensor_cpu.py
-        --only mlp`` (87.2 and 87.9 ms against 82.2 and 83.7, 2026-11-25, AMD EPYC Zen 4):
-        each block of columns packs A again.  Prefetching the next block's lines of B while
-        the current block's tiles ran won back 1 ms of the 5.  Packing A's whole K panel once
-        (0.5 MiB) for 128-column blocks of B (arena 1.75 activations) still cost 2-3% (84.2 to
-        85.3 ms against 81.4 and 82.0): B then comes from memory in 512-byte pieces of its
-        4 KiB rows, which prefetching the next block did not hide either.  Shallower K panels
-        with all of B's columns cost as much (more passes over C).  So the scratch stays."""
+        Packed B holds a K panel of B's columns up to NC, which ``for_host`` makes the columns a
+        row panel of tiles goes across (``ALONG_ROWS_BYTES``): for an MLP layer (256 x 1024 @
+        1024 x 1024, KC 256) 512 columns, 0.5 MiB, half the result (tensor_cpu.py's MLP arena:
+        2.00 activations, 2.09 with all 1024 columns).  Each block of columns packs A again.
+        Measured beside MKL in a C harness on the Intel Xeon (session 13), NC 512 against all
+        of B's columns: 256x1024x1024 0.92 of MKL against 0.90, 1024^3 0.88 against 0.88, 2048^3
+        0.83 against 0.84.  Before the tiles went along the rows (session 6, AMD EPYC Zen 4,
+        tiles down each column panel), packing 256 columns at a time had cost 5% of that MLP's
+        forward pass, each block packing A again; not measured on Zen 4 since.
+        """
+
         def up(x: int, to: int) -> int:
             return -(-x // to) * to
 
@@ -861,7 +863,9 @@ pieces of rows 4 KiB apart (256 x 1024 f32 stored tile by tile, nothing computed
 the panels, 22 us along the rows).  In a C harness on the Intel Xeon of docs/benchmarks.md
 (session 13; MKL alongside): 256x1024x10 0.76 -> 0.97 of MKL, 1024^3 0.94 -> 0.97,
 256x1024x1024 0.92 -> 0.96; all of B's columns at once (2 MiB of packed B at 2048 columns)
-took 2048^3 from 0.87 to 0.66, a chunk of 512 KiB to 0.89 (1 MiB: 0.90)."""
+took 2048^3 from 0.87 to 0.66, a chunk of 512 KiB to 0.89 (1 MiB: 0.90).  ``Blocking.for_host``
+packs B this much at a time (NC), so a chunk is all of a block of NC columns there; a library of
+a larger NC (a name that a program or an older cache asks for) goes across chunks of it."""
 
 THREAD_MIN_WORK = 1 << 19
 """Multiply-adds below which a product stays on one thread (each part packs all of A): with the

@@ -142,14 +142,13 @@ def dot_function(lb, module, name: str, elem, blocking) -> str:
                         ys = [lb.load(packed_b, [tail_block + j * w + lane]) for j in range(cols)]
                         tail.yield_(*[multiply_add(lb, fused, x, y, tail.args[r * cols + j])
                                       for r, x in enumerate(xs) for j, y in enumerate(ys)])
-                    for r in range(rows):
-                        for j in range(cols):
-                            inside = ((i0 + r) < m) & ((jb + j) < width)
-                            with lb.if_(inside) as store:
-                                with store.then_():
-                                    column = j0 + jb + j
-                                    finish(lb, elem, tail.results[r * cols + j], c, (i0 + r) * n + column, bias,
-                                           column, stores, fused)
+                    for q, total in enumerate(tail.results):  # then C's elements, one loop of stores
+                        lb.store(total, folded, [lb.index(q)])
+                    with lb.for_(0, _smaller(lb, rows, m - i0)) as r:
+                        with lb.for_(0, _smaller(lb, cols, width - jb)) as j:
+                            column = j0 + jb + j.iv
+                            total = lb.load(folded, [r.iv * cols + j.iv])
+                            finish(lb, elem, total, c, (i0 + r.iv) * n + column, bias, column, stores, fused)
         lb.ret()
     return private_noinline(module, name)
 

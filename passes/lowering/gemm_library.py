@@ -136,6 +136,12 @@ class Blocking:
         nc = ALONG_ROWS_BYTES // (kc * max(1, getattr(elem, "width", 64) // 8))
         return Blocking(mr, nr, max(mr, MC - MC % mr), kc, max(nr, nc - nc % nr), options.get("fma", True))
 
+    def columns(self, depth: int) -> int:
+        """The columns of B packed at once for K panels ``depth`` deep: NC, or as many more as
+        NC x KC elements hold for shallower panels (a 10-deep product's row panels then go
+        across all of a 1024-column B, as along the rows of ``ALONG_ROWS_BYTES``), in NR's."""
+        return max(self.nc, self.nc * self.kc // max(1, depth) // self.nr * self.nr)
+
     def scratch_sizes(self, m: int, n: int, k: int) -> tuple[int, int]:
         """Elements of the packed-A and packed-B buffers a product of these sizes needs (none for
         A when the product has at most NR columns: a block of A that one panel uses is read in
@@ -157,7 +163,8 @@ class Blocking:
 
         kc = min(self.kc, k)
         a = 1 if n <= self.nr else max(1, up(min(self.mc, m), self.mr) * kc)
-        b = up(min(self.nc, n), self.nr) * kc
+        depth = -(-k // -(-k // self.kc)) if k else 0  # the K panels' (balanced) depth
+        b = up(min(self.columns(depth), n), self.nr) * depth
         if n <= gemm_narrow.lanes(self):  # a narrow product's deeper K panels of B^T
             b = max(b, gemm_narrow.scratch_elements(self, n, k))
         return a, max(1, b)
@@ -334,6 +341,12 @@ class PackedGemm:
     def _min(self, a, b):
         return self.lb.op("arith.minsi", self.lb.index(a), self.lb.index(b))
 
+    def _columns(self, depth):
+        """``Blocking.columns`` of ``depth``, a value."""
+        lb, bl = self.lb, self.bl
+        more = lb.op("arith.divui", lb.index(bl.nc * bl.kc), lb.op("arith.maxsi", depth, lb.index(1)))
+        return lb.op("arith.maxsi", lb.index(bl.nc), lb.op("arith.divui", more, lb.index(bl.nr)) * bl.nr)
+
     def _ceil_div(self, a, b):
         lb = self.lb
         return lb.op("arith.divui", lb.index(a) + (lb.index(b) - 1), lb.index(b))
@@ -356,7 +369,9 @@ class PackedGemm:
         kc_max = self._min(bl.kc, k)
         one_panel = (col_end - col_begin) <= bl.nr  # A is then read in place (_product's pack_a)
         need_a = self._pick(one_panel, 0, self._ceil_div(self._min(bl.mc, m), bl.mr) * (bl.mr * kc_max))
-        need_b = self._ceil_div(self._min(bl.nc, n), bl.nr) * (bl.nr * kc_max)
+        panels = lb.op("arith.maxsi", self._ceil_div(k, bl.kc), lb.index(1))  # k may be 0 here
+        depth = self._ceil_div(k, panels)  # the K panels' (Blocking.scratch_sizes)
+        need_b = self._ceil_div(self._min(self._columns(depth), n), bl.nr) * (bl.nr * depth)
         w = gemm_narrow.lanes(bl)
         narrow_depth = self._ceil_div(self._min(gemm_narrow.panel_depth(bl), k), w) * w
         narrow_b = self._pick(n <= w, (n + w) * narrow_depth, 0)  # gemm_narrow.scratch_elements
@@ -426,8 +441,9 @@ class PackedGemm:
         lb, bl = self.lb, self.bl
         parts = self._ceil_div(self.k, bl.kc)
         kc_step = self._ceil_div(self.k, parts)  # equal K panels: no thin last panel
-        with lb.for_(self.col_begin, self.col_end, bl.nc) as jc:
-            nc = self._min(bl.nc, self.col_end - jc.iv)
+        nc_step = self._columns(kc_step)
+        with lb.for_(self.col_begin, self.col_end, nc_step) as jc:
+            nc = self._min(nc_step, self.col_end - jc.iv)
             panels = self._ceil_div(nc, bl.nr)
             # A block that one column panel uses is read in place: packing it would copy all of
             # A for one pass of the kernel over it (the 10-column products of an MLP's last layer).

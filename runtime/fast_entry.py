@@ -8,6 +8,8 @@ outputs, takes the addresses, and makes one C call with the sizes written in as
 constants, the way the scalar wrappers of ``cpu/callconv.py`` are generated::
 
     def _entry(a0, a1):
+        if type(a0) is not _nd or a0.dtype is not _in0 or type(a1) is not _nd or ...:
+            return _full(a0, a1)
         o0 = _empty(_shape0, _dtype0)
         try:
             args = (_at(a0), 4, 8, _at(a1), 8, 2, _at(o0), 4, 2,)
@@ -20,8 +22,8 @@ constants, the way the scalar wrappers of ``cpu/callconv.py`` are generated::
 with an arena from the specialisation's free list where it has temporaries.
 
 ``TensorFunction.__call__`` (``exe.f(...)``) calls the same function once it has found the
-specialisation for the arguments' shapes and checked their types and dtypes, when no
-``out=`` is given: 6.2 -> 4.7 us a call of four 4-element arrays against its own
+specialisation for the arguments' shapes (the function checks their types and dtypes
+itself, against constants, first), when no ``out=`` is given: 6.2 -> 4.7 us a call of four 4-element arrays against its own
 address-taking loop before (``python benchmarks/frontend.py --only overhead``, 2026-11-25,
 AMD EPYC Zen 4; irc.jit's call 4.4 us).  With ``out=`` a second generated function takes the
 outputs too and checks them against constants (type, dtype, shape; no overlap with another
@@ -69,9 +71,12 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     if given_outputs:
         lines = [f"def _entry({', '.join(params)}, out):"]
         given = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
-        lines += [f"    {given} = out" if len(outs) == 1 else "    try:",
-                  *([] if len(outs) == 1 else [f"        {given} = out", "    except (TypeError, ValueError):",
-                                               f"        return _full(({', '.join(params)},), out)"])]
+        if len(outs) == 1:
+            lines += [f"    {given} = out"]
+        else:  # a tuple or list of them (an array would unpack into its rows: the checks refuse it)
+            lines += ["    if type(out) is _nd:", f"        return _full(({', '.join(params)},), out)", "    try:",
+                      f"        {given} = out", "    except (TypeError, ValueError):",
+                      f"        return _full(({', '.join(params)},), out)"]
         checks = " or ".join(f"type(o{k}) is not _nd or o{k}.dtype is not _dtype{k} or o{k}.shape != _shape{k}"
                              for k in range(len(outs)))
         lines += [f"    if {' or '.join(filter(None, [typed, checks]))}:", f"        return _full(({', '.join(params)},), out)"]

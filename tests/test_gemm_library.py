@@ -298,7 +298,7 @@ def test_tiles_along_the_rows_in_chunks_of_panels_give_the_same_bits(transposed,
             a, b, a_buf, b_buf = operands(m, n, k, np.float32, transposed, seed=m + n + k)
             bias = np.random.default_rng(n).standard_normal(n).astype(np.float32)
             runs = []
-            for run in (lambda *args: irc.interpret(module, name, *args), exe[name]):
+            for run in (lambda *args, module=module, name=name: irc.interpret(module, name, *args), exe[name]):
                 c = np.full((m, n), np.nan, np.float32)
                 run(a_buf, b_buf, c, *scratch(GROUPED, m, n, k, np.float32), *transposed, c, 1.0, False, 0, n, bias,
                     True, True)
@@ -358,6 +358,20 @@ def test_products_of_few_columns_take_the_narrow_forms_and_agree(form, kind, tb,
             assert np.all(np.abs(got - want) <= (k + 3) * np.finfo(dtype).eps * size[:, lo:hi]), (m, n, k)
             if k >= 23:
                 assert not np.array_equal(runs[2], runs[0])  # the tiles: in k order, KC-deep panels
+
+
+def test_a_blocking_whose_half_tile_is_not_a_power_of_two_has_no_narrow_forms():
+    """The dot form's fold halves W lanes until one is left: with NR/2 = 6 (a 384-bit vector
+    option, or a name someone wrote) the library leaves narrow products to the tiles, which
+    agree with numpy (the fold had dropped every third lane)."""
+    blocking = gl.Blocking(mr=2, nr=12, mc=4, kc=8, nc=24)
+    assert not gl.narrow_forms(blocking)
+    name = gl.symbol(FloatType("f32"), blocking)
+    module = gl.build(name)
+    assert not any(f.sym_name.endswith((".dot", ".columns")) for f in module.functions)
+    exe = irc.compile(module, cache=False)
+    for m, n, k, transposed in [(3, 3, 20, (False, False)), (9, 5, 30, (True, False)), (4, 6, 13, (False, True))]:
+        agree_bit_for_bit_and_with_numpy(module, exe, name, blocking, (m, n, k), np.float32, transposed, k)
 
 
 

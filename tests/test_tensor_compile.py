@@ -742,6 +742,9 @@ def test_the_fast_call_path_gives_the_checked_paths_answers():
         with pytest.raises((ValueError, TypeError), match="out"):
             exe.mm(a, b, out=wrong)  # the generated out= call refuses, the checks explain
     pair = (np.empty(8), np.empty(8))
+    for wrong in (np.zeros((2, 8)), np.array([np.zeros(8), np.zeros(8)], dtype=object)):
+        with pytest.raises(TypeError, match="must give 2 arrays"):  # one array is not two outputs
+            exe.two(np.ones(8), out=wrong)
     for given in (pair, list(pair)):  # a tuple or a list: the same arrays back, filled
         got = exe.two(np.full(8, 2.0), out=given)
         assert type(got) is tuple and all(g is p for g, p in zip(got, pair))

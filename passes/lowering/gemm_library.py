@@ -10,7 +10,7 @@ tuned kernel whatever its shape.
 
 The loop nest is Goto/BLIS's (Van Zee & van de Geijn, "BLIS", TOMS 2015)::
 
-    for jc in 0..n step NC:                       columns of B packed at once (L3)
+    for jc in 0..n step NC:                       columns of B packed at once (Blocking.columns)
       for pc in 0..k step KC:                     K panels, balanced: ceil(k / ceil(k/KC)) deep
         pack B[pc:pc+kc, jc:jc+nc] into NR-wide panels, k-major, zero-padded
         for ic in 0..m step MC:
@@ -33,13 +33,15 @@ to call).  Packing pays only for reuse: a block of A that one column panel uses
 (``panels == 1``), and B (not B^T) when at most ``B_IN_PLACE_ROWS`` rows of tiles
 use its panels, are read in place, by the kernel that reads A in place and by the
 packed one reading B from its own rows.  The micro-kernels are private functions of
-the module (``kernel_function``: A packed or in place, NR and NR/2 wide), called once
-a tile, so that LLVM allocates their registers apart from the loops around them.
-Each is vector code: MR accumulators of type ``vector<NRxT>`` as iter_args, each k
-step one vector load of B's panel row, MR broadcasts of A's elements and MR vector
-``math.fma``, ``UNROLL`` steps a trip where A is packed; the tile and block
-sizes come from matmul.py's host figures (``vector-bits``, ``vector-registers``,
-``l1-bytes``, ``l3-bytes``).  Every K panel of a tile sums from zero, and its sum
+the module (``kernel_function``: A packed or in place, NR and NR/2 wide), called once for
+a row panel's whole tiles across a chunk of column panels and once for each edge tile, so
+that LLVM allocates their registers apart from the loops around them.  Each is vector
+code: MR accumulators of type ``vector<NRxT>`` as iter_args, each k step one vector load of
+B's panel row, MR broadcasts of A's elements and MR vector ``math.fma``, ``UNROLL`` steps a
+trip where A is packed; the tile comes from matmul.py's host figures (``vector-bits``,
+``vector-registers``), the K panel's depth from ``l1-bytes`` (``l1_depth``), the columns packed
+at once from ``ALONG_ROWS_BYTES``.  Products of at most NR/2 columns have forms of their own
+(gemm_narrow.py).  Every K panel of a tile sums from zero, and its sum
 is added to the base (D or zero in the first panel, C after) with one more fused
 step, ``alpha * sum + base``, so every element is a sum of fused steps in k order
 within a panel.  A layer's bias and ReLU after the product (``bias_epilogue``) are
@@ -147,8 +149,8 @@ class Blocking:
         A when the product has at most NR columns: a block of A that one panel uses is read in
         place).
 
-        Packed B holds a K panel of B's columns up to NC, which ``for_host`` makes the columns a
-        row panel of tiles goes across (``ALONG_ROWS_BYTES``): for an MLP layer (256 x 1024 @
+        Packed B holds a K panel of B's columns up to ``columns(depth)`` (NC, more for shallow
+        panels), NC being what ``for_host`` makes the columns a row panel of tiles goes across (``ALONG_ROWS_BYTES``): for an MLP layer (256 x 1024 @
         1024 x 1024, KC 256) 512 columns, 0.5 MiB, half the result (tensor_cpu.py's MLP arena:
         2.00 activations, 2.09 with all 1024 columns).  Each block of columns packs A again.
         Measured beside MKL in a C harness on the Intel Xeon (session 13), NC 512 against all
@@ -176,8 +178,9 @@ def l1_depth(elem, mr: int, nr: int, l1_bytes: int) -> int:
     Between two tiles along a row of C (``_tiles``) the kernel reads the same MR x KC panel of
     A again and a new KC x NR panel of B (down a column panel, the order before session 13, the
     same B and a new A).  When both fit in L1, the panel read again comes from L1: the deepest
-    such panel, in steps of 64, if it is at least ``KC_L1_MIN`` deep.  Where L1 is too small for that (32 KiB
-    beside an 8 x 32 f32 tile: Zen 4 and 5), B's panel streams from L2 at any depth, and the
+    such panel, in steps of 64, if it is at least ``KC_L1_MIN`` deep.  Where L1 is too small for
+    that (32 KiB beside an 8 x 32 f32 tile: Zen 4 and 5), the panels stream from L2 at any depth
+    (measured down the column panels, when B's was the one read again), and the
     deepest panel (``KC_MAX``) halves the kernel's start and end instead, which measured 2-3%
     faster than 256 there (session 6); 0 then, and for an unknown L1.
 
@@ -257,8 +260,10 @@ def build(name: str):
 
 def narrow_forms(blocking: Blocking) -> bool:
     """Whether the library carries the dot and column forms for products of at most W columns
-    (gemm_narrow.py): where W is at least ``NARROW_MIN_LANES``."""
-    return gemm_narrow.lanes(blocking) >= NARROW_MIN_LANES
+    (gemm_narrow.py): where W is a power of two (the dot form's ``fold`` halves it) and at least
+    ``NARROW_MIN_LANES``."""
+    w = gemm_narrow.lanes(blocking)
+    return w >= NARROW_MIN_LANES and w & (w - 1) == 0
 
 
 def kernel_widths(nr: int) -> list[int]:
@@ -469,10 +474,13 @@ class PackedGemm:
         ``ALONG_ROWS_BYTES`` hold) in one call, then the edge tiles (``_panels``); with one whole
         column panel or none, down it (``_panels``: a call a row panel would cost a shallow
         product's tiles a third of their speed).  Emitted for A packed and for A read in
-        place (A's rows anywhere)."""
+        place (A's rows anywhere: only where the product has one column panel)."""
         lb, bl = self.lb, self.bl
         whole_rows = lb.op("arith.divui", mc, lb.index(bl.mr))
         whole_panels = lb.op("arith.divui", nc, lb.index(bl.nr))
+        if not packed_a:  # A is read in place only for one column panel: down it
+            self._panels(ic, mc, jc, nc, pc, kc, first, packed_a, lb.index(0), whole_rows)
+            return
         along = whole_panels > 1
         with lb.if_(along) as order:
             with order.then_():

@@ -67,12 +67,13 @@ def registers(elem, blocking) -> int:
 def dot_tile(elem, blocking) -> tuple[int, int]:
     """(R, J): rows of A by rows of B^T a dot-form block.  R * J accumulators and the R + J
     vectors a step loads fit in the registers with one to spare; J = 5 makes a 10-column
-    product two blocks with no lanes wasted (``J`` columns past the product's are computed on
-    its last column again and not stored)."""
+    product two blocks with no lanes wasted (columns past the product's are zeros in packed B,
+    rows past C's repeat its last row; neither is stored)."""
     return (4, 5) if registers(elem, blocking) >= 32 else (2, 4)
 
 
 def panel_depth(blocking) -> int:
+    """The narrow forms' K panel: ``K_PANELS`` of the blocking's."""
     return K_PANELS * blocking.kc
 
 
@@ -266,10 +267,11 @@ def copy_column(lb, source, start, stride, packed, to, kc, w: int, cols: int) ->
 
 
 def fold(lb, vectors, scratch, w: int) -> list:
-    """The sum of each vector's ``w`` lanes, by a fixed tree: two vectors at a time become one
-    holding each one's lanes added in halves (two shuffles and an add), until each lane holds one
-    vector's sum (a vector left over pairs with itself); those go through ``scratch`` into
-    scalars.  Some 3 operations a vector, against 2 log2(w) for each vector alone."""
+    """The sum of each vector's ``w`` lanes (``w`` a power of two: ``gemm_library.narrow_forms``),
+    by a fixed tree: two vectors at a time become one holding each one's lanes added in halves
+    (two shuffles and an add), until each lane holds one vector's sum (a vector left over pairs
+    with itself); those go through ``scratch`` into scalars.  Some 3 operations a vector,
+    against 2 log2(w) for each vector alone."""
     items = [(v, [i]) for i, v in enumerate(vectors)]
     span = w
     while span > 1:

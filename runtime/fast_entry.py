@@ -22,13 +22,13 @@ constants, the way the scalar wrappers of ``cpu/callconv.py`` are generated::
 with an arena from the specialisation's free list where it has temporaries.
 
 ``TensorFunction.__call__`` (``exe.f(...)``) calls the same function once it has found the
-specialisation for the arguments' shapes (the function checks their types and dtypes
-itself, against constants, first), when no ``out=`` is given: 6.2 -> 4.7 us a call of four 4-element arrays against its own
-address-taking loop before (``python benchmarks/frontend.py --only overhead``, 2026-11-25,
-AMD EPYC Zen 4; irc.jit's call 4.4 us).  With ``out=`` a second generated function takes the
-outputs too and checks them against constants (type, dtype, shape; no overlap with another
-array, by address): 7.7 -> 5.6 us a call of an 8x8 matmul with ``out=`` (Intel Xeon, session
-13; the C call alone 1.6 us, torch's ``matmul(out=)`` 1.1).
+specialisation for the arguments' shapes (the function checks their types and dtypes itself,
+against constants, first), when no ``out=`` is given: 6.2 -> 4.7 us a call of four 4-element
+arrays against its own address-taking loop before (``python benchmarks/frontend.py --only
+overhead``, 2026-11-25, AMD EPYC Zen 4; irc.jit's call 4.4 us).  With ``out=`` a second
+generated function takes the outputs too and checks them against constants (type, dtype,
+shape; no overlap with another array, by address): 7.7 -> 4.6-5.1 us a call of an 8x8 matmul
+with ``out=`` (Intel Xeon, session 13; the C call alone 1.6 us, torch's ``matmul(out=)`` 1.1).
 """
 
 from __future__ import annotations
@@ -47,10 +47,10 @@ def _at(a) -> int:
 
 def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_outputs: bool = False):
     """The call of ``spec`` (a ``Specialization`` of the ``TensorFunction`` ``function``) for
-    arguments that the caller has checked are of exactly ``shapes``; anything else (not an
-    ``np.ndarray`` of the signature's dtype) and anything the buffers refuse goes to ``refused`` (by default
-    ``function`` itself; ``function``'s own fast path passes its full checks, which do not
-    come back here).  None where the function takes sizes from scalars.  A call is one C
+    arguments that the caller has checked are of exactly ``shapes``; an argument that is not an
+    ``np.ndarray`` of the signature's dtype, and anything the buffers refuse, goes to
+    ``refused`` (by default ``function`` itself; ``function``'s own fast path passes its full
+    checks, which do not come back here).  None where the function takes sizes from scalars.  A call is one C
     call, on threads or not (its parallel loops reach the thread pool from machine code:
     cpu/pool.py).
 

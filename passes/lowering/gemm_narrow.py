@@ -31,6 +31,8 @@ threads sums in the same order as on one.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from irc.types import MemRefType, i1, index
 
 from .matmul import multiply_add, private_noinline
@@ -90,21 +92,15 @@ def dot_function(lb, module, name: str, elem, blocking) -> str:
     not transposed, in the dot form (the module docstring), with the library's parameters
     (``PARAMS``: A, B, C, D flat, B^T's rows from B's buffer where ``b_transposed``, else packed
     into ``packed_b``)."""
-    vec = MemRefType([None], elem)
-    types = [vec, vec, vec, vec, vec, index, index, index, i1, elem, i1, index, index, vec, i1, i1]
     w, (rows, cols), depth = lanes(blocking), dot_tile(elem, blocking), panel_depth(blocking)
     fused = blocking.fma
-    with lb.function(module, name, types, [], arg_names=PARAMS) as args:
+    with _form(lb, module, name, elem) as args:
         a, b, c, d, packed_b, m, n, k, tb, alpha, add_d, j0, j1, bias, add_bias, relu = args
         zero = lb.const(0, elem)
         width = j1 - j0
         folded = lb.op("memref.alloca", result=MemRefType([w * -(-rows * cols // w)], elem))
 
-        step = _ceil_div(lb, k, _ceil_div(lb, k, depth))  # equal K panels
-        with lb.for_(0, k, step) as panel:
-            pc = panel.iv
-            kc = _smaller(lb, step, k - pc)
-            stores = panel_flags(lb, elem, c, d, pc.eq(0), (pc + kc).eq(k), (alpha, add_d, add_bias, relu))
+        with _k_panels(lb, elem, k, depth, (c, d), (alpha, add_d, add_bias, relu)) as (pc, kc, stores):
             # B^T's rows packed for this panel: blocks of J columns, each W k steps at a time as J
             # vectors (zeros past the window's columns and past kc), so that a step's J vectors
             # are at constant offsets from one index
@@ -150,7 +146,6 @@ def dot_function(lb, module, name: str, elem, blocking) -> str:
                             column = j0 + jb + j.iv
                             total = lb.load(folded, [r.iv * cols + j.iv])
                             finish(lb, elem, total, c, (i0 + r.iv) * n + column, bias, column, stores, fused)
-        lb.ret()
     return private_noinline(module, name)
 
 
@@ -171,21 +166,15 @@ def column_function(lb, module, name: str, elem, blocking) -> str:
     last block's vectors start at m - W at the latest (m >= W), so no load passes A^T's row; the
     rows a vector holds that another did already are not stored again.  At the end of a K panel
     the vectors go through a scratch buffer to C's elements, which are a row's J columns apart."""
-    vec = MemRefType([None], elem)
-    types = [vec, vec, vec, vec, vec, index, index, index, i1, elem, i1, index, index, vec, i1, i1]
     w, (rows, cols), depth = lanes(blocking), column_tile(elem, blocking), panel_depth(blocking)
     fused = blocking.fma
-    with lb.function(module, name, types, [], arg_names=PARAMS) as args:
+    with _form(lb, module, name, elem) as args:
         a, b, c, d, packed_b, m, n, k, tb, alpha, add_d, j0, j1, bias, add_bias, relu = args
         zero = lb.const(0, elem)
         width = j1 - j0
         block = lb.op("memref.alloca", result=MemRefType([rows * cols * w], elem))
 
-        step = _ceil_div(lb, k, _ceil_div(lb, k, depth))
-        with lb.for_(0, k, step) as panel:
-            pc = panel.iv
-            kc = _smaller(lb, step, k - pc)
-            stores = panel_flags(lb, elem, c, d, pc.eq(0), (pc + kc).eq(k), (alpha, add_d, add_bias, relu))
+        with _k_panels(lb, elem, k, depth, (c, d), (alpha, add_d, add_bias, relu)) as (pc, kc, stores):
             # B's panel packed J columns a k step, in blocks of J columns (zeros past the window's),
             # so that a step's J elements are at constant offsets from one index
             blocks = _ceil_div(lb, width, cols)
@@ -236,8 +225,28 @@ def column_function(lb, module, name: str, elem, blocking) -> str:
                             with lb.for_(first_row - start, end_row - start) as lane:
                                 total = lb.load(block, [(v * cols + j.iv) * w + lane.iv])
                                 finish(lb, elem, total, c, (start + lane.iv) * n + column, bias, column, stores, fused)
-        lb.ret()
     return private_noinline(module, name)
+
+
+@contextmanager
+def _form(lb, module, name: str, elem):
+    """``@name`` of ``module`` with the narrow forms' parameters (``PARAMS``); the ``with`` body
+    builds it and gets the arguments."""
+    vec = MemRefType([None], elem)
+    types = [vec, vec, vec, vec, vec, index, index, index, i1, elem, i1, index, index, vec, i1, i1]
+    with lb.function(module, name, types, [], arg_names=PARAMS) as args:
+        yield args
+        lb.ret()
+
+
+@contextmanager
+def _k_panels(lb, elem, k, depth: int, c_and_d, flags):
+    """A loop over equal K panels at most ``depth`` deep; the ``with`` body is a panel's and gets
+    (its first k step, its depth, its stores' ``panel_flags``)."""
+    step = _ceil_div(lb, k, _ceil_div(lb, k, depth))
+    with lb.for_(0, k, step) as panel:
+        kc = _smaller(lb, step, k - panel.iv)
+        yield panel.iv, kc, panel_flags(lb, elem, *c_and_d, panel.iv.eq(0), (panel.iv + kc).eq(k), flags)
 
 
 def _smaller(lb, x, y):

@@ -45,12 +45,14 @@ def _at(a) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(a))
 
 
-def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_outputs: bool = False):
+def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_outputs: bool = False,
+               typed: bool = False):
     """The call of ``spec`` (a ``Specialization`` of the ``TensorFunction`` ``function``) for
     arguments that the caller has checked are of exactly ``shapes``; an argument that is not an
     ``np.ndarray`` of the signature's dtype, and anything the buffers refuse, goes to
     ``refused`` (by default ``function`` itself; ``function``'s own fast path passes its full
-    checks, which do not come back here).  None where the function takes sizes from scalars.  A call is one C
+    checks, which do not come back here).  ``typed``: the caller has checked the types and
+    dtypes too (irc.jit's cache key), so the call does not check them again.  None where the function takes sizes from scalars.  A call is one C
     call, on threads or not (its parallel loops reach the thread pool from machine code:
     cpu/pool.py).
 
@@ -67,7 +69,8 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     # the arguments' types and dtypes (the caller's fast path leaves them to this call)
     for i, dtype in enumerate(function._fast_dtypes):
         env[f"_in{i}"] = dtype
-    typed = " or ".join(f"type(a{i}) is not _nd or a{i}.dtype is not _in{i}" for i in range(len(params)))
+    type_checks = "" if typed else " or ".join(f"type(a{i}) is not _nd or a{i}.dtype is not _in{i}"
+                                               for i in range(len(params)))
     if given_outputs:
         lines = [f"def _entry({', '.join(params)}, out):"]
         given = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
@@ -79,11 +82,11 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
                       f"        return _full(({', '.join(params)},), out)"]
         checks = " or ".join(f"type(o{k}) is not _nd or o{k}.dtype is not _dtype{k} or o{k}.shape != _shape{k}"
                              for k in range(len(outs)))
-        lines += [f"    if {' or '.join(filter(None, [typed, checks]))}:", f"        return _full(({', '.join(params)},), out)"]
+        lines += [f"    if {' or '.join(filter(None, [type_checks, checks]))}:", f"        return _full(({', '.join(params)},), out)"]
     else:
         lines = [f"def _entry({', '.join(params)}):"]
-        if typed:
-            lines += [f"    if {typed}:", f"        return _full({', '.join(params)})"]
+        if type_checks:
+            lines += [f"    if {type_checks}:", f"        return _full({', '.join(params)})"]
     for k, (shape, dtype) in enumerate(zip(spec.out_shapes, function._out_dtypes)):
         env[f"_shape{k}"], env[f"_dtype{k}"] = tuple(shape), dtype
         if given_outputs:

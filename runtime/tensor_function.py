@@ -513,7 +513,7 @@ class TensorFunction:
 
         self._follow_the_target()
         spec = self._specializations.get(tuple(shapes))
-        entry = make_entry(self, spec, tuple(shapes), self.name) if spec is not None else None
+        entry = make_entry(self, spec, tuple(shapes), self.name, typed=True) if spec is not None else None
         return entry or self
 
     def _fast_call(self, args, out):

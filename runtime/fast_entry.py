@@ -28,7 +28,8 @@ arrays against its own address-taking loop before (``python benchmarks/frontend.
 overhead``, 2026-11-25, AMD EPYC Zen 4; irc.jit's call 4.4 us).  With ``out=`` a second
 generated function takes the outputs too and checks them against constants (type, dtype,
 shape; no overlap with another array, by address): 7.7 -> 4.6-5.1 us a call of an 8x8 matmul
-with ``out=`` (Intel Xeon, session 13; the C call alone 1.6 us, torch's ``matmul(out=)`` 1.1).
+with ``out=`` (Intel Xeon, session 13, an ad hoc timing loop; the C call alone 1.6 us, torch's
+``matmul(out=)`` 1.1).
 """
 
 from __future__ import annotations

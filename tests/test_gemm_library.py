@@ -276,9 +276,10 @@ def test_narrow_edge_panels_run_the_half_width_kernel_and_agree(kind, transposed
 
 WIDE = gl.Blocking(mr=3, nr=16, mc=6, kc=5, nc=32)  # partial B^T panels of GROUP columns and more
 NARROW_CASES = {  # (blocking, A given transposed, (m, n, k), columns written, alpha)
-    "dot": (EVEN, False, [((7, 3, 45), (0, 3), 1.0), ((9, 4, 8), (1, 3), -0.5), ((5, 1, 23), (0, 1), 2.0)]),
+    "dot": (EVEN, False, [((7, 3, 45), (0, 3), 1.0), ((9, 4, 8), (1, 3), -0.5), ((5, 1, 23), (0, 1), 2.0),
+                          ((6, 6, 29), (0, 6), 1.0), ((3, 5, 9), (1, 5), 0.5)]),
     "columns": (WIDE, True, [((21, 5, 45), (0, 5), 1.0), ((8, 8, 7), (2, 7), -0.5), ((9, 1, 23), (0, 1), 2.0),
-                             ((40, 6, 3), (0, 6), 1.0)]),
+                             ((40, 6, 3), (0, 6), 1.0), ((19, 10, 31), (0, 10), 1.0), ((8, 9, 5), (3, 9), 2.0)]),
 }
 
 
@@ -317,11 +318,12 @@ def test_tiles_along_the_rows_in_chunks_of_panels_give_the_same_bits(transposed,
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("form", sorted(NARROW_CASES))
 def test_products_of_few_columns_take_the_narrow_forms_and_agree(form, kind, tb, monkeypatch):
-    """n <= NR/2 (gemm_narrow.py): the dot form where A is not transposed (R x J blocks with rows
-    and columns past C's: 7 rows by 2, 3 columns by 4; K panels of 4 KC, 45 = 3 x 15: 3 vectors
-    of 4 and a tail of 3), the column form where A^T is given (vectors of W rows, the last block's
-    starting at m - W: 21 rows by 16 for f64, whose 32 registers take R = 2, by 8 for f32); a
-    window of columns, D and alpha, the bias and ReLU in the last panel: interpreted and
+    """n <= NR/2, and past it up to ``DOT_FILL`` / ``COLUMN_FILL`` of NR (gemm_narrow.py): the dot
+    form where A is not transposed (R x J blocks with rows and columns past C's: 7 rows by 2, 3
+    and 6 columns by 4; K panels of 4 KC, 45 = 3 x 15: 3 vectors of 4 and a tail of 3), the column
+    form where A^T is given (vectors of W rows, the last block's starting at m - W: 21 rows by 16
+    for f64, whose 32 registers take R = 2, by 8 for f32; blocks of 10 columns); a window of
+    columns, D and alpha, the bias and ReLU in the last panel: interpreted and
     compiled agree bit for bit and with numpy.  A library built with DOT_MIN_K and COLUMN_MIN_M
     past these sizes takes the tiles, whose bits differ (another order; panels KC deep, not 4
     KC), so the narrow forms did run."""
@@ -330,8 +332,10 @@ def test_products_of_few_columns_take_the_narrow_forms_and_agree(form, kind, tb,
     blocking, ta, cases = NARROW_CASES[form]
     dtype = np.float32 if kind == "f32" else np.float64
     w = gemm_narrow.lanes(blocking)
+    widest = (gemm_narrow.dot_columns if form == "dot" else gemm_narrow.column_columns)(blocking)
+    assert w < max(n for (_, n, _), _, _ in cases) == widest  # past W, up to the form's widest
     tile = (gemm_narrow.dot_tile if form == "dot" else gemm_narrow.column_tile)(FloatType(kind), blocking)
-    assert tile == {"dot": (2, 4), "columns": (2 if kind == "f64" else 1, 8)}[form]
+    assert tile == {"dot": (2, 4), "columns": (2 if kind == "f64" else 1, 10)}[form]
     name = gl.symbol(FloatType(kind), blocking)
     module = gl.build(name)
     exe = irc.compile(module, cache=False)
@@ -339,7 +343,7 @@ def test_products_of_few_columns_take_the_narrow_forms_and_agree(form, kind, tb,
     monkeypatch.setattr(gemm_narrow, "COLUMN_MIN_M", 1000)
     tiles = irc.compile(gl.build(name), cache=False)[name]
     for (m, n, k), (lo, hi), alpha in cases:
-        assert n <= w and (m >= w if ta else k >= 2 * w)
+        assert n <= widest and (m >= w if ta else k >= 2 * w)
         a, b, a_buf, b_buf = operands(m, n, k, dtype, (ta, tb), seed=m * 100 + n + k)
         rng = np.random.default_rng(k)
         d, bias = rng.standard_normal((m, n)).astype(dtype), rng.standard_normal(n).astype(dtype)
@@ -358,6 +362,32 @@ def test_products_of_few_columns_take_the_narrow_forms_and_agree(form, kind, tb,
             assert np.all(np.abs(got - want) <= (k + 3) * np.finfo(dtype).eps * size[:, lo:hi]), (m, n, k)
             if k >= 23:
                 assert not np.array_equal(runs[2], runs[0])  # the tiles: in k order, KC-deep panels
+
+
+@pytest.mark.parametrize("form", sorted(NARROW_CASES))
+def test_products_wider_than_a_form_takes_run_the_tiles(form, monkeypatch):
+    """One column past ``dot_columns`` / ``column_columns``, the library runs the tiles: the same
+    bits as a library built with the forms' minimum sizes out of reach."""
+    from irc.passes.lowering import gemm_narrow
+
+    blocking, ta, _ = NARROW_CASES[form]
+    widest = (gemm_narrow.dot_columns if form == "dot" else gemm_narrow.column_columns)(blocking)
+    m, n, k = 2 * gemm_narrow.lanes(blocking) + 3, widest + 1, 4 * blocking.kc + 3
+    name = gl.symbol(FloatType("f32"), blocking)
+    exe = irc.compile(gl.build(name), cache=False)[name]
+    monkeypatch.setattr(gemm_narrow, "DOT_MIN_K", 1000)
+    monkeypatch.setattr(gemm_narrow, "COLUMN_MIN_M", 1000)
+    tiles = irc.compile(gl.build(name), cache=False)[name]
+    a, b, a_buf, b_buf = operands(m, n, k, np.float32, (ta, False), seed=n)
+    runs = []
+    for run in (exe, tiles):
+        c = np.full((m, n), np.nan, np.float32)
+        run(a_buf, b_buf, c, *scratch(blocking, m, n, k, np.float32), ta, False, c, 1.0, False, 0, n,
+            np.zeros(n, np.float32), False, False)
+        runs.append(c)
+    np.testing.assert_array_equal(runs[0], runs[1])
+    bound = (k + 2) * np.finfo(np.float32).eps * (np.abs(a) @ np.abs(b))
+    assert np.all(np.abs(runs[0] - a.astype(np.float64) @ b) <= bound)
 
 
 def test_a_blocking_whose_half_tile_is_not_a_power_of_two_has_no_narrow_forms():

@@ -167,7 +167,7 @@ class Blocking:
         a = 1 if n <= self.nr else max(1, up(min(self.mc, m), self.mr) * kc)
         depth = -(-k // -(-k // self.kc)) if k else 0  # the K panels' (balanced) depth
         b = up(min(self.columns(depth), n), self.nr) * depth
-        if n <= gemm_narrow.lanes(self):  # a narrow product's deeper K panels of B^T
+        if n <= gemm_narrow.max_columns(self):  # a narrow product's deeper K panels of B^T
             b = max(b, gemm_narrow.scratch_elements(self, n, k))
         return a, max(1, b)
 
@@ -259,9 +259,9 @@ def build(name: str):
 
 
 def narrow_forms(blocking: Blocking) -> bool:
-    """Whether the library carries the dot and column forms for products of at most W columns
-    (gemm_narrow.py): where W is a power of two (the dot form's ``fold`` halves it) and at least
-    ``NARROW_MIN_LANES``."""
+    """Whether the library carries the dot and column forms for products of few columns
+    (gemm_narrow.py: at most W, or a share of NR): where W is a power of two (the dot form's
+    ``fold`` halves it) and at least ``NARROW_MIN_LANES``."""
     w = gemm_narrow.lanes(blocking)
     return w >= NARROW_MIN_LANES and w & (w - 1) == 0
 
@@ -379,7 +379,8 @@ class PackedGemm:
         need_b = self._ceil_div(self._min(self._columns(depth), n), bl.nr) * (bl.nr * depth)
         w = gemm_narrow.lanes(bl)
         narrow_depth = self._ceil_div(self._min(gemm_narrow.panel_depth(bl), k), w) * w
-        narrow_b = self._pick(n <= w, (n + w) * narrow_depth, 0)  # gemm_narrow.scratch_elements
+        narrow_b = self._pick(n <= gemm_narrow.max_columns(bl), (n + max(w, gemm_narrow.COLUMN_BLOCK)) * narrow_depth,
+                              0)  # gemm_narrow.scratch_elements
         need_b = lb.op("arith.maxsi", need_b, narrow_b)
         window = (col_begin <= col_end) & (col_end <= n)
         d_agrees = (lb.dim(d, 0).eq(m) & lb.dim(d, 1).eq(n)) | lb.compare("eq", add_d, lb.const(0, i1))
@@ -423,13 +424,13 @@ class PackedGemm:
                     self._product()
 
     def _narrow_or_product(self, packed_b) -> None:
-        """A product of at most W columns in gemm_narrow.py's dot form (A not transposed, k at
-        least DOT_MIN_K vectors) or column form (A^T given, m at least COLUMN_MIN_M vectors), any
-        other by ``_product``."""
+        """A product of few columns in gemm_narrow.py's dot form (A not transposed, at most
+        ``dot_columns``, k at least DOT_MIN_K vectors) or column form (A^T given, at most
+        ``column_columns``, m at least COLUMN_MIN_M vectors), any other by ``_product``."""
         lb, w = self.lb, gemm_narrow.lanes(self.bl)
         not_ta = lb.compare("eq", self.ta, lb.const(0, i1))
-        dot = (self.n <= w) & not_ta & (self.k >= gemm_narrow.DOT_MIN_K * w)
-        columns = (self.n <= w) & self.ta & (self.m >= gemm_narrow.COLUMN_MIN_M * w)
+        dot = (self.n <= gemm_narrow.dot_columns(self.bl)) & not_ta & (self.k >= gemm_narrow.DOT_MIN_K * w)
+        columns = (self.n <= gemm_narrow.column_columns(self.bl)) & self.ta & (self.m >= gemm_narrow.COLUMN_MIN_M * w)
         args = (self.a, self.b, self.c, self.d, packed_b, self.m, self.n, self.k, self.tb, self.alpha, self.add_d,
                 self.col_begin, self.col_end, self.bias, self.add_bias, self.relu)
         with lb.if_(dot) as form:

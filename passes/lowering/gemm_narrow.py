@@ -6,6 +6,9 @@ half-width kernel's 16 lanes, its MR x 1 vectors of accumulators are too few to 
 multiply-add's latency, and with A read in place each multiply-add broadcasts A from an
 indexed address (two micro-operations on Intel's cores).  Such products ran at 0.5-0.6 of
 MKL's speed; in these forms at 1.1-1.5 (a C harness beside MKL; docs/benchmarks.md, session 13).
+A product a little wider than W fills little more of the full tiles' NR lanes (20 of 32 on
+AVX-512; a classifier's 10 of 16 on AVX2, where W is 8): the forms take those too, up to
+``DOT_FILL`` and ``COLUMN_FILL`` of NR, where they were measured faster than the tiles.
 
 **The dot form** (``dot_function``), where A is not transposed: A's rows are contiguous along
 k, and so are B^T's, packed for each K panel in blocks of J rows, W k steps of each row after
@@ -51,6 +54,26 @@ COLUMN_MIN_M = 1
 """Vectors of rows (W each) below which a narrow product with A^T given stays with the tiles (the
 column form's vectors start at m - W at the latest)."""
 
+COLUMN_BLOCK = 10
+"""J, the columns of a column-form block (``column_tile``): a classifier's 10 columns in one."""
+
+DOT_FILL = (3, 4)
+"""A product of more than W but at most this share of NR columns takes the dot form (A not
+transposed), where the tiles would fill at most that share of their lanes (n = 17-24 of 32 on
+AVX-512, 9-12 of 16 on AVX2).  The dot form itself runs at some 0.55-0.65 of the multiply-add
+peak whatever n (its fold and its gathered packing of B's columns), the tiles at about their
+lanes' fill times 0.95 of MKL.  Measured on the Intel Xeon (session 14, a C harness beside MKL,
+ratios to MKL in the same rounds): 256 x n x 1024 at n = 17, 20, 24, 28, 32: dot 1.11, 1.17-1.18,
+0.84-0.91, 0.81, 0.55-0.59 against the tiles' 0.69, 0.78-0.79, 0.70-0.75, 0.74, 0.91; B^T given,
+n = 20: 1.45 against 0.95.  AVX2 code (``IRC_CPU=x86-64-v3``): n = 10 and 12 at 48 and 60
+GFLOP/s against 44 and 53, n = 16 (the tiles' full width) 61 against 85."""
+
+COLUMN_FILL = (5, 8)
+"""As ``DOT_FILL`` for the column form (A^T given): its blocks are J = 10 columns, and A^T's rows
+are read in place, a row of A^T apart a k step, so it stops sooner: n = 20 of 32 on AVX-512, 10
+of 16 on AVX2.  Measured as ``DOT_FILL``: 1024 x n x 256 at n = 20, 24, 32: 0.80, 0.62, 0.47 of
+MKL against the tiles' 0.70, 0.73, 0.79; AVX2 n = 10 and 12: 41 and 21 GFLOP/s against 33 and 31."""
+
 PARAMS = ["a", "b", "c", "d", "packed_b", "m", "n", "k", "b_transposed", "alpha", "add_d", "col_begin", "col_end",
           "bias", "add_bias", "relu"]
 
@@ -74,22 +97,37 @@ def dot_tile(elem, blocking) -> tuple[int, int]:
     return (4, 5) if registers(elem, blocking) >= 32 else (2, 4)
 
 
+def dot_columns(blocking) -> int:
+    """The widest product the dot form takes: W, or ``DOT_FILL`` of the tile's NR lanes."""
+    return max(lanes(blocking), blocking.nr * DOT_FILL[0] // DOT_FILL[1])
+
+
+def column_columns(blocking) -> int:
+    """The widest product the column form takes: W, or ``COLUMN_FILL`` of the tile's NR lanes."""
+    return max(lanes(blocking), blocking.nr * COLUMN_FILL[0] // COLUMN_FILL[1])
+
+
+def max_columns(blocking) -> int:
+    """The widest product either form takes (the scratch that packed B needs for one)."""
+    return max(dot_columns(blocking), column_columns(blocking))
+
+
 def panel_depth(blocking) -> int:
     """The narrow forms' K panel: ``K_PANELS`` of the blocking's."""
     return K_PANELS * blocking.kc
 
 
 def scratch_elements(blocking, n: int, k: int) -> int:
-    """Elements of packed B a narrow product's K panel needs: blocks of J of its n columns (both
-    forms' J are at most W: fewer than n + W columns in all), each the panel's depth rounded up
-    to a multiple of W (the dot form's zero padding)."""
+    """Elements of packed B a narrow product's K panel needs: blocks of J of its n columns (J is
+    at most ``COLUMN_BLOCK``: fewer than n + max(W, J) columns in all), each the panel's depth
+    rounded up to a multiple of W (the dot form's zero padding)."""
     w = lanes(blocking)
-    return (n + w) * -(-min(k, panel_depth(blocking)) // w) * w
+    return (n + max(w, COLUMN_BLOCK)) * -(-min(k, panel_depth(blocking)) // w) * w
 
 
 def dot_function(lb, module, name: str, elem, blocking) -> str:
-    """``@name``, private: C's columns col_begin..col_end of a product of n <= W columns with A
-    not transposed, in the dot form (the module docstring), with the library's parameters
+    """``@name``, private: C's columns col_begin..col_end of a product of n <= ``dot_columns``
+    columns with A not transposed, in the dot form (the module docstring), with the library's parameters
     (``PARAMS``: A, B, C, D flat, B^T's rows from B's buffer where ``b_transposed``, else packed
     into ``packed_b``)."""
     w, (rows, cols), depth = lanes(blocking), dot_tile(elem, blocking), panel_depth(blocking)
@@ -153,13 +191,12 @@ def column_tile(elem, blocking) -> tuple[int, int]:
     """(R, J): vectors of W rows by columns of B a column-form block: R * J accumulators, R
     vectors of A^T and a broadcast of B fit in the registers; J = 10 is a classifier's 10
     columns in one block."""
-    w = lanes(blocking)
-    return (2, min(w, 10)) if registers(elem, blocking) >= 32 else (1, min(w, 8))
+    return (2, COLUMN_BLOCK) if registers(elem, blocking) >= 32 else (1, COLUMN_BLOCK)
 
 
 def column_function(lb, module, name: str, elem, blocking) -> str:
-    """``@name``, private: C's columns col_begin..col_end of a product of n <= W columns with A
-    given as A^T (``PARAMS``; ``a`` is A^T's buffer, k x m), in the column form: a block of C is R
+    """``@name``, private: C's columns col_begin..col_end of a product of n <= ``column_columns``
+    columns with A given as A^T (``PARAMS``; ``a`` is A^T's buffer, k x m), in the column form: a block of C is R
     vectors down W of C's rows each by J columns, and each k step loads R vectors of A^T's row
     (A's column: its rows are contiguous there) and broadcasts J elements of B's row (B in place,
     B^T packed k-major), one multiply-add a vector and column, in k order as the tiles do.  The

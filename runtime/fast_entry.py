@@ -1,35 +1,35 @@
 """One specialisation's call as a generated Python function: the least a call can do.
 
-``irc.jit`` keys its cache on the arguments' exact types, shapes and dtypes, so once a
-key matches there is nothing left to check but what only the buffers can say
-(C-contiguous and writeable: ``c_char.from_buffer`` raises otherwise, and the call
-then goes the full way, which copies or explains).  The generated function makes the
-outputs, takes the addresses, and makes one C call with the sizes written in as
-constants, the way the scalar wrappers of ``cpu/callconv.py`` are generated::
+``irc.jit`` keys its cache on the arguments' shapes and dtypes, so once a key matches there is
+nothing left to check but that each argument is exactly an ``np.ndarray`` and what only the
+buffers can say (C-contiguous and writeable; the call otherwise goes the full way, which copies
+or explains).  The generated function makes the outputs and makes one C call: through
+``cpu/array_call.py``'s trampoline, which takes the arrays themselves, reads their addresses and
+flags in machine code and has the sizes in a constant block::
 
     def _entry(a0, a1):
         if type(a0) is not _nd or a0.dtype is not _in0 or type(a1) is not _nd or ...:
             return _full(a0, a1)
         o0 = _empty(_shape0, _dtype0)
-        try:
-            args = (_at(a0), 4, 8, _at(a1), 8, 2, _at(o0), 4, 2,)
-        except _refused:
-            return _full(a0, a1)
-        status = _c(*args)
+        status = _t(_block, a0, a1, o0)
+        if status == _REFUSED: return _full(a0, a1)
         if status: _fault(status)
         return o0
 
-with an arena from the specialisation's free list where it has temporaries.
+with an arena from the specialisation's free list where it has temporaries.  Where numpy's array
+struct was not found (``array_call.layout``), the entry takes each array's address
+(``ctypes.c_char.from_buffer``, which refuses what the trampoline refuses) and passes the sizes
+as constants, the way the scalar wrappers of ``cpu/callconv.py`` are generated.
 
 ``TensorFunction.__call__`` (``exe.f(...)``) calls the same function once it has found the
 specialisation for the arguments' shapes (the function checks their types and dtypes itself,
-against constants, first), when no ``out=`` is given: 6.2 -> 4.7 us a call of four 4-element
-arrays against its own address-taking loop before (``python benchmarks/frontend.py --only
-overhead``, 2026-11-25, AMD EPYC Zen 4; irc.jit's call 4.4 us).  With ``out=`` a second
-generated function takes the outputs too and checks them against constants (type, dtype,
-shape; no overlap with another array, by address): 7.7 -> 4.6-5.1 us a call of an 8x8 matmul
-with ``out=`` (Intel Xeon, session 13, an ad hoc timing loop; the C call alone 1.6 us, torch's
-``matmul(out=)`` 1.1).
+against constants, first), when no ``out=`` is given.  Measured on the Intel Xeon (session 14,
+``python benchmarks/frontend.py --only overhead``, a function of four 4-element arrays): irc.jit
+7.2-8.0 us a call with addresses taken, 4.6 with the trampoline; ``exe.f`` 4.6-7.6 and 2.6-2.9.
+With ``out=`` a second generated function takes the outputs too and checks them against
+constants (type, dtype, shape; no overlap with another array, by address): 7.7 -> 4.6-5.1 us a
+call of an 8x8 matmul with ``out=`` (session 13, an ad hoc timing loop; the C call alone 1.6 us,
+torch's ``matmul(out=)`` 1.1).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import math
 import numpy as np
 
 from . import output_pool
+from .cpu import array_call
 
 
 def _at(a) -> int:
@@ -52,8 +53,9 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     arguments that the caller has checked are of exactly ``shapes``; an argument that is not an
     ``np.ndarray`` of the signature's dtype, and anything the buffers refuse, goes to
     ``refused`` (by default ``function`` itself; ``function``'s own fast path passes its full
-    checks, which do not come back here).  ``typed``: the caller has checked the types and
-    dtypes too (irc.jit's cache key), so the call does not check them again.  None where the function takes sizes from scalars.  A call is one C
+    checks, which do not come back here).  ``typed``: the caller has checked the dtypes (irc.jit's
+    cache key), so the call checks only that each argument is exactly an ``np.ndarray`` (whose
+    struct ``array_call``'s trampoline reads).  None where the function takes sizes from scalars.  A call is one C
     call, on threads or not (its parallel loops reach the thread pool from machine code:
     cpu/pool.py).
 
@@ -70,8 +72,8 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     # the arguments' types and dtypes (the caller's fast path leaves them to this call)
     for i, dtype in enumerate(function._fast_dtypes):
         env[f"_in{i}"] = dtype
-    type_checks = "" if typed else " or ".join(f"type(a{i}) is not _nd or a{i}.dtype is not _in{i}"
-                                               for i in range(len(params)))
+    type_checks = " or ".join(f"type(a{i}) is not _nd" + ("" if typed else f" or a{i}.dtype is not _in{i}")
+                              for i in range(len(params)))
     if given_outputs:
         lines = [f"def _entry({', '.join(params)}, out):"]
         given = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
@@ -96,6 +98,9 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
         small = np.dtype(dtype).itemsize * math.prod(shape) < output_pool.MIN_BYTES
         lines.append(f"    o{k} = {'_np_empty' if small else '_empty'}(_shape{k}, _dtype{k})")
     arrays = params + outs
+    trampoline = None if given_outputs else _trampoline(spec, list(shapes) + list(spec.out_shapes))
+    if trampoline is not None:
+        trampoline, constants = trampoline
     if given_outputs:  # addresses first, then the overlap test on them (sizes are constants)
         dtypes = list(function._fast_dtypes) + list(function._out_dtypes)
         sizes = [np.dtype(dt).itemsize * math.prod(shape)
@@ -121,17 +126,39 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     indent = "    " if spec.arena_bytes is None else "        "
     if given_outputs:
         lines += [f"{indent}args = ({', '.join(c_args)},)"]
+    elif trampoline is not None:  # the arrays themselves: the trampoline reads their addresses
+        objects = arrays + (["arena[0]"] if spec.arena_bytes is not None else [])
+        env["_t"], env["_block"], env["_REFUSED"] = trampoline, constants, array_call.REFUSED
+        lines += [f"{indent}status = _t(_block, {', '.join(objects)})",
+                  f"{indent}if status == _REFUSED: return _full({', '.join(params)})"]
     else:
         lines += [f"{indent}try:", f"{indent}    args = ({', '.join(c_args)},)", f"{indent}except _refused:",
                   f"{indent}    return _full({', '.join(params)})"]
     env["_c"], env["_fault"] = spec.c_function, spec.wrapper.raise_fault
-    lines += [f"{indent}status = _c(*args)", f"{indent}if status: _fault(status)"]
+    if given_outputs or trampoline is None:
+        lines += [f"{indent}status = _c(*args)"]
+    lines += [f"{indent}if status: _fault(status)"]
     if spec.arena_bytes is not None:
         lines += ["    finally:", "        _arenas.append(arena)"]
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)' if outs else 'None'}")
     source = "\n".join(lines) + "\n"
     exec(compile(source, f"<irc entry for @{name} {list(shapes)}>", "exec"), env)  # noqa: S102 - generated above
     return env["_entry"]
+
+
+def _trampoline(spec, shapes: list):
+    """(``array_call``'s trampoline for ``spec``'s C function, its constant block) for arrays of
+    ``shapes`` (the inputs', then the outputs') and the arena, or None where there is none."""
+    arguments, arrays = [], []
+    for shape in shapes + ([(spec.arena_bytes,)] if spec.arena_bytes is not None else []):
+        arrays.append(len(arguments))
+        arguments += [0, *(int(n) for n in shape)]
+    if len(arguments) != len(spec.c_function.argtypes):
+        return None
+    trampoline = array_call.trampoline(len(arguments), tuple(arrays))
+    if trampoline is None:
+        return None
+    return trampoline, array_call.block(ctypes.cast(spec.c_function, ctypes.c_void_p).value, arguments)
 
 
 def _arena_pair(nbytes: int) -> tuple:

@@ -308,6 +308,40 @@ def test_generated_entry_hands_buffers_it_cannot_use_to_the_full_call():
     assert fn.trace_count == 1
 
 
+def test_objects_with_the_keys_shape_and_dtype_that_are_not_arrays_take_the_full_call():
+    """The cache key is the arguments' shapes and dtypes; the entry passes arrays to machine code
+    that reads numpy's array struct (runtime/cpu/array_call.py), so anything that is not exactly
+    an ``np.ndarray`` goes to the full call: a subclass is computed on, and an impostor with the
+    right ``shape`` and ``dtype`` is refused with a clear error, not read.  The impostor is a
+    ``bytes`` whose struct, read as an array's, has all the flags set and its length as the data
+    address (a crash if it reached machine code: so it runs in a child process)."""
+    class Sub(np.ndarray):
+        pass
+
+    def f(a, b):
+        return a * 2.0 + b
+
+    fn = irc.jit(f)
+    a, b = RNG.standard_normal((4, 8)), RNG.standard_normal((4, 8))
+    fn(a, b)
+    np.testing.assert_array_equal(fn(a.view(Sub), b), f(a, b))
+    child = textwrap.dedent("""
+        import numpy as np, irc
+        class Impostor(bytes):
+            shape, dtype = (4, 8), np.dtype(np.float64)
+        fn = irc.jit(lambda a, b: a * 2.0 + b)
+        b = np.ones((4, 8))
+        fn(b, b)
+        try:
+            fn(Impostor(b"\\xff" * 200), b)
+        except (TypeError, ValueError) as e:
+            print("refused:", e)
+    """)
+    run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "refused: " in run.stdout and "parameter" in run.stdout, run.stderr[-2000:]
+    assert fn.trace_count == 1
+
+
 def test_generated_entry_with_an_arena_is_safe_on_threads():
     """A specialisation with temporaries takes an arena per concurrent call from its free list."""
     import concurrent.futures

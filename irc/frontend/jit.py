@@ -199,7 +199,7 @@ class Jitted:
     def __call__(self, *args):
         if self._arrays_only:
             try:
-                key = tuple([(a.shape, a.dtype) if type(a) is np.ndarray and a.ndim else None for a in args])
+                key = tuple([(a.shape, a.dtype) for a in args])  # the entry checks their types
             except AttributeError:
                 key = None
             call = self._array_calls.get(key)

@@ -1,0 +1,130 @@
+"""A compiled function's call that takes numpy arrays themselves: their addresses read in machine code.
+
+A tensor function's C entry takes each array as its data address and sizes (translate.py's ABI).
+From Python, taking an array's address costs 0.7 us (``ctypes.c_char.from_buffer``; ``a.ctypes.data``
+1.8 us) and ctypes converts each integer argument for some 0.2 us: an 8x8 matmul's 11 arguments
+came to some 4.5 of the 5.4 us its ``irc.jit`` call took (Intel Xeon, session 14).  ctypes passes a
+``py_object`` argument as the object's own address for 0.1 us.  So a *trampoline* takes the arrays
+as objects, reads each one's data address and flags from numpy's array struct, refuses (returns
+``REFUSED``) unless every one is C-contiguous and writeable (what ``from_buffer`` had checked),
+and calls the function with the sizes from a constant block.
+
+The struct's layout (``PyArrayObject_fields``: ``data`` after the object header, ``flags`` after
+``nd``, ``dimensions``, ``strides``, ``base`` and ``descr``) is numpy's public ABI; its offsets are
+found once by probing arrays whose addresses and flags Python reports (``layout``), and where the
+probe does not find them (another Python build) there are no trampolines and the callers take
+addresses as before.  The caller must have checked that each object is exactly an ``np.ndarray``
+of the right dtype and shape: a trampoline reads the struct of whatever it is given.
+
+One trampoline serves every function whose arguments have one pattern (how many, and which are
+arrays' addresses): the function's address and its sizes are in the block, an ``int64`` array
+passed as the first object.  They are built with LLVM the first time a pattern is asked for (some
+milliseconds) and kept for the process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+REFUSED = -1
+"""What a trampoline returns where an array is not C-contiguous and writeable (a compiled
+function's own statuses are 0 or a fault's number, from 1)."""
+
+NPY_ARRAY_C_CONTIGUOUS = 0x0001
+NPY_ARRAY_WRITEABLE = 0x0400
+_REQUIRED = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_WRITEABLE
+
+_lock = threading.Lock()
+_trampolines: dict[tuple, object] = {}  # (arguments, array positions) -> ctypes function
+_libraries: list = []  # the JIT libraries: the machine code outlives every trampoline
+_layout: tuple[int, int] | None | bool = False  # (data offset, flags offset), None: not found; False: not probed
+
+
+def layout() -> tuple[int, int] | None:
+    """(offset of ``data``, offset of ``flags``) in an ndarray object, or None where probing
+    arrays of different flags and addresses does not find one offset for each in all of them."""
+    global _layout
+    if _layout is False:
+        _layout = _probe()
+    return _layout
+
+
+def _probe() -> tuple[int, int] | None:
+    base = np.arange(24, dtype=np.float32)
+    samples = [base, base.reshape(4, 6)[:, ::2], np.zeros((3, 5), np.float64, order="F"), base[3:9]]
+    frozen = np.ones(7, np.int8)
+    frozen.flags.writeable = False
+    samples.append(frozen)
+    if len({a.flags.num for a in samples}) < 3:
+        return None
+    size = type(base).__basicsize__
+    data = [off for off in range(8, size - 7, 8)
+            if all(ctypes.c_uint64.from_address(id(a) + off).value == a.ctypes.data for a in samples)]
+    flags = [off for off in range(8, size - 3, 4)
+             if all(ctypes.c_int32.from_address(id(a) + off).value == a.flags.num for a in samples)]
+    return (data[0], flags[0]) if len(data) == 1 and len(flags) == 1 else None
+
+
+def trampoline(arguments: int, arrays: tuple[int, ...]):
+    """The ctypes function ``(block, *array_objects) -> status`` for a C function of ``arguments``
+    integer-class arguments, of which those at positions ``arrays`` are arrays' data addresses
+    (the rest come from ``block[1:]``, ``block[0]`` being the function's address); None where
+    ``layout`` found none."""
+    if layout() is None:
+        return None
+    key = (arguments, tuple(arrays))
+    with _lock:
+        if key not in _trampolines:
+            _trampolines[key] = _build(arguments, tuple(arrays))
+        return _trampolines[key]
+
+
+def block(address: int, arguments: list) -> np.ndarray:
+    """The constant block of a call: the function's address, then each argument (an array's
+    position holds 0: the trampoline puts its data address there)."""
+    return np.array([address, *arguments], dtype=np.int64)
+
+
+def _build(arguments: int, arrays: tuple[int, ...]):
+    import llvmlite.binding as llvm
+
+    from . import engine
+
+    engine._init()
+    data, flags = layout()
+    name = f"irc.array_call.{arguments}.{'_'.join(map(str, arrays))}"
+    params = ", ".join(["ptr %block_object"] + [f"ptr %x{p}" for p in range(len(arrays))])
+    lines = [f'define i32 @"{name}"({params}) {{', "entry:",
+             f"  %block_at = getelementptr i8, ptr %block_object, i64 {data}",
+             "  %block = load ptr, ptr %block_at", "  %fn = load ptr, ptr %block"]
+    checks = []
+    for p in range(len(arrays)):
+        lines += [f"  %flags_at{p} = getelementptr i8, ptr %x{p}, i64 {flags}",
+                  f"  %flags{p} = load i32, ptr %flags_at{p}",
+                  f"  %masked{p} = and i32 %flags{p}, {_REQUIRED}",
+                  f"  %ok{p} = icmp eq i32 %masked{p}, {_REQUIRED}"]
+        checks.append(f"%ok{p}")
+    ok = checks[0] if checks else "true"
+    for p in range(1, len(checks)):
+        lines.append(f"  %all{p} = and i1 {ok}, {checks[p]}")
+        ok = f"%all{p}"
+    lines += [f"  br i1 {ok}, label %call, label %refuse", "refuse:", f"  ret i32 {REFUSED}", "call:"]
+    values = []
+    position = {at: p for p, at in enumerate(arrays)}
+    for i in range(arguments):
+        if i in position:
+            p = position[i]
+            lines += [f"  %data_at{p} = getelementptr i8, ptr %x{p}, i64 {data}", f"  %a{i} = load i64, ptr %data_at{p}"]
+        else:
+            lines += [f"  %slot{i} = getelementptr i64, ptr %block, i64 {i + 1}", f"  %a{i} = load i64, ptr %slot{i}"]
+        values.append(f"i64 %a{i}")
+    lines += [f"  %status = call i32 %fn({', '.join(values)})", "  ret i32 %status", "}"]
+    module = llvm.parse_assembly("\n".join(lines) + "\n")
+    module.verify()
+    tm = engine.target_machine(2, *engine.host_cpu(), reloc="pic")  # runs here, whatever the target
+    library, addresses = engine.load([name], object_code=tm.emit_object(module))
+    _libraries.append(library)
+    return ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * (1 + len(arrays)))(addresses[name])

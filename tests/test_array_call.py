@@ -1,0 +1,97 @@
+"""runtime/cpu/array_call.py: calls that pass numpy arrays themselves to machine code, which
+reads their data addresses and flags from numpy's array struct."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from irc.runtime import fast_entry
+from irc.runtime.cpu import array_call
+
+import irc
+from irc.testing.tensor_programs import matmul_program
+
+RNG = np.random.default_rng(14)
+
+
+def test_the_probe_finds_numpys_data_and_flags_in_every_array():
+    """The offsets the probe found give each of these arrays' address and flags, as numpy
+    reports them (arrays the probe did not see: views, read-only, empty, 0-d, other dtypes)."""
+    layout = array_call.layout()
+    assert layout is not None, "this numpy's array struct was not found: entries take addresses instead"
+    data, flags = layout
+    frozen = np.arange(6.0)
+    frozen.flags.writeable = False
+    for a in (np.empty((3, 4), np.float32), np.arange(10)[2:7], np.zeros((5, 2), order="F"), frozen,
+              np.empty(0), np.array(3.5), np.ones((2, 3, 4), np.int16)[:, 1]):
+        assert ctypes.c_uint64.from_address(id(a) + data).value == a.ctypes.data
+        assert ctypes.c_int32.from_address(id(a) + flags).value == a.flags.num
+
+
+def _matmul_entry(m, n, k):
+    exe = irc.compile(irc.parse(matmul_program(m, n, k)), cache=False)
+    a, b = (RNG.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
+    first = exe.mm(a, b)
+    (spec,) = exe.mm._specializations.values()
+    return exe, spec, a, b, first
+
+
+def test_a_trampoline_calls_with_the_arrays_addresses_and_refuses_what_from_buffer_refused():
+    """The trampoline of a matmul (11 C arguments: three arrays and the arena) computes what the
+    address-taking call computes, and returns REFUSED, touching nothing, for an array that is not
+    C-contiguous or not writeable (an output among them)."""
+    exe, spec, a, b, want = _matmul_entry(9, 7, 5)
+    trampoline, block = fast_entry._trampoline(spec, [a.shape, b.shape, (9, 7)])
+    arena = np.empty(spec.arena_bytes, np.int8)
+    c = np.full((9, 7), np.nan, np.float32)
+    assert trampoline(block, a, b, c, arena) == 0
+    np.testing.assert_array_equal(c, want)
+    frozen = c.copy()
+    frozen.flags.writeable = False
+    for args in ((np.asfortranarray(a), b, c), (a, np.asfortranarray(b), c), (a, b, frozen)):
+        before = [x.copy() for x in args]
+        assert trampoline(block, *args, arena) == array_call.REFUSED
+        for x, y in zip(args, before):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_entries_give_the_same_bits_with_and_without_trampolines(monkeypatch):
+    """An entry with a trampoline and one taking addresses (where the probe finds no struct) give
+    the same bits, for a function with an arena and two outputs, and for arrays they refuse
+    (Fortran order, read-only: the full call copies)."""
+    program = """
+func.func @f(%a: tensor<6x5xf32>, %b: tensor<5x4xf32>) -> (tensor<6x4xf32>, tensor<6xf32>) {
+  %p = graph.matmul %a, %b : (tensor<6x5xf32>, tensor<5x4xf32>) -> tensor<6x4xf32>
+  %t = math.tanh %p : tensor<6x4xf32>
+  %s = graph.reduce_sum %t {axes = [1]} : tensor<6x4xf32> to tensor<6xf32>
+  func.return %t, %s : tensor<6x4xf32>, tensor<6xf32>
+}
+"""
+    a, b = RNG.standard_normal((6, 5)).astype(np.float32), RNG.standard_normal((5, 4)).astype(np.float32)
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    cases = [(a, b), (np.asfortranarray(a), b), (frozen, b)]
+    results = []
+    for found in (True, False):
+        if not found:
+            monkeypatch.setattr(array_call, "_layout", None)
+        f = irc.compile(irc.parse(program), cache=False).f
+        f(a, b)
+        (spec,) = f._specializations.values()
+        results.append([f(x, y) for x, y in cases])
+        assert (fast_entry._trampoline(spec, [(6, 5), (5, 4), (6, 4), (6,)]) is not None) == found
+    for with_trampoline, without in zip(*results):
+        for x, y in zip(with_trampoline, without):
+            np.testing.assert_array_equal(x, y)
+    want = np.tanh(a.astype(np.float64) @ b)
+    np.testing.assert_allclose(results[0][0][0], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("arrays", [0, 1, 5])
+def test_trampolines_are_made_once_per_pattern(arrays):
+    """One trampoline serves every function with the same pattern of arguments."""
+    positions = tuple(range(0, 2 * arrays, 2))
+    first = array_call.trampoline(2 * arrays + 1, positions)
+    assert array_call.trampoline(2 * arrays + 1, positions) is first

@@ -23,9 +23,11 @@ as constants, the way the scalar wrappers of ``cpu/callconv.py`` are generated.
 
 ``TensorFunction.__call__`` (``exe.f(...)``) calls the same function once it has found the
 specialisation for the arguments' shapes (the function checks their types and dtypes itself,
-against constants, first), when no ``out=`` is given.  Measured on the Intel Xeon (session 14,
-``python benchmarks/frontend.py --only overhead``, a function of four 4-element arrays): irc.jit
-7.2-8.0 us a call with addresses taken, 4.6 with the trampoline; ``exe.f`` 4.6-7.6 and 2.6-2.9.
+against constants, first), when no ``out=`` is given.  Measured on the Intel Xeon (session 14),
+an irc.jit call of four 4-element arrays: 5.1-5.2 us with addresses taken, 2.7 with the
+trampoline (both entries in one process, interleaved); ``python benchmarks/frontend.py --only
+overhead``, three runs of each commit in turn: irc.jit 5.4-5.5 -> 2.7-4.6 us, ``exe.f`` 5.2-5.4 ->
+4.3-4.5.
 With ``out=`` a second generated function takes the outputs too and checks them against
 constants (type, dtype, shape; no overlap with another array, by address): 7.7 -> 4.6-5.1 us a
 call of an 8x8 matmul with ``out=`` (session 13, an ad hoc timing loop; the C call alone 1.6 us,

@@ -98,8 +98,9 @@ def target_fma() -> bool:
     return "+fma" in features or "+neon" in features
 
 
-def host_caches() -> tuple[int, int]:
-    """(L1 data, last level) cache sizes in bytes from Linux's sysfs (0 where not known)."""
+def host_caches() -> tuple[int, int, int]:
+    """(L1 data, L2, last level) cache sizes in bytes from Linux's sysfs (0 where not known; the
+    L2's where it is the last level too)."""
     from pathlib import Path
 
     sizes = {}
@@ -111,7 +112,7 @@ def host_caches() -> tuple[int, int]:
             continue
         if kind in ("Data", "Unified"):
             sizes[int(level)] = value
-    return sizes.get(1, 0), sizes[max(sizes)] if sizes and max(sizes) > 1 else 0
+    return sizes.get(1, 0), sizes.get(2, 0), sizes[max(sizes)] if sizes and max(sizes) > 1 else 0
 
 
 FINISHING_STAGES = ("share loop nests", "split for threads", "small code for size")
@@ -150,9 +151,10 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
             pipeline = "plan-memory{arena=argument outputs=false}"
         if name == "bufferize and lower to loops":
             bits, registers = target_vectors()
-            l1, l3 = host_caches()
+            l1, l2, l3 = host_caches()
             flags = ["blas=true"] if options.blas else ["gemm-library=true"]
-            flags += [f"vector-bits={bits}", f"vector-registers={registers}", f"l1-bytes={l1}", f"l3-bytes={l3}"]
+            flags += [f"vector-bits={bits}", f"vector-registers={registers}", f"l1-bytes={l1}", f"l2-bytes={l2}",
+                      f"l3-bytes={l3}"]
             if not target_fma():
                 flags.append("fma=false")
             if options.threads > 1:

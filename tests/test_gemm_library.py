@@ -235,6 +235,17 @@ def test_k_panel_depth_follows_the_l1_cache(l1_kib, elem, kc):
         assert (blocking.mr + blocking.nr) * blocking.kc * t.width // 8 <= l1_kib << 10
 
 
+@pytest.mark.parametrize("l2_kib, packed_kib", [(0, 512), (2048, 512), (1024, 512), (512, 256), (256, 128)])
+def test_packed_columns_of_b_follow_a_small_l2(l2_kib, packed_kib):
+    """B is packed ALONG_ROWS_BYTES (512 KiB) of columns at a time, or half the L2 where that is
+    smaller (Zen 2 and 3, client cores), in whole panels of NR columns."""
+    t = FloatType("f32")
+    host = dict(vector_bits=256, vector_registers=16, l1_bytes=32 << 10, l2_bytes=l2_kib << 10, l3_bytes=32 << 20)
+    blocking = gl.Blocking.for_host(t, host)
+    columns = (packed_kib << 10) // (blocking.kc * 4)
+    assert blocking.nc == columns - columns % blocking.nr
+
+
 @pytest.mark.parametrize("shape", [(70, 130, 90), (100, 10, 300), (64, 64, 64), (3, 1, 1), (3, 5, 2), (5, 40, 3)])
 def test_tensor_functions_call_the_library_for_large_products(shape):
     """Every 2-D f32 product of three or more rows calls the library (narrow ones run its

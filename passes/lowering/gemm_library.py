@@ -130,12 +130,12 @@ class Blocking:
     @staticmethod
     def for_host(elem, options: dict) -> Blocking:
         """The sizes on the host ``options`` describe: matmul.py's register tile, the K panel's
-        depth chosen by the L1 data cache (``l1_depth``), and B packed ``ALONG_ROWS_BYTES`` at a
+        depth chosen by the L1 data cache (``l1_depth``), and B packed ``along_rows_bytes`` at a
         time (the columns a row panel of tiles goes across: ``_tiles``)."""
         mr, nr = tile_sizes(elem, options.get("vector_bits", 0), options.get("vector_registers", 0))
         kc, _ = block_sizes(elem, nr, options.get("l1_bytes", 0), options.get("l3_bytes", 0))
         kc = l1_depth(elem, mr, nr, options.get("l1_bytes", 0)) or min(KC_MAX, 2 * kc)
-        nc = ALONG_ROWS_BYTES // (kc * max(1, getattr(elem, "width", 64) // 8))
+        nc = along_rows_bytes(options.get("l2_bytes", 0)) // (kc * max(1, getattr(elem, "width", 64) // 8))
         return Blocking(mr, nr, max(mr, MC - MC % mr), kc, max(nr, nc - nc % nr), options.get("fma", True))
 
     def columns(self, depth: int) -> int:
@@ -170,6 +170,13 @@ class Blocking:
         if n <= gemm_narrow.max_columns(self):  # a narrow product's deeper K panels of B^T
             b = max(b, gemm_narrow.scratch_elements(self, n, k))
         return a, max(1, b)
+
+
+def along_rows_bytes(l2_bytes: int) -> int:
+    """The packed columns of B a row panel of tiles goes across on a host whose L2 is
+    ``l2_bytes`` (0: not known): ``ALONG_ROWS_BYTES``, or half the L2 where that is less (Zen 2
+    and 3: 512 KiB, some client cores 256 KiB), so that they stay in L2 there too."""
+    return min(ALONG_ROWS_BYTES, l2_bytes // 2) if l2_bytes > 0 else ALONG_ROWS_BYTES
 
 
 def l1_depth(elem, mr: int, nr: int, l1_bytes: int) -> int:
@@ -880,7 +887,8 @@ B_IN_PLACE_ROWS = 4
 ALONG_ROWS_BYTES = 512 << 10
 """The packed columns of B that a row panel of A's tiles go across before the next row panel
 (``_tiles``): half the smallest L2 of current x86-64 server cores (AMD Zen 4 and 5: 1 MiB; Intel
-Xeon: 2 MiB), so that they stay there while A's MR x KC panel stays in L1.
+Xeon: 2 MiB), so that they stay there while A's MR x KC panel stays in L1; half the host's L2
+where that is smaller (``along_rows_bytes``).
 
 Along C's rows, each tile's C rows continue the previous tile's, and C streams through the
 caches in order; down a column panel (the order before session 13) a tile writes 128-byte

@@ -43,6 +43,7 @@ import numpy as np
 
 from . import output_pool
 from .cpu import array_call
+from .cpu import target_cpu as _target_cpu
 
 
 def _at(a) -> int:
@@ -57,9 +58,9 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     ``refused`` (by default ``function`` itself; ``function``'s own fast path passes its full
     checks, which do not come back here).  ``typed``: the caller has checked the dtypes (irc.jit's
     cache key), so the call checks only that each argument is exactly an ``np.ndarray`` (whose
-    struct ``array_call``'s trampoline reads).  None where the function takes sizes from scalars.  A call is one C
-    call, on threads or not (its parallel loops reach the thread pool from machine code:
-    cpu/pool.py).
+    struct ``array_call``'s trampoline reads).  None where the function takes sizes from
+    scalars.  A call is one C call, on threads or not (its parallel loops reach the thread pool
+    from machine code: cpu/pool.py).
 
     With ``given_outputs`` the call takes the outputs as well (``out=``: one array, or a tuple)
     and checks what the caller has not: that they are exact arrays of the right dtypes and
@@ -70,12 +71,17 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     params = [f"a{i}" for i in range(len(shapes))]
     outs = [f"o{k}" for k in range(len(spec.out_shapes))]
     env = {"_empty": output_pool.empty, "_np_empty": np.empty, "_at": _at, "_full": refused or function,
-           "_refused": (TypeError, ValueError, BufferError), "_nd": np.ndarray}
+           "_refused": (TypeError, ValueError, BufferError), "_nd": np.ndarray,
+           # The entry keeps the machine code it calls (irc.jit's cache holds entries, not
+           # specialisations; the executable, not the specialisation, which holds the entry), and
+           # refuses once ``set_cpu`` has changed the target (the function specialises again).
+           "_keep": spec.executable, "_target": _target_cpu, "_generation": _target_cpu.generation}
     # the arguments' types and dtypes (the caller's fast path leaves them to this call)
     for i, dtype in enumerate(function._fast_dtypes):
         env[f"_in{i}"] = dtype
-    type_checks = " or ".join(f"type(a{i}) is not _nd" + ("" if typed else f" or a{i}.dtype is not _in{i}")
-                              for i in range(len(params)))
+    type_checks = " or ".join(["_target.generation != _generation"]
+                              + [f"type(a{i}) is not _nd" + ("" if typed else f" or a{i}.dtype is not _in{i}")
+                                 for i in range(len(params))])
     if given_outputs:
         lines = [f"def _entry({', '.join(params)}, out):"]
         given = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
@@ -124,7 +130,8 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
         # pairs for these entries (an address taken once: 0.4 us a call).
         env["_arenas"], env["_new_arena"], env["_nbytes"] = spec.arena_pairs, _arena_pair, spec.arena_bytes
         c_args += ["arena[1]", str(int(spec.arena_bytes))]
-        lines += ["    arena = _arenas.pop() if _arenas else _new_arena(_nbytes)", "    try:"]
+        lines += ["    try:", "        arena = _arenas.pop()", "    except IndexError:",  # another thread took the last
+                  "        arena = _new_arena(_nbytes)", "    try:"]
     indent = "    " if spec.arena_bytes is None else "        "
     if given_outputs:
         lines += [f"{indent}args = ({', '.join(c_args)},)"]

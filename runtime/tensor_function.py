@@ -184,6 +184,15 @@ def _dtype(t):
     return np.dtype(numpy_dtype(e))
 
 
+def _take_arena(spec) -> np.ndarray:
+    """An arena from ``spec``'s free list, else a new one (a test for an empty list, then a pop,
+    would race with another thread taking the last)."""
+    try:
+        return spec.arenas.pop()
+    except IndexError:
+        return _aligned_arena(spec.arena_bytes)
+
+
 def _aligned_arena(nbytes: int) -> np.ndarray:
     """``nbytes`` of scratch starting on a plan-memory ALIGN boundary (numpy promises 16)."""
     from irc.passes.plan_memory import ALIGN
@@ -291,8 +300,8 @@ class TensorFunction:
                 shapes.append(None)
                 continue
             a = check_array(f"parameter '{name}'", a, t, _dtype(t))
-            if not a.flags.c_contiguous or not a.flags.writeable:
-                a = np.array(a, order="C")  # compiled code reads C order (and takes buffers it may write)
+            if not a.flags.c_contiguous or not a.flags.writeable or not a.flags.aligned:
+                a = np.array(a, order="C")  # compiled code reads C order, aligned (and may write buffers)
             values.append(a)
             shapes.append(a.shape)
         return values, tuple(shapes)
@@ -497,7 +506,7 @@ class TensorFunction:
         call = list(values) + outputs
         arena = None
         if spec.arena_bytes is not None:
-            arena = spec.arenas.pop() if spec.arenas else _aligned_arena(spec.arena_bytes)
+            arena = _take_arena(spec)
             call.append(arena)
         try:
             scalars = spec.wrapper(*call)
@@ -507,10 +516,10 @@ class TensorFunction:
         return self._results(outputs, scalars)
 
     def entry(self, shapes: tuple):
-        """The call for arguments already known to be ``np.ndarray``s of exactly ``shapes`` and
-        the signature's dtypes, specialised and generated (``fast_entry.py``); ``self`` where
-        there is no such call (not specialised yet, threads, sizes from scalars).  irc.jit uses it
-        once its cache key has matched."""
+        """The call for arguments of exactly ``shapes`` and the signature's dtypes (irc.jit's
+        cache key has matched), specialised and generated (``fast_entry.py``: it checks that each
+        is exactly an ``np.ndarray``); ``self`` where there is no such call (not specialised yet,
+        sizes from scalars)."""
         from .fast_entry import make_entry
 
         self._follow_the_target()
@@ -520,11 +529,11 @@ class TensorFunction:
 
     def _fast_call(self, args, out):
         """The call for arrays that need nothing done to them: exact numpy arrays of the
-        signature's dtypes, C-contiguous and writeable (``c_char.from_buffer`` insists on both,
-        and gives the address without numpy's slower ``ctypes``/``__array_interface__``), of
-        shapes already specialised for, outputs not overlapping inputs other
-        than as ``in_place`` allows: the specialisation's generated calls (fast_entry.py), which
-        check the types and dtypes.  Anything else returns ``_SLOW``, or goes from those calls to
+        signature's dtypes, C-contiguous, aligned and writeable (checked by the trampoline of
+        cpu/array_call.py; ``c_char.from_buffer``, where there is none, checks all but alignment), of shapes
+        already specialised for, outputs not overlapping inputs other than as ``in_place``
+        allows: the specialisation's generated calls (fast_entry.py), which check the types and
+        dtypes.  Anything else returns ``_SLOW``, or goes from those calls to
         the full checks, which raise the right error or make the copies."""
         try:
             shapes = tuple([a.shape for a in args])  # no specialisation has another count of them
@@ -581,7 +590,7 @@ class TensorFunction:
         call = [v for p, a in zip(addresses, arrays) for v in (p, *a.shape)]
         arena = None
         if spec.arena_bytes is not None:
-            arena = spec.arenas.pop() if spec.arenas else _aligned_arena(spec.arena_bytes)
+            arena = _take_arena(spec)
             call.append(_address(_from_buffer(arena)) if arena.nbytes else arena.ctypes.data)  # from_buffer: >= 1 byte
             call.append(arena.shape[0])
         try:

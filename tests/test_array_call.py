@@ -4,6 +4,10 @@ reads their data addresses and flags from numpy's array struct."""
 from __future__ import annotations
 
 import ctypes
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -95,3 +99,45 @@ def test_trampolines_are_made_once_per_pattern(arrays):
     positions = tuple(range(0, 2 * arrays, 2))
     first = array_call.trampoline(2 * arrays + 1, positions)
     assert array_call.trampoline(2 * arrays + 1, positions) is first
+
+
+def test_a_misaligned_array_is_refused_and_the_full_call_copies_it():
+    """An array whose elements are not aligned to their size (a view into bytes at an odd
+    offset) is refused by the trampoline: the compiled code's loads assume alignment."""
+    exe, spec, a, b, want = _matmul_entry(6, 4, 5)
+    raw = np.zeros(a.nbytes + 1, np.uint8)
+    odd = raw[1:].view(np.float32).reshape(a.shape)
+    odd[...] = a
+    assert not odd.flags.aligned and odd.flags.c_contiguous and odd.flags.writeable
+    trampoline, block = fast_entry._trampoline(spec, [a.shape, b.shape, (6, 4)])
+    c = np.zeros((6, 4), np.float32)
+    assert trampoline(block, odd, b, c, np.empty(spec.arena_bytes, np.int8)) == array_call.REFUSED
+    exe.mm(a, b)  # the entry is made at the second call
+    np.testing.assert_array_equal(exe.mm(odd, b), want)
+
+
+def test_entries_made_for_an_earlier_target_refuse_and_keep_their_code(tmp_path):
+    """``set_cpu`` makes tensor functions specialise again; an irc.jit entry made before it
+    holds its specialisation (its machine code) and hands calls to the full path, which
+    specialises for the new target.  It had kept only the code's address: once the full path
+    dropped the old specialisation and the JIT freed it, the next call crashed (a child
+    process, so that a crash fails the test)."""
+    child = textwrap.dedent("""
+        import gc
+        import numpy as np
+        import irc
+        from irc.runtime.cpu import target_cpu
+        fn = irc.jit(lambda a, b: a * 2.0 + b)
+        a, b = np.ones((4, 8)), np.full((4, 8), 0.5)
+        fn(a, b); fn(a, b)
+        target_cpu.set_cpu("host")
+        fn(np.asfortranarray(a), b)
+        gc.collect()
+        for k in range(3):
+            irc.jit(lambda x, k=k: x * k - 1.0)(np.ones(16 + k))
+        print(float(fn(a, b).sum()))
+    """)
+    run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "IRC_CACHE_DIR": str(tmp_path)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert float(run.stdout.split()[-1]) == 4 * 8 * 2.5

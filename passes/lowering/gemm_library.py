@@ -40,8 +40,8 @@ code: MR accumulators of type ``vector<NRxT>`` as iter_args, each k step one vec
 B's panel row, MR broadcasts of A's elements and MR vector ``math.fma``, ``UNROLL`` steps a
 trip where A is packed; the tile comes from matmul.py's host figures (``vector-bits``,
 ``vector-registers``), the K panel's depth from ``l1-bytes`` (``l1_depth``), the columns packed
-at once from ``ALONG_ROWS_BYTES``.  Products of at most NR/2 columns have forms of their own
-(gemm_narrow.py).  Every K panel of a tile sums from zero, and its sum
+at once from ``l2-bytes`` (``along_rows_bytes``).  Products of few columns (NR/2, or up to 3/4
+of NR) have forms of their own (gemm_narrow.py).  Every K panel of a tile sums from zero, and its sum
 is added to the base (D or zero in the first panel, C after) with one more fused
 step, ``alpha * sum + base``, so every element is a sum of fused steps in k order
 within a panel.  A layer's bias and ReLU after the product (``bias_epilogue``) are
@@ -150,7 +150,8 @@ class Blocking:
         place).
 
         Packed B holds a K panel of B's columns up to ``columns(depth)`` (NC, more for shallow
-        panels), NC being what ``for_host`` makes the columns a row panel of tiles goes across (``ALONG_ROWS_BYTES``): for an MLP layer (256 x 1024 @
+        panels), NC being what ``for_host`` makes the columns a row panel of tiles goes across
+        (``along_rows_bytes``): for an MLP layer (256 x 1024 @
         1024 x 1024, KC 256) 512 columns, 0.5 MiB, half the result (tensor_cpu.py's MLP arena:
         2.00 activations, 2.09 with all 1024 columns).  Each block of columns packs A again.
         Measured beside MKL in a C harness on the Intel Xeon (session 13), NC 512 against all

@@ -55,7 +55,8 @@ COLUMN_MIN_M = 1
 column form's vectors start at m - W at the latest)."""
 
 COLUMN_BLOCK = 10
-"""J, the columns of a column-form block (``column_tile``): a classifier's 10 columns in one."""
+"""J, the columns of a column-form block (``column_tile``): a classifier's 10 columns in one (fewer
+where the form takes fewer: 5 for AVX2's f64, whose W is 4)."""
 
 DOT_FILL = (3, 4)
 """A product of more than W but at most this share of NR columns takes the dot form (A not
@@ -191,7 +192,8 @@ def column_tile(elem, blocking) -> tuple[int, int]:
     """(R, J): vectors of W rows by columns of B a column-form block: R * J accumulators, R
     vectors of A^T and a broadcast of B fit in the registers; J = 10 is a classifier's 10
     columns in one block."""
-    return (2, COLUMN_BLOCK) if registers(elem, blocking) >= 32 else (1, COLUMN_BLOCK)
+    cols = min(COLUMN_BLOCK, column_columns(blocking))
+    return (2, cols) if registers(elem, blocking) >= 32 else (1, cols)
 
 
 def column_function(lb, module, name: str, elem, blocking) -> str:

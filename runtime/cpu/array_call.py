@@ -6,8 +6,10 @@ From Python, taking an array's address costs 0.7 us (``ctypes.c_char.from_buffer
 came to some 4.5 of the 5.4 us its ``irc.jit`` call took (Intel Xeon, session 14).  ctypes passes a
 ``py_object`` argument as the object's own address for 0.1 us.  So a *trampoline* takes the arrays
 as objects, reads each one's data address and flags from numpy's array struct, refuses (returns
-``REFUSED``) unless every one is C-contiguous and writeable (what ``from_buffer`` had checked),
-and calls the function with the sizes from a constant block.
+``REFUSED``) unless every one is C-contiguous and writeable (what ``from_buffer`` had checked) and
+aligned to its element (the compiled code's loads say so; the full call copies such an array),
+and calls the function with the sizes from a constant block.  An empty array, which
+``from_buffer`` refused, is passed: numpy gives it an address, and the code reads none of it.
 
 The struct's layout (``PyArrayObject_fields``: ``data`` after the object header, ``flags`` after
 ``nd``, ``dimensions``, ``strides``, ``base`` and ``descr``) is numpy's public ABI; its offsets are
@@ -25,17 +27,23 @@ milliseconds) and kept for the process.
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
 import threading
 
 import numpy as np
 
-REFUSED = -1
-"""What a trampoline returns where an array is not C-contiguous and writeable (a compiled
-function's own statuses are 0 or a fault's number, from 1)."""
+from irc.diagnostics import IRError
+
+REFUSED = -2
+"""What a trampoline returns where an array is not C-contiguous, writeable and aligned (a compiled
+function's public entry returns 0 or a fault's number, from 1: translate.py makes its body's
+``STACK_EXHAUSTED`` one of those)."""
 
 NPY_ARRAY_C_CONTIGUOUS = 0x0001
+NPY_ARRAY_ALIGNED = 0x0100
 NPY_ARRAY_WRITEABLE = 0x0400
-_REQUIRED = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_WRITEABLE
+_REQUIRED = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE
 
 _lock = threading.Lock()
 _trampolines: dict[tuple, object] = {}  # (arguments, array positions) -> ctypes function
@@ -43,12 +51,23 @@ _libraries: list = []  # the JIT libraries: the machine code outlives every tram
 _layout: tuple[int, int] | None | bool = False  # (data offset, flags offset), None: not found; False: not probed
 
 
+def _fresh_lock() -> None:
+    """A forked child's lock: the parent's may have been held by a thread that is not there."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock)
+
+
 def layout() -> tuple[int, int] | None:
     """(offset of ``data``, offset of ``flags``) in an ndarray object, or None where probing
-    arrays of different flags and addresses does not find one offset for each in all of them."""
+    arrays of different flags and addresses does not find one offset for each in all of them,
+    and on Pythons other than CPython (where ``id`` need not be the object's address)."""
     global _layout
     if _layout is False:
-        _layout = _probe()
+        _layout = _probe() if sys.implementation.name == "cpython" else None
     return _layout
 
 
@@ -72,13 +91,16 @@ def trampoline(arguments: int, arrays: tuple[int, ...]):
     """The ctypes function ``(block, *array_objects) -> status`` for a C function of ``arguments``
     integer-class arguments, of which those at positions ``arrays`` are arrays' data addresses
     (the rest come from ``block[1:]``, ``block[0]`` being the function's address); None where
-    ``layout`` found none."""
+    ``layout`` found none, or LLVM could not build it."""
     if layout() is None:
         return None
     key = (arguments, tuple(arrays))
     with _lock:
         if key not in _trampolines:
-            _trampolines[key] = _build(arguments, tuple(arrays))
+            try:
+                _trampolines[key] = _build(arguments, tuple(arrays))
+            except (RuntimeError, ValueError, IRError):  # LLVM or the JIT refused: take addresses
+                _trampolines[key] = None
         return _trampolines[key]
 
 

@@ -2,13 +2,13 @@
 
 ``irc.jit`` keys its cache on the arguments' shapes and dtypes, so once a key matches there is
 nothing left to check but that each argument is exactly an ``np.ndarray`` and what only the
-buffers can say (C-contiguous and writeable; the call otherwise goes the full way, which copies
-or explains).  The generated function makes the outputs and makes one C call: through
+buffers can say (C-contiguous, aligned and writeable; the call otherwise goes the full way,
+which copies or explains).  The generated function makes the outputs and makes one C call: through
 ``cpu/array_call.py``'s trampoline, which takes the arrays themselves, reads their addresses and
 flags in machine code and has the sizes in a constant block::
 
     def _entry(a0, a1):
-        if type(a0) is not _nd or a0.dtype is not _in0 or type(a1) is not _nd or ...:
+        if _target.generation != _generation or type(a0) is not _nd or a0.dtype is not _in0 or ...:
             return _full(a0, a1)
         o0 = _empty(_shape0, _dtype0)
         status = _t(_block, a0, a1, o0)
@@ -18,8 +18,9 @@ flags in machine code and has the sizes in a constant block::
 
 with an arena from the specialisation's free list where it has temporaries.  Where numpy's array
 struct was not found (``array_call.layout``), the entry takes each array's address
-(``ctypes.c_char.from_buffer``, which refuses what the trampoline refuses) and passes the sizes
-as constants, the way the scalar wrappers of ``cpu/callconv.py`` are generated.
+(``ctypes.c_char.from_buffer``, which refuses arrays that are not C-contiguous and writeable, but
+not misaligned ones) and passes the sizes as constants, the way the scalar wrappers of
+``cpu/callconv.py`` are generated.
 
 ``TensorFunction.__call__`` (``exe.f(...)``) calls the same function once it has found the
 specialisation for the arguments' shapes (the function checks their types and dtypes itself,

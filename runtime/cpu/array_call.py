@@ -134,6 +134,8 @@ def _build(arguments: int, arrays: tuple[int, ...]):
         lines.append(f"  %all{p} = and i1 {ok}, {checks[p]}")
         ok = f"%all{p}"
     lines += [f"  br i1 {ok}, label %call, label %refuse", "refuse:", f"  ret i32 {REFUSED}", "call:"]
+    # Every argument as an i64: addresses and sizes are alike integer-class arguments to the
+    # C ABIs irc targets (x86-64 System V, AArch64), in registers and then 8-byte stack slots.
     values = []
     position = {at: p for p, at in enumerate(arrays)}
     for i in range(arguments):

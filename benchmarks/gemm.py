@@ -7,13 +7,14 @@
     python benchmarks/gemm.py --threads 2 --blas  # the same for irc's BLAS path (blas=True)
     python benchmarks/gemm.py --compile       # what building the library functions costs, per stage
     python benchmarks/gemm.py --cpu x86-64-v3 # AVX2 code, against peers held to AVX2 (tensor_cpu.py)
+    python benchmarks/gemm.py --untargeted    # only the products without a target (CNN's, 17-24 columns)
 
 Shapes: square 256, 1024 and 2048, the products of the MLP training step of
 benchmarks/autodiff.py (784-1024-1024-10, batch 256), with the transposed
 operands its backward pass reads in place (``A^T`` given as the buffer of A,
 ``B^T`` as that of B: irc's library packs them; numpy, jax and torch get the same
 transposed views), and (without a target) the convolutions' products of
-torch_backend.py's CNN, per image.  Each product runs through ``irc.compile`` of a one-matmul
+torch_backend.py's CNN, per image, and products of 17-24 columns (gemm_narrow.py's wider forms).  Each product runs through ``irc.compile`` of a one-matmul
 tensor function (what a user's program calls), after its first call.  Every
 contender's result is checked against a float64 product.  Medians of 7 rounds of
 5 calls, the contenders interleaved round by round; GFLOP/s = 2*M*N*K / time.  irc's
@@ -81,6 +82,14 @@ CNN_SHAPES = [  # benchmarks/torch_backend.py's CNN at batch 8: its convolutions
 ]
 """Printed without a target (issue 14's are the square and MLP shapes): small products where
 packing and edges, not the kernel, decide the speed."""
+NARROW_SHAPES = [  # a little wider than one vector: gemm_narrow.py's DOT_FILL and COLUMN_FILL
+    ("17 columns", 256, 17, 1024, False, False),
+    ("20 columns", 256, 20, 1024, False, False),
+    ("24 columns", 256, 24, 1024, False, False),
+    ("20 columns, B^T", 256, 20, 1024, False, True),
+    ("20 columns, A^T", 1024, 20, 256, True, False),
+]
+"""Also without a target: products of 17-24 columns, which fill few of the full tiles' lanes."""
 QUICK_SHAPES = [("square 128", 128, 128, 128, False, False), ("A^T 96x80x64", 96, 80, 64, True, False),
                 ("B^T 64x96x80", 64, 96, 80, False, True)]
 
@@ -355,6 +364,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=0, help="irc on 1 and on N threads (every core allowed)")
     ap.add_argument("--blas", action="store_true", help="with --threads: irc's BLAS path (blas=True)")
     ap.add_argument("--compile", action="store_true", help="CPU time to build the library functions, per stage")
+    ap.add_argument("--untargeted", action="store_true", help="only the products without a target (CNN, narrow)")
     ap.add_argument("--cpu", choices=sorted(tc.CPU_LEVELS),
                     help="irc and the peers held to this x86-64 level (tensor_cpu.py's --cpu; read when it is imported)")
     opts = ap.parse_args(argv)
@@ -387,8 +397,8 @@ def main(argv=None) -> int:
     peak = multiply_add_peak()
     print(f"f32 multiply-add peak of this core: {peak:.1f} GFLOP/s (benchmarks/c/fma_peak.c, gcc "
           f"{' '.join(tc.C_FLAGS)})\n" if peak else "f32 multiply-add peak: not measured (no gcc)\n")
-    checks = shapes_part(QUICK_SHAPES if opts.quick else SHAPES, rounds, per_round, () if opts.quick else CNN_SHAPES,
-                         peak)
+    targeted = () if opts.untargeted else QUICK_SHAPES if opts.quick else SHAPES
+    checks = shapes_part(targeted, rounds, per_round, () if opts.quick else CNN_SHAPES + NARROW_SHAPES, peak)
     print()
     for text, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {text}")

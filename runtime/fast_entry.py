@@ -153,7 +153,7 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)' if outs else 'None'}")
     source = "\n".join(lines) + "\n"
     exec(compile(source, f"<irc entry for @{name} {list(shapes)}>", "exec"), env)  # noqa: S102 - generated above
-    return env["_entry"]
+    return env.pop("_entry")  # not left in its own globals: a cycle would keep ``_keep`` until a collection
 
 
 def _trampoline(spec, shapes: list):

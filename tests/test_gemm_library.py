@@ -291,6 +291,7 @@ NARROW_CASES = {  # (blocking, A given transposed, (m, n, k), columns written, a
                           ((6, 6, 29), (0, 6), 1.0), ((3, 5, 9), (1, 5), 0.5)]),
     "columns": (WIDE, True, [((21, 5, 45), (0, 5), 1.0), ((8, 8, 7), (2, 7), -0.5), ((9, 1, 23), (0, 1), 2.0),
                              ((40, 6, 3), (0, 6), 1.0), ((19, 10, 31), (0, 10), 1.0), ((8, 9, 5), (3, 9), 2.0)]),
+    "columns, W 4": (EVEN, True, [((9, 5, 29), (0, 5), 1.0), ((6, 3, 7), (1, 3), -0.5), ((4, 4, 23), (0, 4), 2.0)]),
 }
 
 
@@ -333,8 +334,8 @@ def test_products_of_few_columns_take_the_narrow_forms_and_agree(form, kind, tb,
     form where A is not transposed (R x J blocks with rows and columns past C's: 7 rows by 2, 3
     and 6 columns by 4; K panels of 4 KC, 45 = 3 x 15: 3 vectors of 4 and a tail of 3), the column
     form where A^T is given (vectors of W rows, the last block's starting at m - W: 21 rows by 16
-    for f64, whose 32 registers take R = 2, by 8 for f32; blocks of 10 columns); a window of
-    columns, D and alpha, the bias and ReLU in the last panel: interpreted and
+    for f64, whose 32 registers take R = 2, by 8 for f32; blocks of 10 columns, and of 5 where W
+    is 4, as AVX2's f64); a window of columns, D and alpha, the bias and ReLU in the last panel: interpreted and
     compiled agree bit for bit and with numpy.  A library built with DOT_MIN_K and COLUMN_MIN_M
     past these sizes takes the tiles, whose bits differ (another order; panels KC deep, not 4
     KC), so the narrow forms did run."""
@@ -346,7 +347,7 @@ def test_products_of_few_columns_take_the_narrow_forms_and_agree(form, kind, tb,
     widest = (gemm_narrow.dot_columns if form == "dot" else gemm_narrow.column_columns)(blocking)
     assert w < max(n for (_, n, _), _, _ in cases) == widest  # past W, up to the form's widest
     tile = (gemm_narrow.dot_tile if form == "dot" else gemm_narrow.column_tile)(FloatType(kind), blocking)
-    assert tile == {"dot": (2, 4), "columns": (2 if kind == "f64" else 1, 10)}[form]
+    assert tile == {"dot": (2, 4), "columns": (2 if kind == "f64" else 1, 10), "columns, W 4": (1, 5)}[form]
     name = gl.symbol(FloatType(kind), blocking)
     module = gl.build(name)
     exe = irc.compile(module, cache=False)

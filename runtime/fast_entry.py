@@ -107,46 +107,42 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
         small = np.dtype(dtype).itemsize * math.prod(shape) < output_pool.MIN_BYTES
         lines.append(f"    o{k} = {'_np_empty' if small else '_empty'}(_shape{k}, _dtype{k})")
     arrays = params + outs
-    trampoline = None if given_outputs else _trampoline(spec, list(shapes) + list(spec.out_shapes))
-    if trampoline is not None:
-        trampoline, constants = trampoline
-    if given_outputs:  # addresses first, then the overlap test on them (sizes are constants)
-        dtypes = list(function._fast_dtypes) + list(function._out_dtypes)
-        sizes = [np.dtype(dt).itemsize * math.prod(shape)
-                 for dt, shape in zip(dtypes, list(shapes) + list(spec.out_shapes))]
+    all_shapes, dtypes = list(shapes) + list(spec.out_shapes), list(function._fast_dtypes) + list(function._out_dtypes)
+    # out=: no output may overlap an input or an output before it (an in-place pair goes to ``refused``)
+    disjoint = [(len(params) + j, v) for j in range(len(outs)) for v in range(len(params) + j)] if given_outputs else []
+    trampoline, constants = _trampoline(spec, all_shapes, dtypes, disjoint) or (None, None)
+    refuse = f"_full(({', '.join(params)},), out)" if given_outputs else f"_full({', '.join(params)})"
+    if given_outputs and trampoline is None:  # addresses first, then the overlap test on them (sizes are constants)
+        sizes = [np.dtype(dt).itemsize * math.prod(shape) for dt, shape in zip(dtypes, all_shapes)]
         lines += ["    try:", f"        {', '.join('p_' + v for v in arrays)}, = {', '.join(f'_at({v})' for v in arrays)},",
-                  "    except _refused:", f"        return _full(({', '.join(params)},), out)"]
+                  "    except _refused:", f"        return {refuse}"]
         pairs = [(o, v) for j, o in enumerate(outs) for v in params + outs[:j]]
         size = dict(zip(arrays, sizes))
         if pairs:
             overlap = " or ".join(f"(p_{o} < p_{v} + {size[v]} and p_{v} < p_{o} + {size[o]})" for o, v in pairs)
-            lines += [f"    if {overlap}:", f"        return _full(({', '.join(params)},), out)"]
-        c_args = [x for v, shape in zip(arrays, list(shapes) + list(spec.out_shapes))
-                  for x in (f"p_{v}", *(str(int(n)) for n in shape))]
-    else:
-        c_args = [x for v, shape in zip(arrays, list(shapes) + list(spec.out_shapes))
-                  for x in (f"_at({v})", *(str(int(n)) for n in shape))]
+            lines += [f"    if {overlap}:", f"        return {refuse}"]
+        c_args = [x for v, shape in zip(arrays, all_shapes) for x in (f"p_{v}", *(str(int(n)) for n in shape))]
+    elif trampoline is None:
+        c_args = [x for v, shape in zip(arrays, all_shapes) for x in (f"_at({v})", *(str(int(n)) for n in shape))]
     if spec.arena_bytes is not None:
         # An arena per concurrent call, from the specialisation's free list of (arena, address)
         # pairs for these entries (an address taken once: 0.4 us a call).
         env["_arenas"], env["_new_arena"], env["_nbytes"] = spec.arena_pairs, _arena_pair, spec.arena_bytes
-        c_args += ["arena[1]", str(int(spec.arena_bytes))]
+        if trampoline is None:
+            c_args += ["arena[1]", str(int(spec.arena_bytes))]
         lines += ["    try:", "        arena = _arenas.pop()", "    except IndexError:",  # another thread took the last
                   "        arena = _new_arena(_nbytes)", "    try:"]
     indent = "    " if spec.arena_bytes is None else "        "
-    if given_outputs:
-        lines += [f"{indent}args = ({', '.join(c_args)},)"]
-    elif trampoline is not None:  # the arrays themselves: the trampoline reads their addresses
+    if trampoline is not None:  # the arrays themselves: the trampoline reads their addresses
         objects = arrays + (["arena[0]"] if spec.arena_bytes is not None else [])
         env["_t"], env["_block"], env["_REFUSED"] = trampoline, constants, array_call.REFUSED
-        lines += [f"{indent}status = _t(_block, {', '.join(objects)})",
-                  f"{indent}if status == _REFUSED: return _full({', '.join(params)})"]
+        lines += [f"{indent}status = _t(_block, {', '.join(objects)})", f"{indent}if status == _REFUSED: return {refuse}"]
+    elif given_outputs:
+        lines += [f"{indent}args = ({', '.join(c_args)},)", f"{indent}status = _c(*args)"]
     else:
         lines += [f"{indent}try:", f"{indent}    args = ({', '.join(c_args)},)", f"{indent}except _refused:",
-                  f"{indent}    return _full({', '.join(params)})"]
+                  f"{indent}    return {refuse}", f"{indent}status = _c(*args)"]
     env["_c"], env["_fault"] = spec.c_function, spec.wrapper.raise_fault
-    if given_outputs or trampoline is None:
-        lines += [f"{indent}status = _c(*args)"]
     lines += [f"{indent}if status: _fault(status)"]
     if spec.arena_bytes is not None:
         lines += ["    finally:", "        _arenas.append(arena)"]
@@ -156,19 +152,21 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     return env.pop("_entry")  # not left in its own globals: a cycle would keep ``_keep`` until a collection
 
 
-def _trampoline(spec, shapes: list):
+def _trampoline(spec, shapes: list, dtypes: list, disjoint: list = ()):
     """(``array_call``'s trampoline for ``spec``'s C function, its constant block) for arrays of
-    ``shapes`` (the inputs', then the outputs') and the arena, or None where there is none."""
+    ``shapes`` and ``dtypes`` (the inputs', then the outputs') and the arena, the pairs of
+    ``disjoint`` refused where they overlap; None where there is none."""
     arguments, arrays = [], []
     for shape in shapes + ([(spec.arena_bytes,)] if spec.arena_bytes is not None else []):
         arrays.append(len(arguments))
         arguments += [0, *(int(n) for n in shape)]
     if len(arguments) != len(spec.c_function.argtypes):
         return None
-    trampoline = array_call.trampoline(len(arguments), tuple(arrays))
+    trampoline = array_call.trampoline(len(arguments), tuple(arrays), tuple(disjoint))
     if trampoline is None:
         return None
-    return trampoline, array_call.block(ctypes.cast(spec.c_function, ctypes.c_void_p).value, arguments)
+    sizes = [np.dtype(dt).itemsize * math.prod(shape) for dt, shape in zip(dtypes, shapes)] if disjoint else []
+    return trampoline, array_call.block(ctypes.cast(spec.c_function, ctypes.c_void_p).value, arguments, sizes)
 
 
 def _arena_pair(nbytes: int) -> tuple:

@@ -47,7 +47,7 @@ def test_a_trampoline_calls_with_the_arrays_addresses_and_refuses_what_from_buff
     address-taking call computes, and returns REFUSED, touching nothing, for an array that is not
     C-contiguous or not writeable (an output among them)."""
     exe, spec, a, b, want = _matmul_entry(9, 7, 5)
-    trampoline, block = fast_entry._trampoline(spec, [a.shape, b.shape, (9, 7)])
+    trampoline, block = fast_entry._trampoline(spec, [a.shape, b.shape, (9, 7)], [np.float32] * 3)
     arena = np.empty(spec.arena_bytes, np.int8)
     c = np.full((9, 7), np.nan, np.float32)
     assert trampoline(block, a, b, c, arena) == 0
@@ -85,12 +85,39 @@ func.func @f(%a: tensor<6x5xf32>, %b: tensor<5x4xf32>) -> (tensor<6x4xf32>, tens
         f(a, b)
         (spec,) = f._specializations.values()
         results.append([f(x, y) for x, y in cases])
-        assert (fast_entry._trampoline(spec, [(6, 5), (5, 4), (6, 4), (6,)]) is not None) == found
+        assert (fast_entry._trampoline(spec, [(6, 5), (5, 4), (6, 4), (6,)], [np.float32] * 4) is not None) == found
     for with_trampoline, without in zip(*results):
         for x, y in zip(with_trampoline, without):
             np.testing.assert_array_equal(x, y)
     want = np.tanh(a.astype(np.float64) @ b)
     np.testing.assert_allclose(results[0][0][0], want, rtol=1e-5, atol=1e-6)
+
+
+def test_out_calls_refuse_overlapping_arrays_in_machine_code():
+    """With ``out=`` the trampoline also refuses an output that overlaps an input or an earlier
+    output (by the arrays' addresses and bytes); the call then goes the full way, which reads
+    the input from a copy, so the result is the product of the values before the call."""
+    exe, spec, a, b, want = _matmul_entry(8, 8, 8)
+    shapes, dtypes = [a.shape, b.shape, (8, 8)], [np.float32] * 3
+    trampoline, block = fast_entry._trampoline(spec, shapes, dtypes, [(2, 0), (2, 1)])
+    arena = np.empty(spec.arena_bytes, np.int8)
+    c = np.zeros((8, 8), np.float32)
+    assert trampoline(block, a, b, c, arena) == 0
+    np.testing.assert_array_equal(c, want)
+    for out in (a, b):  # the output is an input
+        before = out.copy()
+        assert trampoline(block, a, b, out, arena) == array_call.REFUSED
+        np.testing.assert_array_equal(out, before)
+    big = np.zeros(128, np.float32)
+    halves = big[:64].reshape(8, 8), big[32:96].reshape(8, 8)  # overlap by half
+    halves[0][...] = a
+    assert trampoline(block, halves[0], b, halves[1], arena) == array_call.REFUSED
+    assert trampoline(block, big[:64].reshape(8, 8), b, big[64:].reshape(8, 8), arena) == 0  # adjacent: apart
+    exe.mm(a, b, out=c)
+    assert spec.out_entry.__globals__["_t"] is not None  # the out= entry calls a trampoline
+    x = a.copy()
+    np.testing.assert_array_equal(exe.mm(x, b, out=x), want)  # in place: the full way
+    np.testing.assert_array_equal(x, want)
 
 
 @pytest.mark.parametrize("arrays", [0, 1, 5])
@@ -109,7 +136,7 @@ def test_a_misaligned_array_is_refused_and_the_full_call_copies_it():
     odd = raw[1:].view(np.float32).reshape(a.shape)
     odd[...] = a
     assert not odd.flags.aligned and odd.flags.c_contiguous and odd.flags.writeable
-    trampoline, block = fast_entry._trampoline(spec, [a.shape, b.shape, (6, 4)])
+    trampoline, block = fast_entry._trampoline(spec, [a.shape, b.shape, (6, 4)], [np.float32] * 3)
     c = np.zeros((6, 4), np.float32)
     assert trampoline(block, odd, b, c, np.empty(spec.arena_bytes, np.int8)) == array_call.REFUSED
     exe.mm(a, b)  # the entry is made at the second call

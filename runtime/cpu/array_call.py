@@ -87,37 +87,41 @@ def _probe() -> tuple[int, int] | None:
     return (data[0], flags[0]) if len(data) == 1 and len(flags) == 1 else None
 
 
-def trampoline(arguments: int, arrays: tuple[int, ...]):
+def trampoline(arguments: int, arrays: tuple[int, ...], disjoint: tuple[tuple[int, int], ...] = ()):
     """The ctypes function ``(block, *array_objects) -> status`` for a C function of ``arguments``
     integer-class arguments, of which those at positions ``arrays`` are arrays' data addresses
-    (the rest come from ``block[1:]``, ``block[0]`` being the function's address); None where
-    ``layout`` found none, or LLVM could not build it."""
+    (the rest come from ``block[1:]``, ``block[0]`` being the function's address), that also
+    refuses where the arrays of a pair in ``disjoint`` (indices into ``arrays``) overlap, each
+    array's bytes being in the block after the arguments (``out=``: an output against the
+    inputs and the outputs before it); None where ``layout`` found none, or LLVM could not
+    build it."""
     if layout() is None:
         return None
-    key = (arguments, tuple(arrays))
+    key = (arguments, tuple(arrays), tuple(disjoint))
     with _lock:
         if key not in _trampolines:
             try:
-                _trampolines[key] = _build(arguments, tuple(arrays))
+                _trampolines[key] = _build(arguments, tuple(arrays), tuple(disjoint))
             except (RuntimeError, ValueError, IRError):  # LLVM or the JIT refused: take addresses
                 _trampolines[key] = None
         return _trampolines[key]
 
 
-def block(address: int, arguments: list) -> np.ndarray:
+def block(address: int, arguments: list, sizes: list = ()) -> np.ndarray:
     """The constant block of a call: the function's address, then each argument (an array's
-    position holds 0: the trampoline puts its data address there)."""
-    return np.array([address, *arguments], dtype=np.int64)
+    position holds 0: the trampoline puts its data address there), then each array's bytes
+    where the trampoline checks that some do not overlap."""
+    return np.array([address, *arguments, *sizes], dtype=np.int64)
 
 
-def _build(arguments: int, arrays: tuple[int, ...]):
+def _build(arguments: int, arrays: tuple[int, ...], disjoint: tuple[tuple[int, int], ...]):
     import llvmlite.binding as llvm
 
     from . import engine
 
     engine._init()
     data, flags = layout()
-    name = f"irc.array_call.{arguments}.{'_'.join(map(str, arrays))}"
+    name = f"irc.array_call.{arguments}.{'_'.join(map(str, arrays))}.{'_'.join(f'{p}o{q}' for p, q in disjoint)}"
     params = ", ".join(["ptr %block_object"] + [f"ptr %x{p}" for p in range(len(arrays))])
     lines = [f'define i32 @"{name}"({params}) {{', "entry:",
              f"  %block_at = getelementptr i8, ptr %block_object, i64 {data}",
@@ -127,8 +131,18 @@ def _build(arguments: int, arrays: tuple[int, ...]):
         lines += [f"  %flags_at{p} = getelementptr i8, ptr %x{p}, i64 {flags}",
                   f"  %flags{p} = load i32, ptr %flags_at{p}",
                   f"  %masked{p} = and i32 %flags{p}, {_REQUIRED}",
-                  f"  %ok{p} = icmp eq i32 %masked{p}, {_REQUIRED}"]
+                  f"  %ok{p} = icmp eq i32 %masked{p}, {_REQUIRED}",
+                  f"  %data_at{p} = getelementptr i8, ptr %x{p}, i64 {data}",
+                  f"  %data{p} = load i64, ptr %data_at{p}"]
         checks.append(f"%ok{p}")
+    for p in sorted({p for pair in disjoint for p in pair}):  # [data, data + bytes)
+        lines += [f"  %bytes_at{p} = getelementptr i64, ptr %block, i64 {1 + arguments + p}",
+                  f"  %bytes{p} = load i64, ptr %bytes_at{p}", f"  %end{p} = add i64 %data{p}, %bytes{p}"]
+    for p, q in disjoint:
+        lines += [f"  %before{p}_{q} = icmp ult i64 %data{p}, %end{q}", f"  %after{p}_{q} = icmp ult i64 %data{q}, %end{p}",
+                  f"  %overlap{p}_{q} = and i1 %before{p}_{q}, %after{p}_{q}",
+                  f"  %apart{p}_{q} = xor i1 %overlap{p}_{q}, true"]
+        checks.append(f"%apart{p}_{q}")
     ok = checks[0] if checks else "true"
     for p in range(1, len(checks)):
         lines.append(f"  %all{p} = and i1 {ok}, {checks[p]}")
@@ -140,10 +154,9 @@ def _build(arguments: int, arrays: tuple[int, ...]):
     position = {at: p for p, at in enumerate(arrays)}
     for i in range(arguments):
         if i in position:
-            p = position[i]
-            lines += [f"  %data_at{p} = getelementptr i8, ptr %x{p}, i64 {data}", f"  %a{i} = load i64, ptr %data_at{p}"]
-        else:
-            lines += [f"  %slot{i} = getelementptr i64, ptr %block, i64 {i + 1}", f"  %a{i} = load i64, ptr %slot{i}"]
+            values.append(f"i64 %data{position[i]}")
+            continue
+        lines += [f"  %slot{i} = getelementptr i64, ptr %block, i64 {i + 1}", f"  %a{i} = load i64, ptr %slot{i}"]
         values.append(f"i64 %a{i}")
     lines += [f"  %status = call i32 %fn({', '.join(values)})", "  ret i32 %status", "}"]
     module = llvm.parse_assembly("\n".join(lines) + "\n")

@@ -30,9 +30,11 @@ trampoline (both entries in one process, interleaved); ``python benchmarks/front
 overhead``, three runs of each commit in turn: irc.jit 5.4-5.5 -> 2.7-4.6 us, ``exe.f`` 5.2-5.4 ->
 4.3-4.5.
 With ``out=`` a second generated function takes the outputs too and checks them against
-constants (type, dtype, shape; no overlap with another array, by address): 7.7 -> 4.6-5.1 us a
-call of an 8x8 matmul with ``out=`` (session 13, an ad hoc timing loop; the C call alone 1.6 us,
-torch's ``matmul(out=)`` 1.1).
+constants (type, dtype, shape); its trampoline refuses an output that overlaps an input or an
+earlier output (by address and bytes).  An 8x8 matmul with ``out=``: 7.7 -> 4.6-5.1 us a call
+(session 13, its own entry taking addresses), then 7.5 -> 4.0 us (medians; fastest 5.2 -> 2.8)
+with the trampoline (session 14, both entries in one process, interleaved; torch's
+``matmul(out=)`` took 1.1 us in session 13).
 """
 
 from __future__ import annotations

@@ -112,10 +112,10 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     all_shapes, dtypes = list(shapes) + list(spec.out_shapes), list(function._fast_dtypes) + list(function._out_dtypes)
     # out=: no output may overlap an input or an output before it (an in-place pair goes to ``refused``)
     disjoint = [(len(params) + j, v) for j in range(len(outs)) for v in range(len(params) + j)] if given_outputs else []
-    trampoline, constants = _trampoline(spec, all_shapes, dtypes, disjoint) or (None, None)
+    sizes = [np.dtype(dt).itemsize * math.prod(shape) for dt, shape in zip(dtypes, all_shapes)]  # bytes
+    trampoline, constants = _trampoline(spec, all_shapes, sizes, disjoint) or (None, None)
     refuse = f"_full(({', '.join(params)},), out)" if given_outputs else f"_full({', '.join(params)})"
     if given_outputs and trampoline is None:  # addresses first, then the overlap test on them (sizes are constants)
-        sizes = [np.dtype(dt).itemsize * math.prod(shape) for dt, shape in zip(dtypes, all_shapes)]
         lines += ["    try:", f"        {', '.join('p_' + v for v in arrays)}, = {', '.join(f'_at({v})' for v in arrays)},",
                   "    except _refused:", f"        return {refuse}"]
         pairs = [(o, v) for j, o in enumerate(outs) for v in params + outs[:j]]
@@ -154,9 +154,9 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     return env.pop("_entry")  # not left in its own globals: a cycle would keep ``_keep`` until a collection
 
 
-def _trampoline(spec, shapes: list, dtypes: list, disjoint: list = ()):
+def _trampoline(spec, shapes: list, sizes: list, disjoint: list = ()):
     """(``array_call``'s trampoline for ``spec``'s C function, its constant block) for arrays of
-    ``shapes`` and ``dtypes`` (the inputs', then the outputs') and the arena, the pairs of
+    ``shapes`` and ``sizes`` bytes (the inputs', then the outputs') and the arena, the pairs of
     ``disjoint`` refused where they overlap; None where there is none."""
     arguments, arrays = [], []
     for shape in shapes + ([(spec.arena_bytes,)] if spec.arena_bytes is not None else []):
@@ -167,8 +167,8 @@ def _trampoline(spec, shapes: list, dtypes: list, disjoint: list = ()):
     trampoline = array_call.trampoline(len(arguments), tuple(arrays), tuple(disjoint))
     if trampoline is None:
         return None
-    sizes = [np.dtype(dt).itemsize * math.prod(shape) for dt, shape in zip(dtypes, shapes)] if disjoint else []
-    return trampoline, array_call.block(ctypes.cast(spec.c_function, ctypes.c_void_p).value, arguments, sizes)
+    address = ctypes.cast(spec.c_function, ctypes.c_void_p).value
+    return trampoline, array_call.block(address, arguments, sizes if disjoint else [])
 
 
 def _arena_pair(nbytes: int) -> tuple:

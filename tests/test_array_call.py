@@ -4,6 +4,7 @@ reads their data addresses and flags from numpy's array struct."""
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import subprocess
 import sys
@@ -34,6 +35,10 @@ def test_the_probe_finds_numpys_data_and_flags_in_every_array():
         assert ctypes.c_int32.from_address(id(a) + flags).value == a.flags.num
 
 
+def _f32_bytes(shapes) -> list[int]:
+    return [4 * math.prod(shape) for shape in shapes]
+
+
 def _matmul_entry(m, n, k):
     exe = irc.compile(irc.parse(matmul_program(m, n, k)), cache=False)
     a, b = (RNG.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n)))
@@ -47,7 +52,7 @@ def test_a_trampoline_calls_with_the_arrays_addresses_and_refuses_what_from_buff
     address-taking call computes, and returns REFUSED, touching nothing, for an array that is not
     C-contiguous or not writeable (an output among them)."""
     exe, spec, a, b, want = _matmul_entry(9, 7, 5)
-    trampoline, block = fast_entry._trampoline(spec, [a.shape, b.shape, (9, 7)], [np.float32] * 3)
+    trampoline, block = fast_entry._trampoline(spec, [a.shape, b.shape, (9, 7)], _f32_bytes([a.shape, b.shape, (9, 7)]))
     arena = np.empty(spec.arena_bytes, np.int8)
     c = np.full((9, 7), np.nan, np.float32)
     assert trampoline(block, a, b, c, arena) == 0
@@ -85,7 +90,7 @@ func.func @f(%a: tensor<6x5xf32>, %b: tensor<5x4xf32>) -> (tensor<6x4xf32>, tens
         f(a, b)
         (spec,) = f._specializations.values()
         results.append([f(x, y) for x, y in cases])
-        assert (fast_entry._trampoline(spec, [(6, 5), (5, 4), (6, 4), (6,)], [np.float32] * 4) is not None) == found
+        assert (fast_entry._trampoline(spec, [(6, 5), (5, 4), (6, 4), (6,)], _f32_bytes([(6, 5), (5, 4), (6, 4), (6,)])) is not None) == found
     for with_trampoline, without in zip(*results):
         for x, y in zip(with_trampoline, without):
             np.testing.assert_array_equal(x, y)
@@ -98,8 +103,8 @@ def test_out_calls_refuse_overlapping_arrays_in_machine_code():
     output (by the arrays' addresses and bytes); the call then goes the full way, which reads
     the input from a copy, so the result is the product of the values before the call."""
     exe, spec, a, b, want = _matmul_entry(8, 8, 8)
-    shapes, dtypes = [a.shape, b.shape, (8, 8)], [np.float32] * 3
-    trampoline, block = fast_entry._trampoline(spec, shapes, dtypes, [(2, 0), (2, 1)])
+    shapes = [a.shape, b.shape, (8, 8)]
+    trampoline, block = fast_entry._trampoline(spec, shapes, _f32_bytes(shapes), [(2, 0), (2, 1)])
     arena = np.empty(spec.arena_bytes, np.int8)
     c = np.zeros((8, 8), np.float32)
     assert trampoline(block, a, b, c, arena) == 0
@@ -136,7 +141,7 @@ def test_a_misaligned_array_is_refused_and_the_full_call_copies_it():
     odd = raw[1:].view(np.float32).reshape(a.shape)
     odd[...] = a
     assert not odd.flags.aligned and odd.flags.c_contiguous and odd.flags.writeable
-    trampoline, block = fast_entry._trampoline(spec, [a.shape, b.shape, (6, 4)], [np.float32] * 3)
+    trampoline, block = fast_entry._trampoline(spec, [a.shape, b.shape, (6, 4)], _f32_bytes([a.shape, b.shape, (6, 4)]))
     c = np.zeros((6, 4), np.float32)
     assert trampoline(block, odd, b, c, np.empty(spec.arena_bytes, np.int8)) == array_call.REFUSED
     exe.mm(a, b)  # the entry is made at the second call

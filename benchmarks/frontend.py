@@ -16,8 +16,8 @@ Parts (each contender in a fresh process, so that first calls are first calls):
   jax.jit; torch eager; torch.compile (with ``--slow``); pytensor.function.
 - ``overhead``: the time of a call of a cached jitted function of four small f32 arrays
   (``a * b + c - d`` on 4 elements): irc.jit, the same function written as ``.ir`` and called
-  through ``irc.compile`` (``exe.f(...)``), jax.jit (numpy arrays in, and arrays already on
-  its device), torch.compile (with ``--slow``).  Medians of 20,000 calls.
+  through ``irc.compile`` (``exe.f(...)``, and ``exe.f(..., out=o)`` into a given array), jax.jit
+  (numpy arrays in, and arrays already on its device), torch.compile (with ``--slow``).  Medians of 20,000 calls.
 - ``loop``: an RNN cell ``h = tanh(h @ w + x)`` (batch 32, width 256, f32) run 100 times
   by ``irc.fori_loop`` (one ``scf.for`` in the compiled code) against the same loop unrolled
   while tracing (a Python ``for``, what ``fori_loop`` over arrays did before): first call
@@ -228,7 +228,8 @@ def child_overhead(name: str) -> dict:
             f"func.func @f(%a: {t}, %b: {t}, %c: {t}, %d: {t}) -> {t} {{\n"
             f"  %p = arith.mulf %a, %b : {t}\n  %s = arith.addf %p, %c : {t}\n"
             f"  %r = arith.subf %s, %d : {t}\n  func.return %r : {t}\n}}\n")).f
-        call = lambda: fn(*xs)  # noqa: E731
+        out = np.empty(4, np.float32)
+        call = (lambda: fn(*xs, out=out)) if "out=" in name else (lambda: fn(*xs))  # noqa: E731
     elif name.startswith("irc"):
         import irc
 
@@ -344,7 +345,8 @@ def part_first(quick: bool, slow: bool) -> list[tuple[str, bool | None]]:
 
 def part_overhead(slow: bool) -> list[tuple[str, bool | None]]:
     print("\n## call overhead: a cached jitted function of four 4-element f32 arrays")
-    names = ["irc.jit", "irc.compile (the same function as .ir, exe.f)", "jax.jit (numpy arrays in)", "jax.jit (arrays on its device)"] + (["torch.compile"] if slow else [])
+    names = ["irc.jit", "irc.compile (the same function as .ir, exe.f)", "irc.compile, out= (exe.f(..., out=o))",
+             "jax.jit (numpy arrays in)", "jax.jit (arrays on its device)"] + (["torch.compile"] if slow else [])
     rows = []
     result = {}
     for name in names:

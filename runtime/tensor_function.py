@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import operator
 import threading
 import time
 import weakref
@@ -486,6 +487,18 @@ class TensorFunction:
 
     def __call__(self, *args, out=None):
         if self._fast_dtypes is not None:
+            # The specialisation's generated entry, when there is one (``_fast_call`` makes it):
+            # no Python frame but this one before the entry's (0.3-0.9 us of a small call).
+            try:
+                spec = self._specializations.get(tuple(map(_SHAPE, args)))
+            except AttributeError:  # not arrays: the full checks explain
+                spec = None
+            if spec is not None and self._target_generation == _target_cpu.generation:
+                if out is None:
+                    if spec.entry is not None:
+                        return spec.entry(*args)
+                elif spec.out_entry is not None:
+                    return spec.out_entry(*args, out)
             result = self._fast_call(args, out)
             if result is not _SLOW:
                 return result
@@ -536,7 +549,7 @@ class TensorFunction:
         dtypes.  Anything else returns ``_SLOW``, or goes from those calls to
         the full checks, which raise the right error or make the copies."""
         try:
-            shapes = tuple([a.shape for a in args])  # no specialisation has another count of them
+            shapes = tuple(map(_SHAPE, args))  # no specialisation has another count of them
         except AttributeError:
             return _SLOW
         spec = self._specializations.get(shapes)
@@ -635,6 +648,8 @@ def _shares_memory(values: list, out) -> bool:
 
 
 _SLOW = object()
+
+_SHAPE = operator.attrgetter("shape")
 """What ``_fast_call`` returns for a call it leaves to the full path."""
 
 

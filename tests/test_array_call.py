@@ -173,3 +173,59 @@ def test_entries_made_for_an_earlier_target_refuse_and_keep_their_code(tmp_path)
                          env={**os.environ, "IRC_CACHE_DIR": str(tmp_path)})
     assert run.returncode == 0, run.stderr[-2000:]
     assert float(run.stdout.split()[-1]) == 4 * 8 * 2.5
+
+
+def test_a_trampoline_is_a_builtin_that_refuses_a_wrong_count_of_arguments():
+    """A trampoline is a builtin function object (CPython calls it with the arguments as a C
+    array, no ctypes conversion); called with more or fewer arguments than its pattern has it
+    returns REFUSED, reading none of them, where a C array read past its end would crash."""
+    exe, spec, a, b, want = _matmul_entry(5, 6, 7)
+    trampoline, block = fast_entry._trampoline(spec, [a.shape, b.shape, (5, 6)], _f32_bytes([a.shape, b.shape, (5, 6)]))
+    assert type(trampoline) is type(len)
+    arena = np.empty(spec.arena_bytes, np.int8)
+    c = np.full((5, 6), np.nan, np.float32)
+    for args in ((), (block,), (block, a, b, c), (block, a, b, c, arena, arena)):
+        assert trampoline(*args) == array_call.REFUSED
+    assert np.isnan(c).all()
+    assert trampoline(block, a, b, c, arena) == 0
+    np.testing.assert_array_equal(c, want)
+
+
+def test_a_trampoline_lets_other_python_threads_run_during_its_call():
+    """The trampoline lets the GIL go around the compiled call, as a ctypes call did: a thread
+    counting in Python counts while a product runs.  The switch interval is made longer than
+    the call, so that a thread holding the GIL all through it (the trampoline not letting go)
+    would keep the counter still from before the call to after it (so it did, with the calls
+    that let it go made calls that do not: a test run by hand, session 15)."""
+    import threading
+
+    exe, spec, a, b, want = _matmul_entry(1024, 1024, 1024)  # some 10 ms: a waiting thread wakes
+    shapes = [a.shape, b.shape, (1024, 1024)]
+    trampoline, block = fast_entry._trampoline(spec, shapes, _f32_bytes(shapes))
+    arena = np.empty(spec.arena_bytes, np.int8)
+    c = np.empty((1024, 1024), np.float32)
+    counts, running = [0], threading.Event()
+
+    def count():
+        running.set()
+        while running.is_set():
+            counts[0] += 1
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.25)
+    worker = threading.Thread(target=count)
+    worker.start()
+    running.wait()
+    try:
+        during = []
+        for _ in range(3):
+            before = counts[0]
+            status = trampoline(block, a, b, c, arena)
+            during.append(counts[0] - before)
+            assert status == 0
+    finally:
+        running.clear()
+        worker.join()
+        sys.setswitchinterval(interval)
+    np.testing.assert_array_equal(c, want)
+    assert min(during) > 0, during

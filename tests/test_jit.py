@@ -407,6 +407,31 @@ def test_executable_lookup(sig):
         sig["nope"]
 
 
+def test_functions_are_attributes_unless_the_executable_has_the_name():
+    """``exe.f`` is an instance attribute (no ``__getattr__`` call a lookup); a function named
+    like one of the executable's own attributes is ``exe["name"]``, and the attribute keeps its
+    meaning, as when ``__getattr__`` found every function.  Tensor functions (added after the
+    scalar ones are compiled) alike."""
+    text = textwrap.dedent("""\
+        func.func @stats(%x: i64) -> i64 {
+          func.return %x : i64
+        }
+        func.func @functions(%t: tensor<3xf32>) -> tensor<3xf32> {
+          func.return %t : tensor<3xf32>
+        }
+        func.func @twice(%t: tensor<3xf32>) -> tensor<3xf32> {
+          %d = arith.addf %t, %t : tensor<3xf32>
+          func.return %d : tensor<3xf32>
+        }
+        """)
+    exe = irc.compile(irc.parse(text))
+    assert "twice" in vars(exe) and exe.twice is exe["twice"]
+    np.testing.assert_array_equal(exe.twice(np.arange(3, dtype=np.float32)), [0, 2, 4])
+    assert isinstance(exe.stats, dict) and exe["stats"](7) == 7
+    assert exe.functions == ["stats", "functions", "twice"]
+    np.testing.assert_array_equal(exe["functions"](np.ones(3, np.float32)), [1, 1, 1])
+
+
 def test_untranslatable_op_names_the_lowering():
     text = textwrap.dedent("""\
         func.func @t(%x: bf16) -> bf16 {

@@ -11,6 +11,7 @@ code instead of running LLVM.
 
 from __future__ import annotations
 
+import operator
 import warnings
 from dataclasses import dataclass, field
 
@@ -21,6 +22,8 @@ from irc.types import TensorType
 
 from .locations import located_message, source_file, user_frame
 from .tracer import Trace, Tracer, current, dtype_of_type, irc_type, operand
+
+_SHAPE_AND_DTYPE = operator.attrgetter("shape", "dtype")  # an array call's key, without a Python frame
 
 
 class RetraceWarning(UserWarning):
@@ -199,7 +202,7 @@ class Jitted:
     def __call__(self, *args):
         if self._arrays_only:
             try:
-                key = tuple([(a.shape, a.dtype) for a in args])  # the entry checks their types
+                key = tuple(map(_SHAPE_AND_DTYPE, args))  # the entry checks their types
             except AttributeError:
                 key = None
             call = self._array_calls.get(key)

@@ -3,25 +3,33 @@
 A tensor function's C entry takes each array as its data address and sizes (translate.py's ABI).
 From Python, taking an array's address costs 0.7 us (``ctypes.c_char.from_buffer``; ``a.ctypes.data``
 1.8 us) and ctypes converts each integer argument for some 0.2 us: an 8x8 matmul's 11 arguments
-came to some 4.5 of the 5.4 us its ``irc.jit`` call took (Intel Xeon, session 14).  ctypes passes a
-``py_object`` argument as the object's own address for 0.1 us.  So a *trampoline* takes the arrays
-as objects, reads each one's data address and flags from numpy's array struct, refuses (returns
-``REFUSED``) unless every one is C-contiguous and writeable (what ``from_buffer`` had checked) and
-aligned to its element (the compiled code's loads say so; the full call copies such an array),
-and calls the function with the sizes from a constant block.  An empty array, which
-``from_buffer`` refused, is passed: numpy gives it an address, and the code reads none of it.
+came to some 4.5 of the 5.4 us its ``irc.jit`` call took (Intel Xeon, session 14).  So a
+*trampoline* takes the arrays as objects, reads each one's data address and flags from numpy's
+array struct, refuses (returns ``REFUSED``) unless every one is C-contiguous and writeable (what
+``from_buffer`` had checked) and aligned to its element (the compiled code's loads say so; the
+full call copies such an array), and calls the function with the sizes from a constant block.
+An empty array, which ``from_buffer`` refused, is passed: numpy gives it an address, and the
+code reads none of it.
+
+A trampoline is a builtin function object of CPython's ``METH_FASTCALL`` convention
+(``_builtin``): the interpreter hands it the argument objects as a C array, with no ctypes
+conversion or call frame between (0.28 us a call of an 8x8 matmul's trampoline, against 1.4
+through ctypes ``py_object`` arguments; session 15).  It lets the GIL go around the compiled
+call (``PyEval_SaveThread``), as ctypes did, and returns the status as a Python int.
 
 The struct's layout (``PyArrayObject_fields``: ``data`` after the object header, ``flags`` after
 ``nd``, ``dimensions``, ``strides``, ``base`` and ``descr``) is numpy's public ABI; its offsets are
 found once by probing arrays whose addresses and flags Python reports (``layout``), and where the
 probe does not find them (another Python build) there are no trampolines and the callers take
 addresses as before.  The caller must have checked that each object is exactly an ``np.ndarray``
-of the right dtype and shape: a trampoline reads the struct of whatever it is given.
+of the right dtype and shape: a trampoline reads the struct of whatever it is given (its
+argument count it checks itself).
 
 One trampoline serves every function whose arguments have one pattern (how many, and which are
 arrays' addresses): the function's address and its sizes are in the block, an ``int64`` array
 passed as the first object.  They are built with LLVM the first time a pattern is asked for (some
-milliseconds) and kept for the process.
+milliseconds) and kept for the process (the addresses of the C API functions they call are
+constants in their code, so they are never written to the disk cache).
 """
 
 from __future__ import annotations
@@ -46,8 +54,8 @@ NPY_ARRAY_WRITEABLE = 0x0400
 _REQUIRED = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | NPY_ARRAY_WRITEABLE
 
 _lock = threading.Lock()
-_trampolines: dict[tuple, object] = {}  # (arguments, array positions) -> ctypes function
-_libraries: list = []  # the JIT libraries: the machine code outlives every trampoline
+_trampolines: dict[tuple, object] = {}  # (arguments, array positions, disjoint pairs) -> builtin function
+_libraries: list = []  # the JIT libraries and method definitions: they outlive every trampoline
 _layout: tuple[int, int] | None | bool = False  # (data offset, flags offset), None: not found; False: not probed
 
 
@@ -88,7 +96,7 @@ def _probe() -> tuple[int, int] | None:
 
 
 def trampoline(arguments: int, arrays: tuple[int, ...], disjoint: tuple[tuple[int, int], ...] = ()):
-    """The ctypes function ``(block, *array_objects) -> status`` for a C function of ``arguments``
+    """The builtin function ``(block, *array_objects) -> status`` for a C function of ``arguments``
     integer-class arguments, of which those at positions ``arrays`` are arrays' data addresses
     (the rest come from ``block[1:]``, ``block[0]`` being the function's address), that also
     refuses where the arrays of a pair in ``disjoint`` (indices into ``arrays``) overlap, each
@@ -114,6 +122,37 @@ def block(address: int, arguments: list, sizes: list = ()) -> np.ndarray:
     return np.array([address, *arguments, *sizes], dtype=np.int64)
 
 
+METH_FASTCALL = 0x0080
+"""CPython's calling convention of a builtin that takes its arguments as a C array:
+``PyObject *f(PyObject *self, PyObject *const *args, Py_ssize_t nargs)``."""
+
+
+class _MethodDef(ctypes.Structure):
+    """CPython's ``PyMethodDef``: what a builtin function object is made from (it must outlive
+    the function: ``_libraries`` keeps each one)."""
+
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
+                ("ml_doc", ctypes.c_char_p)]
+
+
+def _python_api() -> dict[str, int]:
+    """The addresses of the C API functions a trampoline calls, in this process's Python."""
+    return {name: ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
+            for name in ("PyLong_FromLong", "PyEval_SaveThread", "PyEval_RestoreThread")}
+
+
+def _builtin(name: str, address: int):
+    """A builtin function object (like ``len``) whose C function is the machine code at
+    ``address``, of the ``METH_FASTCALL`` convention: Python calls it directly, where a ctypes
+    function converted each argument and built a call frame (1.4 us of an 8x8 matmul's 2.0 in its
+    entry, session 15)."""
+    definition = _MethodDef(name.encode(), address, METH_FASTCALL, None)
+    _libraries.append(definition)
+    new = ctypes.pythonapi.PyCFunction_NewEx
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
+    return new(ctypes.addressof(definition), None, None)
+
+
 def _build(arguments: int, arrays: tuple[int, ...], disjoint: tuple[tuple[int, int], ...]):
     import llvmlite.binding as llvm
 
@@ -122,10 +161,14 @@ def _build(arguments: int, arrays: tuple[int, ...], disjoint: tuple[tuple[int, i
     engine._init()
     data, flags = layout()
     name = f"irc.array_call.{arguments}.{'_'.join(map(str, arrays))}.{'_'.join(f'{p}o{q}' for p, q in disjoint)}"
-    params = ", ".join(["ptr %block_object"] + [f"ptr %x{p}" for p in range(len(arrays))])
-    lines = [f'define i32 @"{name}"({params}) {{', "entry:",
-             f"  %block_at = getelementptr i8, ptr %block_object, i64 {data}",
-             "  %block = load ptr, ptr %block_at", "  %fn = load ptr, ptr %block"]
+    lines = [f'define ptr @"{name}"(ptr %self, ptr %args, i64 %nargs) {{', "entry:",
+             f"  %counted = icmp eq i64 %nargs, {1 + len(arrays)}",
+             "  br i1 %counted, label %read, label %refuse", "read:",
+             "  %block_object = load ptr, ptr %args"]
+    for p in range(len(arrays)):
+        lines += [f"  %x{p}_at = getelementptr ptr, ptr %args, i64 {1 + p}", f"  %x{p} = load ptr, ptr %x{p}_at"]
+    lines += [f"  %block_at = getelementptr i8, ptr %block_object, i64 {data}",
+              "  %block = load ptr, ptr %block_at", "  %fn = load ptr, ptr %block"]
     checks = []
     for p in range(len(arrays)):
         lines += [f"  %flags_at{p} = getelementptr i8, ptr %x{p}, i64 {flags}",
@@ -147,7 +190,10 @@ def _build(arguments: int, arrays: tuple[int, ...], disjoint: tuple[tuple[int, i
     for p in range(1, len(checks)):
         lines.append(f"  %all{p} = and i1 {ok}, {checks[p]}")
         ok = f"%all{p}"
-    lines += [f"  br i1 {ok}, label %call, label %refuse", "refuse:", f"  ret i32 {REFUSED}", "call:"]
+    api = _python_api()
+    lines += [f"  br i1 {ok}, label %call, label %refuse", "refuse:",
+              f"  %refused = call ptr inttoptr (i64 {api['PyLong_FromLong']} to ptr)(i64 {REFUSED})",
+              "  ret ptr %refused", "call:"]
     # Every argument as an i64: addresses and sizes are alike integer-class arguments to the
     # C ABIs irc targets (x86-64 System V, AArch64), in registers and then 8-byte stack slots.
     values = []
@@ -158,10 +204,17 @@ def _build(arguments: int, arrays: tuple[int, ...], disjoint: tuple[tuple[int, i
             continue
         lines += [f"  %slot{i} = getelementptr i64, ptr %block, i64 {i + 1}", f"  %a{i} = load i64, ptr %slot{i}"]
         values.append(f"i64 %a{i}")
-    lines += [f"  %status = call i32 %fn({', '.join(values)})", "  ret i32 %status", "}"]
+    # The GIL is let go for the call, as ctypes let it go: a long kernel does not hold up the
+    # process's other Python threads.
+    lines += [f"  %thread = call ptr inttoptr (i64 {api['PyEval_SaveThread']} to ptr)()",
+              f"  %status = call i32 %fn({', '.join(values)})",
+              f"  call void inttoptr (i64 {api['PyEval_RestoreThread']} to ptr)(ptr %thread)",
+              "  %wide = sext i32 %status to i64",  # a C long: 64 bits on the ABIs irc targets
+              f"  %result = call ptr inttoptr (i64 {api['PyLong_FromLong']} to ptr)(i64 %wide)",
+              "  ret ptr %result", "}"]
     module = llvm.parse_assembly("\n".join(lines) + "\n")
     module.verify()
     tm = engine.target_machine(2, *engine.host_cpu(), reloc="pic")  # runs here, whatever the target
     library, addresses = engine.load([name], object_code=tm.emit_object(module))
     _libraries.append(library)
-    return ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.py_object] * (1 + len(arrays)))(addresses[name])
+    return _builtin(name, addresses[name])

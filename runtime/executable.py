@@ -65,16 +65,7 @@ class Executable:
         self.llvm_ir = llvm_ir
         self.stats = stats
         for name, function in list(functions.items()):
-            self._add(name, function)
-
-    def _add(self, name: str, function) -> None:
-        """``function`` as ``exe[name]`` and, as an instance attribute, ``exe.name``: reaching
-        ``__getattr__`` costs a failed lookup and a Python call first (0.5-1 us of a small call).
-        A name the class or the instance already has keeps that meaning there (``exe["name"]``
-        reaches such a function), as it did when ``__getattr__`` found every function."""
-        self._functions[name] = function
-        if name not in self.__dict__ and not hasattr(type(self), name):
-            self.__dict__[name] = function
+            publish(self, name, function)
 
     def __getattr__(self, name: str):
         functions = self.__dict__.get("_functions", {})
@@ -94,11 +85,21 @@ class Executable:
         return name in self._functions
 
     def __dir__(self):
-        return list(super().__dir__()) + list(self._functions)
+        return sorted(set(super().__dir__()) | set(self._functions))
 
     @property
     def functions(self) -> list[str]:
         return list(self._functions)
+
+
+def publish(exe: Executable, name: str, function) -> None:
+    """``function`` as ``exe[name]`` and, as an instance attribute, ``exe.name``: reaching
+    ``__getattr__`` costs a failed lookup and a Python call first (0.5-1 us of a small call).
+    A name the class or the instance already has keeps that meaning there (``exe["name"]``
+    reaches such a function), as it did when ``__getattr__`` found every function."""
+    exe._functions[name] = function
+    if name not in exe.__dict__ and not hasattr(type(exe), name):
+        exe.__dict__[name] = function
 
 
 # The in-memory cache keeps the most recently used compilations (machine code and
@@ -273,7 +274,7 @@ def _compile_with_tensor_functions(module, tensor_funcs, tensor_options, options
     else:
         exe = Executable({}, None, None, {})
     for f in tensor_funcs:
-        exe._add(f.sym_name, tensor_function.TensorFunction(module, f, tensor_options, options))
+        publish(exe, f.sym_name, tensor_function.TensorFunction(module, f, tensor_options, options))
     return exe
 
 

@@ -93,18 +93,19 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     type_checks = " or ".join(["_target.generation != _generation"]
                               + [f"type(a{i}) is not _nd" + ("" if typed else f" or a{i}.dtype is not _in{i}")
                                  for i in range(len(params))])
+    inputs = "(" + "".join(f"{p}, " for p in params) + ")"  # a tuple of them ("()": no inputs)
     if given_outputs:
-        lines = [f"def _entry({', '.join(params)}, out):"]
+        lines = [f"def _entry({', '.join(params + ['out'])}):"]
         given = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
         if len(outs) == 1:
             lines += [f"    {given} = out"]
         else:  # a tuple or list of them (an array would unpack into its rows: the checks refuse it)
-            lines += ["    if type(out) is _nd:", f"        return _full(({', '.join(params)},), out)", "    try:",
+            lines += ["    if type(out) is _nd:", f"        return _full({inputs}, out)", "    try:",
                       f"        {given} = out", "    except (TypeError, ValueError):",
-                      f"        return _full(({', '.join(params)},), out)"]
+                      f"        return _full({inputs}, out)"]
         checks = " or ".join(f"type(o{k}) is not _nd or o{k}.dtype is not _dtype{k} or o{k}.shape != _shape{k}"
                              for k in range(len(outs)))
-        lines += [f"    if {' or '.join(filter(None, [type_checks, checks]))}:", f"        return _full(({', '.join(params)},), out)"]
+        lines += [f"    if {' or '.join(filter(None, [type_checks, checks]))}:", f"        return _full({inputs}, out)"]
     else:
         lines = [f"def _entry({', '.join(params)}):"]
         if type_checks:
@@ -122,7 +123,7 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     disjoint = [(len(params) + j, v) for j in range(len(outs)) for v in range(len(params) + j)] if given_outputs else []
     sizes = [np.dtype(dt).itemsize * math.prod(shape) for dt, shape in zip(dtypes, all_shapes)]  # bytes
     trampoline, constants = _trampoline(spec, all_shapes, sizes, disjoint) or (None, None)
-    refuse = f"_full(({', '.join(params)},), out)" if given_outputs else f"_full({', '.join(params)})"
+    refuse = f"_full({inputs}, out)" if given_outputs else f"_full({', '.join(params)})"
     if given_outputs and trampoline is None:  # addresses first, then the overlap test on them (sizes are constants)
         lines += ["    try:", f"        {', '.join('p_' + v for v in arrays)}, = {', '.join(f'_at({v})' for v in arrays)},",
                   "    except _refused:", f"        return {refuse}"]

@@ -570,11 +570,13 @@ class TensorFunction:
         if spec.out_entry is None:
             from .fast_entry import make_entry
 
-            me = weakref.ref(self)
+            # Weak references: the entry lives on the specialisation (a strong one would make a
+            # cycle that kept a dropped executable's machine code until a collection).
+            me, made_for = weakref.ref(self), weakref.ref(spec)
 
-            def refused(arrays, given, spec=spec):  # overlaps (an in-place pair?), odd arrays: the checks
+            def refused(arrays, given):  # overlaps (an in-place pair?), odd arrays: the checks
                 function = me()
-                result = function._fast_out(spec, arrays, given)
+                result = function._fast_out(made_for(), arrays, given)
                 return function._checked_call(arrays, given) if result is _SLOW else result
 
             spec.out_entry = make_entry(self, spec, shapes, self.name, refused=refused, given_outputs=True)
@@ -648,9 +650,10 @@ def _shares_memory(values: list, out) -> bool:
 
 
 _SLOW = object()
+"""What ``_fast_call`` returns for a call it leaves to the full path."""
 
 _SHAPE = operator.attrgetter("shape")
-"""What ``_fast_call`` returns for a call it leaves to the full path."""
+"""A call's shapes key: ``tuple(map(_SHAPE, args))`` makes no frame where a list comprehension does."""
 
 
 _from_buffer = ctypes.c_char.from_buffer

@@ -426,6 +426,7 @@ def test_functions_are_attributes_unless_the_executable_has_the_name():
         """)
     exe = irc.compile(irc.parse(text))
     assert "twice" in vars(exe) and exe.twice is exe["twice"]
+    assert [name for name in dir(exe) if name in ("stats", "twice")] == ["stats", "twice"]  # once each
     np.testing.assert_array_equal(exe.twice(np.arange(3, dtype=np.float32)), [0, 2, 4])
     assert isinstance(exe.stats, dict) and exe["stats"](7) == 7
     assert exe.functions == ["stats", "functions", "twice"]

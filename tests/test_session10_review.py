@@ -37,6 +37,43 @@ def test_a_dropped_executable_is_freed_without_a_collection_after_fast_calls():
         gc.enable()
 
 
+def test_a_dropped_executable_is_freed_without_a_collection_after_out_calls():
+    """So with ``out=`` (Specialization.out_entry): its refusal path had held the specialisation
+    strongly (a default argument), specialisation -> out_entry -> refusal -> specialisation,
+    which kept the machine code until a collection (found in session 15's review)."""
+    gc.disable()
+    try:
+        exe = irc.compile(irc.parse(ADD), cache=False)
+        x, o = np.ones(3, np.float32), np.empty(3, np.float32)
+        for _ in range(3):
+            assert exe.f(x, out=o) is o
+        np.testing.assert_array_equal(o, 2 * x)
+        spec = next(iter(exe.f._specializations.values()))
+        assert spec.out_entry is not None
+        function, machine_code = weakref.ref(exe.f), weakref.ref(spec.executable)
+        del exe, spec
+        assert function() is None and machine_code() is None
+    finally:
+        gc.enable()
+
+
+def test_a_function_without_inputs_takes_out():
+    """A tensor function of no parameters called with ``out=``: its generated entry had been
+    ``def _entry(, out):``, a SyntaxError at the second call (session 15's review)."""
+    exe = irc.compile(irc.parse("""
+func.func @c() -> tensor<3xf32> {
+  %q = arith.constant dense<2.0> : tensor<3xf32>
+  func.return %q : tensor<3xf32>
+}
+"""), cache=False)
+    o = np.zeros(3, np.float32)
+    for _ in range(3):
+        assert exe.c(out=o) is o
+        np.testing.assert_array_equal(o, [2, 2, 2])
+        o[...] = 0
+    np.testing.assert_array_equal(exe.c(out=np.zeros(4, np.float32)[:3]), [2, 2, 2])  # a view: the full way
+
+
 def test_the_entry_still_hands_refused_buffers_to_the_checked_path():
     exe = irc.compile(irc.parse(ADD), cache=False)
     x = np.arange(8, dtype=np.float32)

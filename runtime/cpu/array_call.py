@@ -145,12 +145,16 @@ def _builtin(name: str, address: int):
     """A builtin function object (like ``len``) whose C function is the machine code at
     ``address``, of the ``METH_FASTCALL`` convention: Python calls it directly, where a ctypes
     function converted each argument and built a call frame (1.4 us of an 8x8 matmul's 2.0 in its
-    entry, session 15)."""
+    entry, session 15).  Bound to no object (``self`` NULL), as a module's functions are."""
     definition = _MethodDef(name.encode(), address, METH_FASTCALL, None)
     _libraries.append(definition)
-    new = ctypes.pythonapi.PyCFunction_NewEx
-    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
-    return new(ctypes.addressof(definition), None, None)
+    return _new_builtin(ctypes.addressof(definition), None, None)
+
+
+# PyCFunction_NewEx(PyMethodDef *, PyObject *self, PyObject *module), a prototype of our own
+# (setting argtypes on ``ctypes.pythonapi``'s would change them for every user of it).
+_new_builtin = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
+    ("PyCFunction_NewEx", ctypes.pythonapi))
 
 
 def _build(arguments: int, arrays: tuple[int, ...], disjoint: tuple[tuple[int, int], ...]):

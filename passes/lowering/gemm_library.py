@@ -99,6 +99,17 @@ one function (one compile) serves all four cases."""
 KC_MAX = 512
 """Deepest K panel (deeper ones gained nothing measurable and cost scratch)."""
 
+KC_L1_MAX = 256
+"""Deepest K panel ``l1_depth`` takes where the working set fits in L1 at that depth and more.
+Measured on the Intel Xeon (L1 48 KiB; session 15, a C harness beside MKL held to AVX2, 300
+rounds) with the AVX2 tile (6 x 16 f32), whose working set fits at 512: 256 deep ran
+256x1024x1024 at 0.97-1.00 of MKL against 512's 0.94-0.96 (320: 0.97, 384: 0.96, 192: 0.99),
+1024^3 1.00-1.01 against 0.99, 256x1024x784 0.99 against 0.96; with the AVX-512 tile, 256
+against 384 and 512 (which do not fit there): sessions 11 and 13.  So a deeper panel gains
+nothing once it fits: the start and end of a tile it saves are a few percent of a 256-deep
+one (``KC_L1_MIN``), and its B panel streams through more of L1 beside A's.  Not measured
+with a 64 KiB L1 or on f64."""
+
 KC_L1_MIN = 256
 """Shallowest K panel worth keeping in L1 (``Blocking.for_host``): a tile's start and end
 (zeroing the sums; reading, scaling and writing C) cost about as much as 8 of its k steps
@@ -200,12 +211,13 @@ def l1_depth(elem, mr: int, nr: int, l1_bytes: int) -> int:
     seconds at a time; docs/benchmarks.md, session 11), and the packed panel of B is half
     the size (tensor_cpu.py's MLP arena: 3.19 -> 2.09 activations).  Along the rows (session 13)
     512 was slower again in a C harness beside MKL: 1024^3 at 0.93 of MKL against 1.00, 256 x
-    1024 x 1024 0.91 against 0.94.  Not measured where it
-    changes a 32 KiB L1's choice: the AVX2 tiles (6 x 16 f32: 320 deep; 6 x 8 f64: 256)."""
+    1024 x 1024 0.91 against 0.94.  At most ``KC_L1_MAX`` deep (256): the AVX2 tiles (6 x 16 f32)
+    took 512 on a 48 KiB L1, and ran 2-4% slower than at 256.  Not measured on a 32 KiB L1
+    with the AVX2 tiles (6 x 16 f32: 256 by the cap, 320 without it)."""
     if l1_bytes <= 0:
         return 0
     size = max(1, getattr(elem, "width", 64) // 8)
-    depth = min(KC_MAX, l1_bytes // ((mr + nr) * size)) // 64 * 64
+    depth = min(KC_L1_MAX, l1_bytes // ((mr + nr) * size)) // 64 * 64
     return depth if depth >= KC_L1_MIN else 0
 
 

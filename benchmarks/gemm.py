@@ -195,6 +195,9 @@ def shapes_part(shapes, rounds, per_round, untargeted=(), peak=None) -> list[tup
     """The table: GFLOP/s of irc and each peer per product, irc over the best peer, and (with
     ``peak``, this core's f32 multiply-add peak) irc's share of the peak (f64's is half)."""
     checks = []
+    if tc.NOT_HELD.get(tc.CPU_LEVEL):
+        print(f"best peer: of those held to {tc.CPU_LEVEL} ({', '.join(tc.NOT_HELD[tc.CPU_LEVEL])}'s matrix kernels "
+              "ignore the level: shown, left out)")
     print("| product (M x N x K) | dtype | irc GFLOP/s | numpy | jax.jit | torch | irc / best peer | irc / peak "
           "| fastest calls: irc / best peer |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -206,7 +209,8 @@ def shapes_part(shapes, rounds, per_round, untargeted=(), peak=None) -> list[tup
             spread = timed_spread([fn for _, fn in rows], rounds, per_round)
             rate = {name: 2 * m * n * k / t / 1e9 for name, (t, _) in zip(names, spread)}
             fastest = {name: 2 * m * n * k / t / 1e9 for name, (_, t) in zip(names, spread)}
-            peers = [r for name, r in rate.items() if not name.startswith("irc") and ok[name]]
+            unheld = tc.NOT_HELD.get(tc.CPU_LEVEL, ())  # --cpu: jax's kernels ignore the level
+            peers = [r for name, r in rate.items() if not name.startswith("irc") and ok[name] and name not in unheld]
             best = max(peers) if peers else None
             irc_rate = rate[names[0]]
 
@@ -215,7 +219,8 @@ def shapes_part(shapes, rounds, per_round, untargeted=(), peak=None) -> list[tup
                     return "-"
                 return f"{rate[name]:.1f}" + ("" if ok[name] else " (wrong)")
             ratio = f"{irc_rate / best:.2f}" if best else "-"
-            best_fast = max((fastest[name] for name in fastest if not name.startswith("irc") and ok[name]), default=None)
+            best_fast = max((fastest[name] for name in fastest
+                             if not name.startswith("irc") and ok[name] and name not in unheld), default=None)
             fast_ratio = f"{fastest[names[0]] / best_fast:.2f}" if best_fast else "-"
             of_peak = f"{irc_rate / (peak * (4 / np.dtype(dtype).itemsize)):.0%}" if peak else "-"
             shape = f"{m}x{n}x{k}" + (" A^T" if ta else "") + (" B^T" if tb else "")

@@ -42,7 +42,11 @@ Since session 15 the trampoline is a builtin function object that Python calls w
 session's start and this code in turn, two runs each: irc.jit 2.75 -> 1.57 us, ``exe.f`` 2.64-2.71
 -> 1.35-1.37, ``exe.f(..., out=o)`` 2.92-2.95 -> 1.52-1.59 (the Intel Xeon; an 8x8 matmul in one
 process, 25 rounds interleaved: ``out=`` 3.61 -> 1.70 us, torch's ``matmul(out=)`` 1.25;
-allocating 3.36 -> 1.55, torch 1.52).
+allocating 3.36 -> 1.55, torch 1.52).  Then ``__call__`` tries the entry of its latest fast call
+first (made with ``elsewhere``: it checks the inputs' shapes itself), with no shapes key and no
+lookup: ``exe.f`` 1.38-1.41 -> 0.97-1.18 us, ``out=`` 1.54-2.66 -> 1.12-1.14 (frontend.py, two
+runs each in turn); the 8x8 matmul ``out=`` 1.64 -> 1.28 (torch 1.28-1.32), allocating 1.54 ->
+1.21 (torch 1.54-1.56).
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ def _at(a) -> int:
 
 
 def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_outputs: bool = False,
-               typed: bool = False):
+               typed: bool = False, elsewhere=None):
     """The call of ``spec`` (a ``Specialization`` of the ``TensorFunction`` ``function``) for
     arguments that the caller has checked are of exactly ``shapes``; an argument that is not an
     ``np.ndarray`` of the signature's dtype, and anything the buffers refuse, goes to
@@ -76,7 +80,12 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     With ``given_outputs`` the call takes the outputs as well (``out=``: one array, or a tuple)
     and checks what the caller has not: that they are exact arrays of the right dtypes and
     shapes, writeable and C-contiguous, and that none overlaps another or an input; anything
-    else (an in-place pair among them) goes to ``refused(arrays, out)``."""
+    else (an in-place pair among them) goes to ``refused(arrays, out)``.
+
+    With ``elsewhere`` the call checks the inputs' shapes too, and hands arrays of other shapes
+    (after the type checks: exact arrays of the signature's dtypes), and any call once
+    ``set_cpu`` has changed the target, to ``elsewhere`` (called as ``refused`` is): the call
+    ``TensorFunction.__call__`` makes first, whatever the shapes, without looking them up."""
     if function._fast_dtypes is None:
         return None
     params = [f"a{i}" for i in range(len(shapes))]
@@ -90,12 +99,23 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     # the arguments' types and dtypes (the caller's fast path leaves them to this call)
     for i, dtype in enumerate(function._fast_dtypes):
         env[f"_in{i}"] = dtype
-    type_checks = " or ".join(["_target.generation != _generation"]
+    type_checks = " or ".join(([] if elsewhere else ["_target.generation != _generation"])
                               + [f"type(a{i}) is not _nd" + ("" if typed else f" or a{i}.dtype is not _in{i}")
                                  for i in range(len(params))])
     inputs = "(" + "".join(f"{p}, " for p in params) + ")"  # a tuple of them ("()": no inputs)
+    moved = []  # with ``elsewhere``: the lines that hand other shapes (and another target) to it
+    if elsewhere is not None:
+        env["_elsewhere"] = elsewhere
+        call = f"_elsewhere({inputs}, out)" if given_outputs else f"_elsewhere({', '.join(params)})"
+        for i, shape in enumerate(shapes):
+            env[f"_ishape{i}"] = tuple(shape)
+        if params:  # after the type checks: every input is an array, with a shape to compare
+            moved = [f"    if {' or '.join(f'a{i}.shape != _ishape{i}' for i in range(len(params)))}:",
+                     f"        return {call}"]
     if given_outputs:
         lines = [f"def _entry({', '.join(params + ['out'])}):"]
+        if elsewhere is not None:
+            lines += ["    if _target.generation != _generation:", f"        return {call}"]
         given = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
         if len(outs) == 1:
             lines += [f"    {given} = out"]
@@ -105,11 +125,18 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
                       f"        return _full({inputs}, out)"]
         checks = " or ".join(f"type(o{k}) is not _nd or o{k}.dtype is not _dtype{k} or o{k}.shape != _shape{k}"
                              for k in range(len(outs)))
-        lines += [f"    if {' or '.join(filter(None, [type_checks, checks]))}:", f"        return _full({inputs}, out)"]
+        if moved:  # the inputs first: arrays of other shapes (and their outputs) go elsewhere
+            lines += [f"    if {type_checks}:", f"        return _full({inputs}, out)", *moved,
+                      f"    if {checks}:", f"        return _full({inputs}, out)"]
+        else:
+            lines += [f"    if {' or '.join(filter(None, [type_checks, checks]))}:", f"        return _full({inputs}, out)"]
     else:
         lines = [f"def _entry({', '.join(params)}):"]
+        if elsewhere is not None:
+            lines += ["    if _target.generation != _generation:", f"        return {call}"]
         if type_checks:
             lines += [f"    if {type_checks}:", f"        return _full({', '.join(params)})"]
+        lines += moved
     for k, (shape, dtype) in enumerate(zip(spec.out_shapes, function._out_dtypes)):
         env[f"_shape{k}"], env[f"_dtype{k}"] = tuple(shape), dtype
         if given_outputs:

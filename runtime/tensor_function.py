@@ -281,6 +281,9 @@ class TensorFunction:
                 self._out_dtypes = tuple(_dtype(t) for t in ft.results)
             except TypeError:  # bf16: the slow path says why
                 self._fast_dtypes = None
+        # The entries of the latest fast calls (``__call__``), without and with out=; None until one.
+        self._last_entry = self._last_out_entry = None
+        self._arity = len(ft.inputs)
         self._lock = threading.Lock()
         self.__doc__ = f"@{self.name} : {self.signature} (compiled for the CPU per argument shapes)"
 
@@ -338,6 +341,7 @@ class TensorFunction:
         if self._target_generation != _target_cpu.generation:
             with self._lock:
                 self._specializations.clear()
+                self._last_entry = self._last_out_entry = None
                 self._target_generation = _target_cpu.generation
 
     def lower(self, shapes: tuple, sizes: tuple = (), aliased: bool = False, part: str = "all",
@@ -486,9 +490,19 @@ class TensorFunction:
     # -- the call ----------------------------------------------------------------------------------------
 
     def __call__(self, *args, out=None):
+        # The entry of the latest fast call first, whatever the shapes: it checks them itself
+        # and hands other shapes to ``_dispatch`` (fast_entry.py's ``elsewhere``), so a call of
+        # the shapes before costs no key and no lookup in Python (0.3-0.5 us of a small call).
+        entry = self._last_entry if out is None else self._last_out_entry
+        if entry is not None and len(args) == self._arity:
+            return entry(*args) if out is None else entry(*args, out)
+        return self._dispatch(args, out)
+
+    def _dispatch(self, args, out):
+        """The call looked up by the arguments' shapes: the specialisation's generated entry
+        where there is one (``_fast_call`` makes it), which becomes the latest; else the full
+        checks."""
         if self._fast_dtypes is not None:
-            # The specialisation's generated entry, when there is one (``_fast_call`` makes it):
-            # no Python frame but this one before the entry's (0.3-0.9 us of a small call).
             try:
                 spec = self._specializations.get(tuple(map(_SHAPE, args)))
             except AttributeError:  # not arrays: the full checks explain
@@ -496,8 +510,10 @@ class TensorFunction:
             if spec is not None and self._target_generation == _target_cpu.generation:
                 if out is None:
                     if spec.entry is not None:
+                        self._last_entry = spec.entry
                         return spec.entry(*args)
                 elif spec.out_entry is not None:
+                    self._last_out_entry = spec.out_entry
                     return spec.out_entry(*args, out)
             result = self._fast_call(args, out)
             if result is not _SLOW:
@@ -563,7 +579,9 @@ class TensorFunction:
                 # holds, and a strong one would keep a dropped executable until a collection.
                 me = weakref.ref(self)
                 spec.entry = make_entry(self, spec, shapes, self.name,
-                                        refused=lambda *arrays: me()._checked_call(arrays, None))
+                                        refused=lambda *arrays: me()._checked_call(arrays, None),
+                                        elsewhere=lambda *arrays: me()._dispatch(arrays, None))
+            self._last_entry = spec.entry
             return spec.entry(*args)
         if not spec.out_shapes:
             return _SLOW  # out= for a function without outputs: the checks explain
@@ -575,11 +593,21 @@ class TensorFunction:
             me, made_for = weakref.ref(self), weakref.ref(spec)
 
             def refused(arrays, given):  # overlaps (an in-place pair?), odd arrays: the checks
-                function = me()
-                result = function._fast_out(made_for(), arrays, given)
+                function, spec = me(), made_for()
+                if spec is None:  # dropped (set_cpu since): the checks
+                    return function._checked_call(arrays, given)
+                try:
+                    other = tuple(map(_SHAPE, arrays)) != shapes
+                except AttributeError:
+                    return function._checked_call(arrays, given)
+                if other:  # arrays of other shapes: their own specialisation's entry, if any
+                    return function._dispatch(arrays, given)
+                result = function._fast_out(spec, arrays, given)
                 return function._checked_call(arrays, given) if result is _SLOW else result
 
-            spec.out_entry = make_entry(self, spec, shapes, self.name, refused=refused, given_outputs=True)
+            spec.out_entry = make_entry(self, spec, shapes, self.name, refused=refused, given_outputs=True,
+                                        elsewhere=lambda arrays, given: me()._dispatch(arrays, given))
+        self._last_out_entry = spec.out_entry
         return spec.out_entry(*args, out)
 
     def _fast_out(self, spec: Specialization, args, out):

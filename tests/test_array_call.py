@@ -237,3 +237,63 @@ def test_a_trampoline_lets_other_python_threads_run_during_its_call():
         sys.setswitchinterval(interval)
     np.testing.assert_array_equal(c, want)
     assert min(during) > 0, during
+
+
+def test_calls_of_other_shapes_reach_their_own_entries_without_the_checks(monkeypatch):
+    """``exe.f(...)`` tries the entry of its latest fast call first; that entry hands arrays of
+    other shapes back to the lookup (``elsewhere``), so calls that alternate between shapes,
+    with and without ``out=``, each run their own specialisation's entry and none reaches the
+    full checks; each result is right."""
+    program = """
+func.func @f(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
+  %p = arith.mulf %a, %b : tensor<?xf32>
+  %r = arith.addf %p, %a : tensor<?xf32>
+  func.return %r : tensor<?xf32>
+}
+"""
+    f = irc.compile(irc.parse(program), cache=False).f
+    arrays = {n: (RNG.standard_normal(n).astype(np.float32), RNG.standard_normal(n).astype(np.float32),
+                  np.empty(n, np.float32)) for n in (3, 5, 8)}
+    for a, b, o in arrays.values():  # specialise each shape, and make its entries
+        for _ in range(2):
+            f(a, b), f(a, b, out=o)
+    checked = []
+    monkeypatch.setattr(f, "_checked_call", lambda *args: checked.append(args))
+    for _ in range(3):
+        for n, (a, b, o) in arrays.items():
+            np.testing.assert_array_equal(f(a, b), a * b + a)
+            o[...] = np.nan
+            assert f(a, b, out=o) is o
+            np.testing.assert_array_equal(o, a * b + a)
+            assert f._last_entry is f._specializations[((n,), (n,))].entry
+    assert not checked
+
+
+def test_what_the_latest_entry_refuses_gets_the_answers_of_the_full_checks():
+    """Through the latest entry, a call of the wrong count, of non-arrays, of another dtype or
+    of an output of the wrong shape gets what the full checks give a function never called
+    fast (the same error, or the same result)."""
+    program = """
+func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
+  %r = arith.addf %a, %a : tensor<?xf32>
+  func.return %r : tensor<?xf32>
+}
+"""
+    warm = irc.compile(irc.parse(program), cache=False).f
+    x = np.arange(4, dtype=np.float32)
+    for _ in range(2):
+        warm(x), warm(x, out=np.empty(4, np.float32))
+    assert warm._last_entry is not None and warm._last_out_entry is not None
+
+    def outcome(f, *args, **kwargs):
+        try:
+            return ("result", np.asarray(f(*args, **kwargs)).tolist())
+        except Exception as e:  # noqa: BLE001 - the exception is what is compared
+            return (type(e).__name__, str(e))
+
+    cases = [((x, x), {}), (([1.0, 2.0],), {}), ((x.astype(np.float64),), {}), ((x[::2],), {}),
+             ((x,), {"out": np.empty(5, np.float32)}), ((x,), {"out": np.empty(4, np.float64)}),
+             ((np.arange(6, dtype=np.float32),), {"out": np.empty(6, np.float32)})]
+    for args, kwargs in cases:
+        cold = irc.compile(irc.parse(program), cache=False).f
+        assert outcome(warm, *args, **kwargs) == outcome(cold, *args, **kwargs), (args, kwargs)

@@ -68,7 +68,8 @@ def _at(a) -> int:
 def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_outputs: bool = False,
                typed: bool = False, elsewhere=None):
     """The call of ``spec`` (a ``Specialization`` of the ``TensorFunction`` ``function``) for
-    arguments that the caller has checked are of exactly ``shapes``; an argument that is not an
+    arguments that the caller has checked are of exactly ``shapes`` (unless ``elsewhere`` is
+    given: then the call checks them, below); an argument that is not an
     ``np.ndarray`` of the signature's dtype, and anything the buffers refuse, goes to
     ``refused`` (by default ``function`` itself; ``function``'s own fast path passes its full
     checks, which do not come back here).  ``typed``: the caller has checked the dtypes (irc.jit's
@@ -107,11 +108,12 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
     if elsewhere is not None:
         env["_elsewhere"] = elsewhere
         call = f"_elsewhere({inputs}, out)" if given_outputs else f"_elsewhere({', '.join(params)})"
-        for i, shape in enumerate(shapes):
-            env[f"_ishape{i}"] = tuple(shape)
+        for i, shape in enumerate(shapes):  # plain ints: compared with exact arrays' shapes below
+            env[f"_ishape{i}"] = tuple(int(n) for n in shape)
+        unpacked = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"  # out= read once (a generator)
         if params:  # after the type checks: every input is an array, with a shape to compare
             moved = [f"    if {' or '.join(f'a{i}.shape != _ishape{i}' for i in range(len(params)))}:",
-                     f"        return {call}"]
+                     f"        return _elsewhere({inputs}, {unpacked})" if given_outputs else f"        return {call}"]
     if given_outputs:
         lines = [f"def _entry({', '.join(params + ['out'])}):"]
         if elsewhere is not None:
@@ -126,8 +128,8 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
         checks = " or ".join(f"type(o{k}) is not _nd or o{k}.dtype is not _dtype{k} or o{k}.shape != _shape{k}"
                              for k in range(len(outs)))
         if moved:  # the inputs first: arrays of other shapes (and their outputs) go elsewhere
-            lines += [f"    if {type_checks}:", f"        return _full({inputs}, out)", *moved,
-                      f"    if {checks}:", f"        return _full({inputs}, out)"]
+            lines += [f"    if {type_checks}:", f"        return _full({inputs}, {unpacked})", *moved,
+                      f"    if {checks}:", f"        return _full({inputs}, {unpacked})"]
         else:
             lines += [f"    if {' or '.join(filter(None, [type_checks, checks]))}:", f"        return _full({inputs}, out)"]
     else:

@@ -505,7 +505,7 @@ class TensorFunction:
         if self._fast_dtypes is not None:
             try:
                 spec = self._specializations.get(tuple(map(_SHAPE, args)))
-            except AttributeError:  # not arrays: the full checks explain
+            except (AttributeError, TypeError):  # not arrays (no shape, or one no key holds): the checks
                 spec = None
             if spec is not None and self._target_generation == _target_cpu.generation:
                 if out is None:
@@ -564,10 +564,9 @@ class TensorFunction:
         allows: the specialisation's generated calls (fast_entry.py), which check the types and
         dtypes.  Anything else returns ``_SLOW``, or goes from those calls to
         the full checks, which raise the right error or make the copies."""
-        try:
-            shapes = tuple(map(_SHAPE, args))  # no specialisation has another count of them
-        except AttributeError:
-            return _SLOW
+        if any(type(a) is not np.ndarray for a in args):  # the entries are made from exact arrays'
+            return _SLOW  # shapes (plain ints: an entry compares them with other arrays' shapes)
+        shapes = tuple(map(_SHAPE, args))  # no specialisation has another count of them
         spec = self._specializations.get(shapes)
         if spec is None or self._target_generation != _target_cpu.generation:
             return _SLOW  # not specialised yet; or specialization() drops what was made for the old target
@@ -594,13 +593,9 @@ class TensorFunction:
 
             def refused(arrays, given):  # overlaps (an in-place pair?), odd arrays: the checks
                 function, spec = me(), made_for()
-                if spec is None:  # dropped (set_cpu since): the checks
-                    return function._checked_call(arrays, given)
-                try:
-                    other = tuple(map(_SHAPE, arrays)) != shapes
-                except AttributeError:
-                    return function._checked_call(arrays, given)
-                if other:  # arrays of other shapes: their own specialisation's entry, if any
+                if spec is None or any(type(a) is not np.ndarray for a in arrays):  # dropped (set_cpu
+                    return function._checked_call(arrays, given)  # since), or not arrays: the checks
+                if tuple(map(_SHAPE, arrays)) != shapes:  # arrays of other shapes: their own entry, if any
                     return function._dispatch(arrays, given)
                 result = function._fast_out(spec, arrays, given)
                 return function._checked_call(arrays, given) if result is _SLOW else result

@@ -297,3 +297,62 @@ func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
     for args, kwargs in cases:
         cold = irc.compile(irc.parse(program), cache=False).f
         assert outcome(warm, *args, **kwargs) == outcome(cold, *args, **kwargs), (args, kwargs)
+
+
+def test_an_entry_is_made_from_real_arrays_shapes_only():
+    """An object whose ``.shape`` holds ints that compare equal to anything reaches a
+    specialisation by its key; the entries must not be made from those shapes, or the latest
+    entry's shape check would pass any array and run code compiled for 8 elements on 2 (found in
+    session 15's review: 6 elements read past the input; a segfault at 50M)."""
+    program = """
+func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {
+  %r = arith.addf %a, %a : tensor<?xf32>
+  func.return %r : tensor<?xf32>
+}
+"""
+
+    class Liar(int):
+        def __eq__(self, other):
+            return True
+
+        def __ne__(self, other):
+            return False
+
+        __hash__ = int.__hash__
+
+    class Fake:
+        shape = (Liar(8),)
+        dtype = np.dtype(np.float32)
+
+    for out in (None, np.empty(8, np.float32)):
+        f = irc.compile(irc.parse(program), cache=False).f
+        f(np.ones(8, np.float32))
+        with pytest.raises(TypeError, match="'a' must be a numpy array"):
+            f(Fake()) if out is None else f(Fake(), out=out)
+        two = np.ones(2, np.float32)
+        if out is None:
+            np.testing.assert_array_equal(f(two), [2, 2])
+        else:
+            with pytest.raises(ValueError, match="of shape \\[2\\]"):
+                f(two, out=out)
+
+
+def test_an_out_generator_is_read_once_when_the_shapes_move():
+    """``out=`` may be any iterable of arrays (a generator): the entry of the latest call reads
+    it once, and hands what it read on with arrays of other shapes (it had handed on the spent
+    generator: "out= must give 2 arrays, got 0")."""
+    program = """
+func.func @g(%a: tensor<?xf32>, %b: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %s = arith.addf %a, %b : tensor<?xf32>
+  %p = arith.mulf %a, %b : tensor<?xf32>
+  func.return %s, %p : tensor<?xf32>, tensor<?xf32>
+}
+"""
+    g = irc.compile(irc.parse(program), cache=False).g
+    for n in (5, 4, 4):
+        a = np.full(n, 1.5, np.float32)
+        g(a, a, out=(np.empty(n, np.float32) for _ in range(2)))
+    a = np.full(5, 1.5, np.float32)
+    s, p = g(a, a, out=(np.empty(5, np.float32) for _ in range(2)))
+    np.testing.assert_array_equal(s, 3.0)
+    np.testing.assert_array_equal(p, 2.25)

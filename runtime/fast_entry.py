@@ -104,21 +104,20 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
                               + [f"type(a{i}) is not _nd" + ("" if typed else f" or a{i}.dtype is not _in{i}")
                                  for i in range(len(params))])
     inputs = "(" + "".join(f"{p}, " for p in params) + ")"  # a tuple of them ("()": no inputs)
+    given = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"  # out=, once read (a generator: once)
     moved = []  # with ``elsewhere``: the lines that hand other shapes (and another target) to it
     if elsewhere is not None:
         env["_elsewhere"] = elsewhere
         call = f"_elsewhere({inputs}, out)" if given_outputs else f"_elsewhere({', '.join(params)})"
         for i, shape in enumerate(shapes):  # plain ints: compared with exact arrays' shapes below
             env[f"_ishape{i}"] = tuple(int(n) for n in shape)
-        unpacked = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"  # out= read once (a generator)
         if params:  # after the type checks: every input is an array, with a shape to compare
             moved = [f"    if {' or '.join(f'a{i}.shape != _ishape{i}' for i in range(len(params)))}:",
-                     f"        return _elsewhere({inputs}, {unpacked})" if given_outputs else f"        return {call}"]
+                     f"        return _elsewhere({inputs}, {given})" if given_outputs else f"        return {call}"]
     if given_outputs:
         lines = [f"def _entry({', '.join(params + ['out'])}):"]
         if elsewhere is not None:
             lines += ["    if _target.generation != _generation:", f"        return {call}"]
-        given = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
         if len(outs) == 1:
             lines += [f"    {given} = out"]
         else:  # a tuple or list of them (an array would unpack into its rows: the checks refuse it)
@@ -128,8 +127,8 @@ def make_entry(function, spec, shapes: tuple, name: str, refused=None, given_out
         checks = " or ".join(f"type(o{k}) is not _nd or o{k}.dtype is not _dtype{k} or o{k}.shape != _shape{k}"
                              for k in range(len(outs)))
         if moved:  # the inputs first: arrays of other shapes (and their outputs) go elsewhere
-            lines += [f"    if {type_checks}:", f"        return _full({inputs}, {unpacked})", *moved,
-                      f"    if {checks}:", f"        return _full({inputs}, {unpacked})"]
+            lines += [f"    if {type_checks}:", f"        return _full({inputs}, {given})", *moved,
+                      f"    if {checks}:", f"        return _full({inputs}, {given})"]
         else:
             lines += [f"    if {' or '.join(filter(None, [type_checks, checks]))}:", f"        return _full({inputs}, out)"]
     else:

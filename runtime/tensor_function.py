@@ -544,16 +544,20 @@ class TensorFunction:
                 spec.arenas.append(arena)
         return self._results(outputs, scalars)
 
-    def entry(self, shapes: tuple):
+    def entry(self, shapes: tuple, elsewhere=None):
         """The call for arguments of exactly ``shapes`` and the signature's dtypes (irc.jit's
         cache key has matched), specialised and generated (``fast_entry.py``: it checks that each
         is exactly an ``np.ndarray``); ``self`` where there is no such call (not specialised yet,
-        sizes from scalars)."""
+        sizes from scalars).  With ``elsewhere`` the call checks the dtypes and shapes too, and
+        hands anything else it would refuse to ``elsewhere`` (irc.jit's latest call: its lookup)."""
         from .fast_entry import make_entry
 
         self._follow_the_target()
         spec = self._specializations.get(tuple(shapes))
-        entry = make_entry(self, spec, tuple(shapes), self.name, typed=True) if spec is not None else None
+        if spec is None:
+            return self
+        entry = make_entry(self, spec, tuple(shapes), self.name, typed=elsewhere is None, refused=elsewhere,
+                           elsewhere=elsewhere)
         return entry or self
 
     def _fast_call(self, args, out):

@@ -357,3 +357,81 @@ def test_generated_entry_with_an_arena_is_safe_on_threads():
         got = list(pool.map(lambda x: fn(x, w1, w2), xs))
     for x, g in zip(xs, got):
         np.testing.assert_allclose(g, f(x, w1, w2), rtol=1e-10, atol=1e-12)
+
+
+# -- the latest array call's entry, tried first (irc.jit.__call__) ------------------------------------
+
+
+def test_the_latest_array_call_is_tried_first_and_hands_everything_else_to_the_lookup():
+    """After an array call, the next call goes straight to that call's entry, which checks the
+    arguments' types, dtypes and shapes itself: other shapes and dtypes, Python numbers, lists
+    (another pytree) and buffers it cannot pass must each get what a fresh jit gives them."""
+    def f(a, b):
+        return a[0] * b + 1.0  # a list ``a`` is a pytree: its first leaf
+
+    warm, want = irc.jit(f), irc.jit(f)
+    a, b = RNG.standard_normal(6).astype(np.float32), RNG.standard_normal(6).astype(np.float32)
+    warm(a, b)
+    assert warm._latest is not None and "<irc entry for @" in warm._latest.__code__.co_filename
+    strided = RNG.standard_normal(12).astype(np.float32)[::2]
+    others = [(a, b), (a[:4], b[:4]), (a.astype(np.float64), b.astype(np.float64)), (a, 2.0), (strided, 3),
+              ([2.0, a], b), (strided, b), (a.view(np.ndarray).reshape(2, 3), b.reshape(2, 3)), (a, b)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", irc.frontend.RetraceWarning)
+        for x, y in others:
+            got, expected = warm(x, y), want(x, y)
+            assert type(got) is type(expected)
+            for g, e in zip(pytree.flatten(got)[0], pytree.flatten(expected)[0]):
+                np.testing.assert_array_equal(g, e)
+        traces = warm.trace_count
+        for x, y in others:  # all cached now: no call traces again, whichever entry was the latest
+            warm(x, y)
+        assert warm.trace_count == traces
+    with pytest.raises(TypeError), warnings.catch_warnings():
+        warnings.simplefilter("ignore", irc.frontend.RetraceWarning)
+        warm(a)  # another count of arguments: the full path's (the trace's) error, not the entry's
+
+
+def test_a_jitted_call_inside_a_trace_is_traced_in_line_not_run():
+    """The latest entry runs machine code on arrays; inside another function's trace the call
+    is traced in line (its Python runs again, its ops join the outer program), with tracers
+    or arrays, as the lookup's path does."""
+    runs = []
+
+    def product(a, b):
+        runs.append(1)
+        return a * b
+
+    inner = irc.jit(product)
+    a, b = RNG.standard_normal(5), RNG.standard_normal(5)
+    inner(a, b)
+    for outer, x in ((irc.jit(lambda x: inner(x, b) + 1.0), a), (irc.jit(lambda x: inner(a, b) + x), np.ones(5))):
+        before = len(runs)
+        np.testing.assert_allclose(outer(x), a * b + 1.0, rtol=1e-13)
+        assert len(runs) == before + 1  # traced once, in line
+
+
+def test_a_retrace_from_the_latest_entry_is_reported_at_the_users_line():
+    jf = irc.jit(lambda x: x + 1.0)
+    jf(np.ones(3))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        jf(np.ones(4))  # the latest entry hands it to the lookup, which traces again
+    (w,) = [w for w in caught if issubclass(w.category, irc.frontend.RetraceWarning)]
+    assert os.path.basename(w.filename) == THIS_FILE
+
+
+def test_a_dropped_jit_is_freed_without_a_collection():
+    """The latest entry refers back to its jit weakly: no cycle keeps its machine code."""
+    import weakref
+
+    jf = irc.jit(lambda x: x * 3.0)
+    jf(np.ones(8))
+    assert jf._latest is not None
+    gone = weakref.ref(jf)
+    gc.disable()
+    try:
+        del jf
+        assert gone() is None
+    finally:
+        gc.enable()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,7 +21,7 @@ import numpy as np
 from irc import pytree
 from irc.types import TensorType
 
-from .locations import located_message, source_file, user_frame
+from .locations import located_message, source_file, user_frame, user_stacklevel
 from .tracer import Trace, Tracer, current, dtype_of_type, irc_type, operand
 
 _SHAPE_AND_DTYPE = operator.attrgetter("shape", "dtype")  # an array call's key, without a Python frame
@@ -167,6 +168,12 @@ class Jitted:
         # pytree and key building: their shapes and dtypes map straight to the compiled entry.
         self._array_calls: dict = {}
         self._arrays_only = not self.static_argnums and not self.donate_argnums and not dynamic_shapes
+        # The entry of the latest array call that returned a lone array, made to check the
+        # arguments' types, dtypes and shapes itself (``TensorFunction.entry``'s ``elsewhere``),
+        # per key of ``_array_calls``; ``_latest`` is tried first (no key, no lookup).
+        self._latest_entries: dict = {}
+        self._latest = None
+        self._latest_arity = -1
         self.trace_count = 0
         self.last_retrace: str | None = None
         self.__name__ = getattr(fn, "__name__", "jitted")
@@ -200,6 +207,17 @@ class Jitted:
     # -- calling --------------------------------------------------------------------------------
 
     def __call__(self, *args):
+        # The latest array call's entry first, whatever the arguments: it checks them itself and
+        # hands anything else (other shapes or dtypes, not arrays) to ``_lookup``.  Not while a
+        # trace runs: a call inside one is traced in line.
+        latest = self._latest
+        if latest is not None and len(args) == self._latest_arity and current() is None:
+            return latest(*args)
+        return self._lookup(args)
+
+    def _lookup(self, args):
+        """The call found by the arguments' signature: the array call of their shapes and dtypes
+        (which becomes the latest, where it has an entry for that), else the pytree's key."""
         if self._arrays_only:
             try:
                 key = tuple(map(_SHAPE_AND_DTYPE, args))  # the entry checks their types
@@ -207,6 +225,9 @@ class Jitted:
                 key = None
             call = self._array_calls.get(key)
             if call is not None and current() is None:
+                latest = self._latest_entries.get(key)
+                if latest is not None:
+                    self._latest, self._latest_arity = latest, len(args)
                 return call(*args)
         if current() is not None:  # inside another trace: trace fn in line
             return self.fn(*args)
@@ -220,7 +241,12 @@ class Jitted:
             if self._arrays_only and all(type(a) is np.ndarray and a.ndim for a in args) \
                     and all(isinstance(t, TensorType) for t in spec.out_types):
                 shapes = tuple(a.shape for a in args)
-                self._array_calls[tuple((a.shape, a.dtype) for a in args)] = self._array_call(spec, shapes)
+                key = tuple((a.shape, a.dtype) for a in args)
+                self._array_calls[key] = self._array_call(spec, shapes)
+                latest = self._latest_entry(spec, shapes)
+                if latest is not None:
+                    self._latest_entries[key] = latest
+                    self._latest, self._latest_arity = latest, len(args)
             return result
         return self._run(spec, leaves)
 
@@ -238,6 +264,17 @@ class Jitted:
         if len(spec.out_types) == 1:
             return lambda *args: out_tree.unflatten((function(*args),))
         return lambda *args: out_tree.unflatten(function(*args) or ())
+
+    def _latest_entry(self, spec: Specialization, shapes: tuple):
+        """The compiled entry for array arguments of ``shapes`` that checks them itself (their
+        types, dtypes and shapes) and hands the calls it refuses to ``_lookup``; None unless the
+        result is a lone array (the entry returns it as it is)."""
+        entry = getattr(spec.function, "entry", None)
+        if entry is None or len(spec.out_types) != 1 or spec.traced.out_tree.kind != "leaf":
+            return None
+        me = weakref.ref(self)  # the entry lives on this object: no cycle through its closure
+        made = entry(shapes, elsewhere=lambda *args: me()._lookup(args))
+        return None if made is spec.function else made
 
     def _specialize(self, key, args) -> Specialization:
         import irc
@@ -275,7 +312,7 @@ class Jitted:
                         for (i, a), (_, b) in zip(prev[2], static) if a != b]
             why = "; ".join(changes) or "a new signature"
         self.last_retrace = f"irc.jit({self.__name__}) traces again: {why}"
-        warnings.warn(self.last_retrace, RetraceWarning, stacklevel=4)
+        warnings.warn(self.last_retrace, RetraceWarning, stacklevel=user_stacklevel())
 
     def _run(self, spec: Specialization, leaves: list):
         flat = [_argument(x) for x in leaves]

@@ -39,7 +39,8 @@ def _is_internal(filename: str) -> bool:
     global _SKIPPED
     if not _SKIPPED:
         _SKIPPED = _roots()
-    return filename.startswith(_SKIPPED) or filename.startswith("<frozen ")
+    # "<irc ": the entries irc generates (runtime/fast_entry.py, cpu/callconv.py)
+    return filename.startswith(_SKIPPED) or filename.startswith(("<frozen ", "<irc "))
 
 
 def user_frame():
@@ -48,6 +49,15 @@ def user_frame():
     while frame is not None and _is_internal(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
+
+
+def user_stacklevel() -> int:
+    """``warnings.warn``'s ``stacklevel`` for the user's line, from the function that calls
+    ``warnings.warn``: however many of irc's frames (and generated entries) lie between."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and _is_internal(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def source_file(filename: str) -> SourceFile:

@@ -7,14 +7,16 @@
     python benchmarks/gemm.py --threads 2 --blas  # the same for irc's BLAS path (blas=True)
     python benchmarks/gemm.py --compile       # what building the library functions costs, per stage
     python benchmarks/gemm.py --cpu x86-64-v3 # AVX2 code, against peers held to AVX2 (tensor_cpu.py)
-    python benchmarks/gemm.py --untargeted    # only the products without a target (CNN's, 17-24 columns)
+    python benchmarks/gemm.py --untargeted    # only the products without a target (CNN's, 17-24 columns, small batches)
 
 Shapes: square 256, 1024 and 2048, the products of the MLP training step of
 benchmarks/autodiff.py (784-1024-1024-10, batch 256), with the transposed
 operands its backward pass reads in place (``A^T`` given as the buffer of A,
 ``B^T`` as that of B: irc's library packs them; numpy, jax and torch get the same
 transposed views), and (without a target) the convolutions' products of
-torch_backend.py's CNN, per image, and products of 17-24 columns (gemm_narrow.py's wider forms).  Each product runs through ``irc.compile`` of a one-matmul
+torch_backend.py's CNN, per image, products of 17-24 columns (gemm_narrow.py's wider forms), and a
+small batch's layers (4-12 rows: the tiles where B is as given, gemm_narrow.py's
+``DOT_IN_PLACE_ROWS`` where B^T is).  Each product runs through ``irc.compile`` of a one-matmul
 tensor function (what a user's program calls), after its first call.  Every
 contender's result is checked against a float64 product.  Medians of 7 rounds of
 5 calls, the contenders interleaved round by round; GFLOP/s = 2*M*N*K / time.  irc's
@@ -90,6 +92,15 @@ NARROW_SHAPES = [  # a little wider than one vector: gemm_narrow.py's DOT_FILL a
     ("20 columns, A^T", 1024, 20, 256, True, False),
 ]
 """Also without a target: products of 17-24 columns, which fill few of the full tiles' lanes."""
+SMALL_BATCH_SHAPES = [  # a few rows: the tiles (B as given), gemm_narrow.py's DOT_IN_PLACE_ROWS (B^T)
+    ("batch 4, x @ W", 4, 1024, 1024, False, False),
+    ("batch 8, x @ W", 8, 1024, 1024, False, False),
+    ("batch 4, 27 columns", 4, 27, 1024, False, False),
+    ("batch 8, x @ W^T", 8, 1024, 1024, False, True),
+    ("batch 12, x @ W^T", 12, 512, 512, False, True),
+    ("batch 6, x @ W^T, 256", 6, 256, 256, False, True),
+]
+"""Also without a target: a small batch's layers (inference), which the tiles would pad to MR rows."""
 QUICK_SHAPES = [("square 128", 128, 128, 128, False, False), ("A^T 96x80x64", 96, 80, 64, True, False),
                 ("B^T 64x96x80", 64, 96, 80, False, True)]
 
@@ -369,7 +380,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=0, help="irc on 1 and on N threads (every core allowed)")
     ap.add_argument("--blas", action="store_true", help="with --threads: irc's BLAS path (blas=True)")
     ap.add_argument("--compile", action="store_true", help="CPU time to build the library functions, per stage")
-    ap.add_argument("--untargeted", action="store_true", help="only the products without a target (CNN, narrow)")
+    ap.add_argument("--untargeted", action="store_true",
+                    help="only the products without a target (CNN, narrow, small batches)")
     ap.add_argument("--cpu", choices=sorted(tc.CPU_LEVELS),
                     help="irc and the peers held to this x86-64 level (tensor_cpu.py's --cpu; read when it is imported)")
     opts = ap.parse_args(argv)
@@ -403,7 +415,8 @@ def main(argv=None) -> int:
     print(f"f32 multiply-add peak of this core: {peak:.1f} GFLOP/s (benchmarks/c/fma_peak.c, gcc "
           f"{' '.join(tc.C_FLAGS)})\n" if peak else "f32 multiply-add peak: not measured (no gcc)\n")
     targeted = () if opts.untargeted else QUICK_SHAPES if opts.quick else SHAPES
-    checks = shapes_part(targeted, rounds, per_round, () if opts.quick else CNN_SHAPES + NARROW_SHAPES, peak)
+    checks = shapes_part(targeted, rounds, per_round, () if opts.quick else CNN_SHAPES + NARROW_SHAPES + SMALL_BATCH_SHAPES,
+                         peak)
     print()
     for text, ok in checks:
         print(f"{'PASS' if ok else 'FAIL'}  {text}")

@@ -291,7 +291,7 @@ def test_narrow_edge_panels_run_the_half_width_kernel_and_agree(kind, transposed
 WIDE = gl.Blocking(mr=3, nr=16, mc=6, kc=5, nc=32)  # partial B^T panels of GROUP columns and more
 NARROW_CASES = {  # (blocking, A given transposed, (m, n, k), columns written, alpha)
     "dot": (EVEN, False, [((7, 3, 45), (0, 3), 1.0), ((9, 4, 8), (1, 3), -0.5), ((5, 1, 23), (0, 1), 2.0),
-                          ((6, 6, 29), (0, 6), 1.0), ((3, 5, 9), (1, 5), 0.5)]),
+                          ((6, 6, 29), (0, 6), 1.0), ((3, 5, 9), (1, 5), 0.5), ((15, 5, 37), (1, 5), 1.0)]),
     "columns": (WIDE, True, [((21, 5, 45), (0, 5), 1.0), ((8, 8, 7), (2, 7), -0.5), ((9, 1, 23), (0, 1), 2.0),
                              ((40, 6, 3), (0, 6), 1.0), ((19, 10, 31), (0, 10), 1.0), ((8, 9, 5), (3, 9), 2.0)]),
     "columns, W 4": (EVEN, True, [((9, 5, 29), (0, 5), 1.0), ((6, 3, 7), (1, 3), -0.5), ((4, 4, 23), (0, 4), 2.0)]),
@@ -377,6 +377,47 @@ def test_products_of_few_columns_take_the_narrow_forms_and_agree(form, kind, tb,
             assert np.all(np.abs(got - want) <= (k + 3) * np.finfo(dtype).eps * size[:, lo:hi]), (m, n, k)
             if k >= 23:
                 assert not np.array_equal(runs[2], runs[0])  # the tiles: in k order, KC-deep panels
+
+
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+def test_products_of_few_rows_with_b_transposed_take_the_dot_form_reading_b_in_place(kind, monkeypatch):
+    """B^T given and at most DOT_IN_PLACE_ROWS rows (a small batch's ``x @ W^T``): the dot form
+    whatever the columns, B^T's rows read in place (every column block down the few rows; K
+    panels of 4 KC: 45 deep is three), with a window, D, alpha, the bias and ReLU: interpreted and
+    compiled agree bit for bit, within the sum's bound of numpy's, and differ from the tiles'
+    bits (another order).  One row more takes the tiles."""
+    from irc.passes.lowering import gemm_narrow
+
+    dtype = np.float32 if kind == "f32" else np.float64
+    rows = gemm_narrow.DOT_IN_PLACE_ROWS
+    name = gl.symbol(FloatType(kind), EVEN)
+    module = gl.build(name)
+    exe = irc.compile(module, cache=False)
+    monkeypatch.setattr(gemm_narrow, "DOT_IN_PLACE_ROWS", 0)
+    tiles = irc.compile(gl.build(name), cache=False)[name]
+    for (m, n, k), (lo, hi), alpha in [((rows, 37, 45), (0, 37), 1.0), ((5, 21, 23), (3, 19), -0.5),
+                                       ((1, 40, 64), (0, 40), 2.0), ((rows + 1, 37, 45), (0, 37), 1.0)]:
+        assert n > gemm_narrow.dot_columns(EVEN)  # wider than the narrow forms take
+        a, b, a_buf, b_buf = operands(m, n, k, dtype, (False, True), seed=m * 100 + n + k)
+        rng = np.random.default_rng(k)
+        d, bias = rng.standard_normal((m, n)).astype(dtype), rng.standard_normal(n).astype(dtype)
+        for add_d, add_bias, relu in [(False, False, False), (True, True, True)]:
+            runs = []
+            for run in (lambda *args: irc.interpret(module, name, *args), exe[name], tiles):
+                c = np.full((m, n), np.nan, dtype)
+                run(a_buf, b_buf, c, *scratch(EVEN, m, n, k, dtype), False, True, d, alpha, add_d, lo, hi, bias,
+                    add_bias, relu)
+                runs.append(c)
+            np.testing.assert_array_equal(runs[1], runs[0])
+            assert np.isnan(np.delete(runs[0], np.s_[lo:hi], axis=1)).all()
+            exact = alpha * (a.astype(np.float64) @ b) + (d if add_d else 0) + (bias if add_bias else 0)
+            got, want = runs[0][:, lo:hi], (np.maximum(exact, 0) if relu else exact)[:, lo:hi]
+            size = abs(alpha) * (np.abs(a) @ np.abs(b)) + np.abs(d) + np.abs(bias)
+            assert np.all(np.abs(got - want) <= (k + 3) * np.finfo(dtype).eps * size[:, lo:hi]), (m, n, k)
+            if m <= rows:
+                assert not np.array_equal(runs[2], runs[0])  # the dot form ran, not the tiles
+            else:
+                np.testing.assert_array_equal(runs[2], runs[0])  # one row more: the tiles
 
 
 @pytest.mark.parametrize("form", sorted(NARROW_CASES))

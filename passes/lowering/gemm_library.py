@@ -448,11 +448,13 @@ class PackedGemm:
 
     def _narrow_or_product(self, packed_b) -> None:
         """A product of few columns in gemm_narrow.py's dot form (A not transposed, at most
-        ``dot_columns``, k at least DOT_MIN_K vectors) or column form (A^T given, at most
-        ``column_columns``, m at least COLUMN_MIN_M vectors), any other by ``_product``."""
+        ``dot_columns``, or of few rows with B^T given: ``DOT_IN_PLACE_ROWS``; k at least
+        DOT_MIN_K vectors) or column form (A^T given, at most ``column_columns``, m at least
+        COLUMN_MIN_M vectors), any other by ``_product``."""
         lb, w = self.lb, gemm_narrow.lanes(self.bl)
         not_ta = lb.compare("eq", self.ta, lb.const(0, i1))
-        dot = (self.n <= gemm_narrow.dot_columns(self.bl)) & not_ta & (self.k >= gemm_narrow.DOT_MIN_K * w)
+        dot = ((self.n <= gemm_narrow.dot_columns(self.bl)) | gemm_narrow.in_place(lb, self.tb, self.m)) & not_ta \
+            & (self.k >= gemm_narrow.DOT_MIN_K * w)
         columns = (self.n <= gemm_narrow.column_columns(self.bl)) & self.ta & (self.m >= gemm_narrow.COLUMN_MIN_M * w)
         args = (self.a, self.b, self.c, self.d, packed_b, self.m, self.n, self.k, self.tb, self.alpha, self.add_d,
                 self.col_begin, self.col_end, self.bias, self.add_bias, self.relu)

@@ -1,4 +1,5 @@
-"""The library GEMM's products of few columns: a classifier's ``h @ W`` with ``W`` 1024 x 10.
+"""The library GEMM's products of few columns (a classifier's ``h @ W`` with ``W`` 1024 x 10),
+and of few rows with B^T given (a small batch's ``x @ W^T``).
 
 The tiles of ``gemm_library.PackedGemm`` hold a vector of C's columns a row: a product of at
 most one vector's columns (n <= W, W = NR/2 lanes: 16 f32 on AVX-512) fills 10 of a
@@ -13,7 +14,9 @@ AVX-512; a classifier's 10 of 16 on AVX2, where W is 8): the forms take those to
 **The dot form** (``dot_function``), where A is not transposed: A's rows are contiguous along
 k, and so are B^T's, packed for each K panel in blocks of J rows, W k steps of each row after
 the other (``copy_column``), so that a step's J vectors sit at constant offsets from one
-index.  An R x J block of C is R * J vectors whose lanes hold the sums of one residue of k
+index; or, where B^T is given and C has few rows (``DOT_IN_PLACE_ROWS``), read in place, J
+rows at a time down all of C's rows, whatever the product's columns (a small batch's ``x @
+W^T``, which the tiles would pad to MR rows).  An R x J block of C is R * J vectors whose lanes hold the sums of one residue of k
 modulo W; a step loads W k steps of R rows of A and of the J rows of B^T and does R * J
 multiply-adds on full vectors.  At the end of a K panel a fixed tree of shuffles and adds
 (``fold``) adds each vector's lanes, and the last k % W terms follow one at a time in k order.
@@ -75,6 +78,25 @@ are read in place, a row of A^T apart a k step, so it stops sooner: n = 20 of 32
 of 16 on AVX2.  Measured as ``DOT_FILL``: 1024 x n x 256 at n = 20, 24, 32: 0.80, 0.62, 0.47 of
 MKL against the tiles' 0.70, 0.73, 0.79; AVX2 n = 10 and 12: 41 and 21 GFLOP/s against 33 and 31."""
 
+DOT_IN_PLACE_ROWS = 12
+"""Rows of C up to which a product with B^T given takes the dot form whatever its columns, B^T's
+rows read in place (``in_place``): the tiles pad so few rows to MR (8 on AVX-512) and pack all of
+B^T for them.  Measured on the Intel Xeon (session 16, a C harness beside MKL, operands 16 bytes
+past a cache line as numpy's are), GFLOP/s of the tiles against the dot form: AVX-512 5x1024x1024
+18 against 31 (MKL 32), 6x256x256 29 against 48, 8x1024x1024 27 against 42, 8x64x1024 49 against
+81, 12x512x512 42 against 56, but 16x1024x1024 52 against 51 and 16x256x256 74 against 68; AVX2
+(``IRC_CPU=x86-64-v3``) 5x1024x1024 20 against 25, 6x256x256 27 against 44, 8x64x1024 22 against
+44, 12x512x512 43 against 46, 16x256x256 41 against 42.  Products of more rows pack B^T for the
+dot form (a block of it is read by every R rows of C), which read in place ran 256x20x1024 at 110
+GFLOP/s against 102 with aligned operands but 58 against 74 with numpy's offsets (its 9 rows a
+step then each cross cache lines)."""
+
+
+def in_place(lb, tb, m):
+    """Whether the dot form reads B^T's rows in place (``DOT_IN_PLACE_ROWS``): an ``i1``."""
+    return tb & (m <= lb.index(DOT_IN_PLACE_ROWS))
+
+
 PARAMS = ["a", "b", "c", "d", "packed_b", "m", "n", "k", "b_transposed", "alpha", "add_d", "col_begin", "col_end",
           "bias", "add_bias", "relu"]
 
@@ -129,8 +151,8 @@ def scratch_elements(blocking, n: int, k: int) -> int:
 def dot_function(lb, module, name: str, elem, blocking) -> str:
     """``@name``, private: C's columns col_begin..col_end of a product of n <= ``dot_columns``
     columns with A not transposed, in the dot form (the module docstring), with the library's parameters
-    (``PARAMS``: A, B, C, D flat, B^T's rows from B's buffer where ``b_transposed``, else packed
-    into ``packed_b``)."""
+    (``PARAMS``: A, B, C, D flat; B^T's rows read from B's buffer where ``b_transposed`` and C
+    has at most ``DOT_IN_PLACE_ROWS`` rows, else packed into ``packed_b``)."""
     w, (rows, cols), depth = lanes(blocking), dot_tile(elem, blocking), panel_depth(blocking)
     fused = blocking.fma
     with _form(lb, module, name, elem) as args:
@@ -140,52 +162,91 @@ def dot_function(lb, module, name: str, elem, blocking) -> str:
         folded = lb.op("memref.alloca", result=MemRefType([w * -(-rows * cols // w)], elem))
 
         with _k_panels(lb, elem, k, depth, (c, d), (alpha, add_d, add_bias, relu)) as (pc, kc, stores):
-            # B^T's rows packed for this panel: blocks of J columns, each W k steps at a time as J
-            # vectors (zeros past the window's columns and past kc), so that a step's J vectors
-            # are at constant offsets from one index
             steps = _ceil_div(lb, kc, w)
             blocks = _ceil_div(lb, width, cols)
             block_size = steps * (cols * w)
-            with lb.for_(0, blocks * block_size, w) as at:
-                lb.vector_store(lb.splat_vector(zero, w), packed_b, [at.iv])
-            with lb.for_(0, width) as j:
-                to = lb.op("arith.divui", j.iv, lb.index(cols)) * block_size \
-                    + lb.op("arith.remui", j.iv, lb.index(cols)) * w
-                # B^T's row is contiguous along k; B's column is a row apart a k step
-                source = lb.select(tb, (j0 + j.iv) * k + pc, pc * n + j0 + j.iv)
-                copy_column(lb, b, source, lb.select(tb, lb.index(1), n), packed_b, to, kc, w, cols)
-            vectors_end = kc - lb.op("arith.remui", kc, lb.index(w))
-            with lb.for_(0, m, rows) as row_block:
-                i0 = row_block.iv
-                a_rows = [_smaller(lb, i0 + r, m - 1) * k + pc for r in range(rows)]
-                with lb.for_(0, blocks) as col_block:
-                    jb = col_block.iv * cols
-                    b_block = col_block.iv * block_size
-                    zeros = lb.splat_vector(zero, w)
-                    inits = [zeros] * (rows * cols) + a_rows + [b_block]
-                    with lb.for_(0, vectors_end, w, inits=inits) as kv:
-                        a_at, b_at = kv.args[rows * cols:rows * cols + rows], kv.args[-1]
-                        xs = [lb.vector_load(a, [at], w) for at in a_at]
-                        ys = [lb.vector_load(packed_b, [b_at + j * w if j else b_at], w) for j in range(cols)]
-                        kv.yield_(*[multiply_add(lb, fused, x, y, kv.args[r * cols + j])
-                                    for r, x in enumerate(xs) for j, y in enumerate(ys)],
-                                  *[at + w for at in a_at], b_at + cols * w)
-                    sums = fold(lb, kv.results[:rows * cols], folded, w)
-                    tail_block = kv.results[-1]  # the last kc % W steps: in k order
-                    with lb.for_(vectors_end, kc, inits=sums) as tail:
-                        lane = tail.iv - vectors_end
-                        xs = [lb.load(a, [at + tail.iv]) for at in a_rows]
-                        ys = [lb.load(packed_b, [tail_block + j * w + lane]) for j in range(cols)]
-                        tail.yield_(*[multiply_add(lb, fused, x, y, tail.args[r * cols + j])
-                                      for r, x in enumerate(xs) for j, y in enumerate(ys)])
-                    for q, total in enumerate(tail.results):  # then C's elements, one loop of stores
-                        lb.store(total, folded, [lb.index(q)])
-                    with lb.for_(0, _smaller(lb, rows, m - i0)) as r:
-                        with lb.for_(0, _smaller(lb, cols, width - jb)) as j:
-                            column = j0 + jb + j.iv
-                            total = lb.load(folded, [r.iv * cols + j.iv])
-                            finish(lb, elem, total, c, (i0 + r.iv) * n + column, bias, column, stores, fused)
+            sweep = (lb, elem, (rows, cols), w, fused, (a, b, c, packed_b, bias), (m, n, k, j0, width),
+                     (pc, kc, stores, blocks, block_size), folded)
+            with lb.if_(in_place(lb, tb, m)) as layout:
+                with layout.then_():  # B^T's rows are contiguous along k, as A's are: read in place
+                    _dot_blocks(*sweep, in_place=True)
+                with layout.else_():
+                    # B's columns (B^T's rows, for more rows of C) packed for this panel: blocks of J columns, each W k steps at a
+                    # time as J vectors (zeros past the window's columns and past kc), so that a
+                    # step's J vectors are at constant offsets from one index
+                    with lb.for_(0, blocks * block_size, w) as at:
+                        lb.vector_store(lb.splat_vector(zero, w), packed_b, [at.iv])
+                    with lb.for_(0, width) as j:
+                        to = lb.op("arith.divui", j.iv, lb.index(cols)) * block_size \
+                            + lb.op("arith.remui", j.iv, lb.index(cols)) * w
+                        # B^T's row is contiguous along k; B's column is a row apart a k step
+                        source = lb.select(tb, (j0 + j.iv) * k + pc, pc * n + j0 + j.iv)
+                        copy_column(lb, b, source, lb.select(tb, lb.index(1), n), packed_b, to, kc, w, cols)
+                    _dot_blocks(*sweep, in_place=False)
     return private_noinline(module, name)
+
+
+def _dot_blocks(lb, elem, tile, w: int, fused, buffers, sizes, panel, folded, in_place: bool) -> None:
+    """The dot form's R x J blocks of C over one K panel (``dot_function``).  From the packed
+    panel (J vectors at constant offsets from one index), each R rows of A across all the
+    blocks of columns (A's rows stay in L1, the packed panel streams from L2).  With B^T
+    ``in_place`` (J rows of its buffer, each at its own index; past the window's last column
+    the last is read again, and not stored), each J rows of B^T down all of C's few rows (B^T's
+    rows stay in L1, and B^T is read once: A's few rows are what is read again)."""
+    rows, m, blocks = tile[0], sizes[0], panel[3]
+    block = (lb, elem, tile, w, fused, buffers, sizes, panel, folded, in_place)
+    if in_place:
+        with lb.for_(0, blocks) as col_block:
+            with lb.for_(0, m, rows) as row_block:
+                _dot_block(*block, row_block.iv, col_block.iv)
+    else:
+        with lb.for_(0, m, rows) as row_block:
+            with lb.for_(0, blocks) as col_block:
+                _dot_block(*block, row_block.iv, col_block.iv)
+
+
+def _dot_block(lb, elem, tile, w: int, fused, buffers, sizes, panel, folded, in_place: bool, i0, block) -> None:
+    """One R x J block of C (rows from ``i0``, the ``block``-th J columns) over one K panel."""
+    (rows, cols), (a, b, c, packed_b, bias), (m, n, k, j0, width) = tile, buffers, sizes
+    pc, kc, stores, _, block_size = panel
+    zero = lb.const(0, elem)
+    vectors_end = kc - lb.op("arith.remui", kc, lb.index(w))
+    a_rows = [_smaller(lb, i0 + r, m - 1) * k + pc for r in range(rows)]
+    jb = block * cols
+    zeros = lb.splat_vector(zero, w)
+    if in_place:
+        b_rows = [(j0 + _smaller(lb, jb + j, width - 1)) * k + pc for j in range(cols)]
+    else:
+        b_rows = [block * block_size]
+    with lb.for_(0, vectors_end, w, inits=[zeros] * (rows * cols) + a_rows + b_rows) as kv:
+        a_at, b_at = kv.args[rows * cols:rows * cols + rows], kv.args[rows * cols + rows:]
+        xs = [lb.vector_load(a, [at], w) for at in a_at]
+        if in_place:
+            ys = [lb.vector_load(b, [at], w) for at in b_at]
+            b_next = [at + w for at in b_at]
+        else:
+            ys = [lb.vector_load(packed_b, [b_at[0] + j * w if j else b_at[0]], w) for j in range(cols)]
+            b_next = [b_at[0] + cols * w]
+        kv.yield_(*[multiply_add(lb, fused, x, y, kv.args[r * cols + j])
+                    for r, x in enumerate(xs) for j, y in enumerate(ys)],
+                  *[at + w for at in a_at], *b_next)
+    sums = fold(lb, kv.results[:rows * cols], folded, w)
+    with lb.for_(vectors_end, kc, inits=sums) as tail:  # the last kc % W steps: in k order
+        xs = [lb.load(a, [at + tail.iv]) for at in a_rows]
+        if in_place:
+            ys = [lb.load(b, [at + tail.iv]) for at in b_rows]
+        else:
+            lane = tail.iv - vectors_end
+            ys = [lb.load(packed_b, [kv.results[-1] + j * w + lane]) for j in range(cols)]
+        tail.yield_(*[multiply_add(lb, fused, x, y, tail.args[r * cols + j])
+                      for r, x in enumerate(xs) for j, y in enumerate(ys)])
+    for q, total in enumerate(tail.results):  # then C's elements, one loop of stores
+        lb.store(total, folded, [lb.index(q)])
+    with lb.for_(0, _smaller(lb, rows, m - i0)) as r:
+        with lb.for_(0, _smaller(lb, cols, width - jb)) as j:
+            column = j0 + jb + j.iv
+            total = lb.load(folded, [r.iv * cols + j.iv])
+            finish(lb, elem, total, c, (i0 + r.iv) * n + column, bias, column, stores, fused)
 
 
 def column_tile(elem, blocking) -> tuple[int, int]:

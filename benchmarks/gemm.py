@@ -15,7 +15,7 @@ operands its backward pass reads in place (``A^T`` given as the buffer of A,
 ``B^T`` as that of B: irc's library packs them; numpy, jax and torch get the same
 transposed views), and (without a target) the convolutions' products of
 torch_backend.py's CNN, per image, products of 17-24 columns (gemm_narrow.py's wider forms), and a
-small batch's layers (4-12 rows: the tiles where B is as given, gemm_narrow.py's
+small batch's layers (4-12 rows: gemm_rows.py's rows form where B is as given, gemm_narrow.py's
 ``DOT_IN_PLACE_ROWS`` where B^T is).  Each product runs through ``irc.compile`` of a one-matmul
 tensor function (what a user's program calls), after its first call.  Every
 contender's result is checked against a float64 product.  Medians of 7 rounds of
@@ -92,7 +92,7 @@ NARROW_SHAPES = [  # a little wider than one vector: gemm_narrow.py's DOT_FILL a
     ("20 columns, A^T", 1024, 20, 256, True, False),
 ]
 """Also without a target: products of 17-24 columns, which fill few of the full tiles' lanes."""
-SMALL_BATCH_SHAPES = [  # a few rows: the tiles (B as given), gemm_narrow.py's DOT_IN_PLACE_ROWS (B^T)
+SMALL_BATCH_SHAPES = [  # a few rows: gemm_rows.py (B as given, up to 5), gemm_narrow.py's DOT_IN_PLACE_ROWS (B^T)
     ("batch 4, x @ W", 4, 1024, 1024, False, False),
     ("batch 8, x @ W", 8, 1024, 1024, False, False),
     ("batch 4, 27 columns", 4, 27, 1024, False, False),

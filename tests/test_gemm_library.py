@@ -87,8 +87,8 @@ def test_register_transposed_packing_agrees_bit_for_bit_and_with_numpy(kind, tra
 
 
 def test_the_kernels_are_private_functions_and_the_packed_one_takes_unroll_steps_a_trip():
-    """Four kernel functions (A packed or in place, NR and NR/2 wide) and the narrow products' dot
-    and column forms, private and noinline, the kernels each over a number of row panels (its loop of
+    """Four kernel functions (A packed or in place, NR and NR/2 wide), the narrow products' dot
+    and column forms and the few rows' form, private and noinline, the kernels each over a number of row panels (its loop of
     tiles); the packed one's k loop takes UNROLL steps
     a trip and a second loop the rest, one a trip: every depth from 1 to 2 * UNROLL + 1 agrees
     bit for bit with the interpreter (the same fused steps in k order) and with numpy."""
@@ -97,7 +97,7 @@ def test_the_kernels_are_private_functions_and_the_packed_one_takes_unroll_steps
     module = gl.build(name)
     kernels = [f for f in module.functions if f.sym_name != name]
     assert sorted(f.sym_name.rsplit(".", 1)[1] for f in kernels) == ["columns", "dot", "in_place4", "in_place8",
-                                                                         "packed4", "packed8"]
+                                                                         "packed4", "packed8", "rows"]
     for f in kernels:
         assert f.attributes["sym_visibility"].value == "private" and "noinline" in f.attributes
     packed = next(f for f in kernels if f.sym_name.endswith("packed8"))
@@ -377,6 +377,77 @@ def test_products_of_few_columns_take_the_narrow_forms_and_agree(form, kind, tb,
             assert np.all(np.abs(got - want) <= (k + 3) * np.finfo(dtype).eps * size[:, lo:hi]), (m, n, k)
             if k >= 23:
                 assert not np.array_equal(runs[2], runs[0])  # the tiles: in k order, KC-deep panels
+
+
+def rows_form(kind: str, blocking):
+    """(module, compiled function) of gemm_rows.py's rows form alone, made public to be called."""
+    from irc.passes.lowering import gemm_rows
+
+    from irc.builder import Builder
+
+    lb = Builder()
+    module = lb.module()
+    name = gemm_rows.rows_function(lb, module, "rows", FloatType(kind), blocking)
+    fn = next(f for f in module.functions if f.sym_name == name)
+    del fn.attributes["sym_visibility"]
+    return module, irc.compile(module, cache=False)[name]
+
+
+@pytest.mark.parametrize("kind", ["f32", "f64"])
+@pytest.mark.parametrize("blocking", [EVEN, gl.Blocking(mr=8, nr=32, mc=96, kc=64, nc=512)], ids=["even", "avx512"])
+def test_the_rows_form_computes_the_tiles_bits(kind, blocking):
+    """gemm_rows.py's rows form (a small batch's x @ W): for 1 to ROWS rows, A or A^T, columns
+    past the vectors (a quarter vector, single columns), several K panels and blocks of columns,
+    a window, D, alpha, the bias and the ReLU: the interpreter's bits, the tiles' bits (the same
+    fused steps and additions, so the library's choice of form changes no result), and numpy's
+    within the sum's bound."""
+    from irc.passes.lowering import gemm_rows
+
+    dtype = np.float32 if kind == "f32" else np.float64
+    module, rows = rows_form(kind, blocking)
+    name = gl.symbol(FloatType(kind), blocking)
+    tiles = irc.compile(gl.build(name), cache=False)[name]
+    cases = [(1, 37, 9, False, (0, 37)), (3, 300, 140, False, (5, 290)), (gemm_rows.ROWS, 70, 200, True, (0, 70)),
+             (5, 11, 129, True, (2, 11)), (4, 64, 1, False, (0, 64))]
+    for m, n, k, ta, (lo, hi) in cases:
+        a, b, a_buf, b_buf = operands(m, n, k, dtype, (ta, False), seed=m * 1000 + n + k)
+        rng = np.random.default_rng(n)
+        d, bias = rng.standard_normal((m, n)).astype(dtype), rng.standard_normal(n).astype(dtype)
+        for add_d, alpha, add_bias, relu in [(False, 1.0, False, False), (True, -0.5, True, True)]:
+            runs = []
+            for call in (lambda *args: irc.interpret(module, "rows", *args), rows):
+                c = np.full((m, n), np.nan, dtype)
+                call(a_buf.ravel(), b_buf.ravel(), c.reshape(-1), d.ravel(), np.zeros(1, dtype), m, n, k, ta, alpha,
+                     add_d, lo, hi, bias, add_bias, relu)
+                runs.append(c)
+            c = np.full((m, n), np.nan, dtype)
+            tiles(a_buf, b_buf, c, *scratch(blocking, m, n, k, dtype), ta, False, d, alpha, add_d, lo, hi, bias,
+                  add_bias, relu)
+            np.testing.assert_array_equal(runs[1], runs[0])
+            np.testing.assert_array_equal(runs[1], c)
+            assert np.isnan(np.delete(runs[0], np.s_[lo:hi], axis=1)).all()  # the window's columns only
+            exact = alpha * (a.astype(np.float64) @ b) + (d if add_d else 0) + (bias if add_bias else 0)
+            want = (np.maximum(exact, 0) if relu else exact)[:, lo:hi]
+            size = abs(alpha) * (np.abs(a) @ np.abs(b)) + np.abs(d) + np.abs(bias)
+            assert np.all(np.abs(runs[0][:, lo:hi] - want) <= (k + 3) * np.finfo(dtype).eps * size[:, lo:hi])
+
+
+def test_the_library_takes_the_rows_form_for_few_rows_of_b_as_given():
+    """Up to ROWS rows with B as given the library runs the rows form, which packs nothing (the
+    scratch buffers keep their NaN); one row more, or B^T, packs A for the tiles."""
+    from irc.passes.lowering import gemm_rows
+
+    name = gl.symbol(FloatType("f32"), SMALL)
+    fn = irc.compile(gl.build(name), cache=False)[name]
+    for m, tb, packs in [(gemm_rows.ROWS, False, False), (3, False, False), (gemm_rows.ROWS + 1, False, True),
+                         (3, True, True)]:
+        n, k = 20, 13
+        a, b, a_buf, b_buf = operands(m, n, k, np.float32, (False, tb), seed=m)
+        pa, pb = scratch(SMALL, m, n, k, np.float32)
+        c = np.full((m, n), np.nan, np.float32)
+        fn(a_buf, b_buf, c, pa, pb, False, tb, c, 1.0, False, 0, n, *no_bias(np.float32))
+        assert within_sum_bound(c, a, b)
+        assert (not np.isnan(pa).all()) == packs, (m, tb)  # the tiles pack A's rows
 
 
 @pytest.mark.parametrize("kind", ["f32", "f64"])

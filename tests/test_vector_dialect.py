@@ -208,16 +208,16 @@ def test_the_gemm_library_kernel_is_vector_code():
 
     module = gemm_library.build("irc_gemm_f32_8x32_96x512x8192")
     kernels = {f.sym_name.rsplit(".", 1)[1]: str(f) for f in module.functions if "." in f.sym_name}
-    assert sorted(kernels) == ["columns", "dot", "in_place16", "in_place32", "packed16", "packed32"]
+    assert sorted(kernels) == ["columns", "dot", "in_place16", "in_place32", "packed16", "packed32", "rows"]
     # A row of a kernel: one a k step in its loops, one for alpha * sum + base in each of its two
     # epilogues (with and without the bias and ReLU); kernels of 32 lanes and of 16 for narrow edge
     # panels, each for A packed (UNROLL steps a trip, then one a trip) and for A read in place (one
     # a trip): the scalar kernel had 512.
     packed, in_place = (gemm_library.UNROLL + 1 + 2) * 8, (1 + 2) * 8
     for name, text in kernels.items():
-        lanes = 16 if name in ("dot", "columns") else int(name.removeprefix("packed").removeprefix("in_place"))
+        lanes = {"dot": 16, "columns": 16, "rows": 32}.get(name) or int(name.removeprefix("packed").removeprefix("in_place"))
         assert "math.fma" in text and f": vector<{lanes}xf32>" in text, name
-        if name not in ("dot", "columns"):
+        if name not in ("dot", "columns", "rows"):
             assert text.count("math.fma") == (packed if name.startswith("packed") else in_place), name
     # the narrow products' forms: a 4 x 5 block of vectors a step (dot: B^T read in place, and
     # packed), 2 x 10 (columns)

@@ -63,7 +63,7 @@ from irc.attributes import IntegerAttr, StringAttr, UnitAttr
 from irc.builder import Builder
 from irc.types import FloatType, MemRefType, i1, i64, index
 
-from . import gemm_narrow
+from . import gemm_narrow, gemm_rows
 from .matmul import MC, block_sizes, multiply_add, private_noinline, tile_sizes
 
 
@@ -265,6 +265,7 @@ def build(name: str):
     kernels = {(width, packed): kernel_function(lb, module, f"{name}.{'packed' if packed else 'in_place'}{width}",
                                                 elem, blocking, width, packed)
                for width in kernel_widths(blocking.nr) for packed in (True, False)}
+    kernels["rows"] = gemm_rows.rows_function(lb, module, f"{name}.rows", elem, blocking)
     if narrow_forms(blocking):
         kernels["dot"] = gemm_narrow.dot_function(lb, module, f"{name}.dot", elem, blocking)
         kernels["columns"] = gemm_narrow.column_function(lb, module, f"{name}.columns", elem, blocking)
@@ -444,13 +445,13 @@ class PackedGemm:
                 if "dot" in self.kernels:
                     self._narrow_or_product(packed_b)
                 else:
-                    self._product()
+                    self._rows_or_product(packed_b)
 
     def _narrow_or_product(self, packed_b) -> None:
         """A product of few columns in gemm_narrow.py's dot form (A not transposed, at most
         ``dot_columns``, or of few rows with B^T given: ``DOT_IN_PLACE_ROWS``; k at least
         DOT_MIN_K vectors) or column form (A^T given, at most ``column_columns``, m at least
-        COLUMN_MIN_M vectors), any other by ``_product``."""
+        COLUMN_MIN_M vectors), any other by ``_rows_or_product``."""
         lb, w = self.lb, gemm_narrow.lanes(self.bl)
         not_ta = lb.compare("eq", self.ta, lb.const(0, i1))
         dot = ((self.n <= gemm_narrow.dot_columns(self.bl)) | gemm_narrow.in_place(lb, self.tb, self.m)) & not_ta \
@@ -466,7 +467,20 @@ class PackedGemm:
                     with column_form.then_():
                         lb.call(self.kernels["columns"], *args, results=[])
                     with column_form.else_():
-                        self._product()
+                        self._rows_or_product(packed_b)
+
+    def _rows_or_product(self, packed_b) -> None:
+        """A product of few rows with B as given (a small batch's ``x @ W``, at most
+        ``gemm_rows.ROWS``) in gemm_rows.py's rows form, any other by ``_product``."""
+        lb = self.lb
+        rows = (self.m <= gemm_rows.ROWS) & lb.compare("eq", self.tb, lb.const(0, i1))
+        with lb.if_(rows) as form:
+            with form.then_():
+                lb.call(self.kernels["rows"], self.a, self.b, self.c, self.d, packed_b, self.m, self.n, self.k,
+                        self.ta, self.alpha, self.add_d, self.col_begin, self.col_end, self.bias, self.add_bias,
+                        self.relu, results=[])
+            with form.else_():
+                self._product()
 
     def _product(self) -> None:
         lb, bl = self.lb, self.bl

@@ -329,12 +329,12 @@ def column_function(lb, module, name: str, elem, blocking) -> str:
 
 
 @contextmanager
-def _form(lb, module, name: str, elem):
-    """``@name`` of ``module`` with the narrow forms' parameters (``PARAMS``); the ``with`` body
-    builds it and gets the arguments."""
+def _form(lb, module, name: str, elem, names=PARAMS):
+    """``@name`` of ``module`` with the narrow forms' parameters (``PARAMS``, or their types
+    under other ``names``); the ``with`` body builds it and gets the arguments."""
     vec = MemRefType([None], elem)
     types = [vec, vec, vec, vec, vec, index, index, index, i1, elem, i1, index, index, vec, i1, i1]
-    with lb.function(module, name, types, [], arg_names=PARAMS) as args:
+    with lb.function(module, name, types, [], arg_names=names) as args:
         yield args
         lb.ret()
 
@@ -417,25 +417,34 @@ def panel_flags(lb, elem, c, d, first, last, flags) -> tuple:
     return base.results[0], has_base, add_bias & last, relu & last, alpha
 
 
-def finish(lb, elem, total, c, at, bias, column, stores, fused) -> None:
+def finish(lb, elem, total, c, at, bias, column, stores, fused, lanes: int = 1) -> None:
     """C[at] = alpha * total + base, then + bias[column] and the ReLU where ``stores``
-    (``panel_flags``) say: the tiles' stores, one element."""
+    (``panel_flags``) say: the tiles' stores, one element (or a vector of ``lanes``: C's
+    elements from ``at``, the bias's from ``column``)."""
     base_buffer, has_base, add_bias, relu, alpha = stores
-    zero = lb.const(0, elem)
-    with lb.if_(has_base, [elem]) as base:
+
+    def load(buf, i):
+        return lb.vector_load(buf, [i], lanes) if lanes > 1 else lb.load(buf, [i])
+
+    def splat(x):
+        return lb.splat_vector(x, lanes) if lanes > 1 else x
+
+    zero = splat(lb.const(0, elem))
+    kind = zero.type
+    with lb.if_(has_base, [kind]) as base:
         with base.then_():
-            base.yield_(lb.load(base_buffer, [at]))
+            base.yield_(load(base_buffer, at))
         with base.else_():
             base.yield_(zero)
-    value = multiply_add(lb, fused, alpha, total, base.results[0])
-    with lb.if_(add_bias, [elem]) as biased:
+    value = multiply_add(lb, fused, splat(alpha), total, base.results[0])
+    with lb.if_(add_bias, [kind]) as biased:
         with biased.then_():
-            biased.yield_(lb.op("arith.addf", value, lb.load(bias, [column])))
+            biased.yield_(lb.op("arith.addf", value, load(bias, column)))
         with biased.else_():
             biased.yield_(value)
-    with lb.if_(relu, [elem]) as rectified:
+    with lb.if_(relu, [kind]) as rectified:
         with rectified.then_():
             rectified.yield_(lb.op("arith.maximumf", biased.results[0], zero))
         with rectified.else_():
             rectified.yield_(biased.results[0])
-    lb.store(rectified.results[0], c, [at])
+    (lb.vector_store if lanes > 1 else lb.store)(rectified.results[0], c, [at])

@@ -1,0 +1,139 @@
+"""The library GEMM's products of a few rows with B as given: a small batch's ``x @ W``.
+
+The tiles (``gemm_library.PackedGemm``) pad such a product to MR rows (8 f32 on AVX-512, 6 on
+AVX2) and read B in place a row apart a k step, every tile an edge tile where C has fewer rows
+than MR.  Measured on the Intel Xeon (session 16, beside numpy and torch in one process:
+docs/benchmarks.md), that took 1.3-1.6x the best peer's time on 3-6 rows of a large B (4 x 1024
+@ 1024 x 1024) and 3-8x on narrow products (4 x 1024 @ 1024 x 27).
+
+**The rows form** (``rows_function``) streams B's rows in order instead, as matmul.py's
+``RowStream`` does for one or two rows (inline code, compiled per shape; here the library
+carries it, compiled once per host): C's window of columns goes in blocks of ``BLOCK_BYTES``
+a row; for each block and K panel (the tiles' panels, so the same bits: below), the panel's
+sums start from zero in a scratch block on the stack, ``K_STEPS`` k steps at a time: for each
+vector of the block's columns (``width`` lanes, then a quarter of that, then one) the
+``K_STEPS`` vectors of B's rows are loaded once, then each row of C, a trip of a loop (the rows
+are a run-time count), broadcasts its ``K_STEPS`` elements of A, loads its vector of sums, adds
+the fused steps and stores it.  At the end of the panel every element
+is finished as the tiles finish theirs (``gemm_narrow.finish``, a vector at a time: alpha *
+sum + base, then the bias and the ReLU in the last panel).  So each element is the tiles'
+sequence: fused steps from zero in k order within a panel, panels as deep, the same
+additions: the rows form and the tiles give the same bits, and the choice between them
+(``ROWS``, on the product's size) changes no result.
+"""
+
+from __future__ import annotations
+
+from irc.types import MemRefType
+
+from .gemm_narrow import PARAMS, _form, _k_panels, _smaller, finish
+from .matmul import multiply_add, private_noinline
+
+ROWS_PARAMS = [("a_transposed" if p == "b_transposed" else p) for p in PARAMS]
+"""The rows form's parameters: the narrow forms', but whether A's buffer holds A^T where they
+say whether B's holds B^T (the rows form is for B as given)."""
+
+ROWS = 5
+"""Rows of C up to which a product with B as given takes the rows form (products of one or two
+rows are matmul.py's ``RowStream``, inline, before they reach the library).  Measured on the
+Intel Xeon (session 16, a C harness beside MKL, operands 16 bytes past a cache line as numpy's
+are; GFLOP/s of the tiles against the rows form): AVX-512 (MR 8) 3x1024x1024 14 against 20
+(MKL 26), 4x1024x1024 22 against 30 (39), 5x1024x1024 27 against 35 (46), 4x64x1024 20 against
+42 (77), 4x27x1024 4 against 11 (65), but 6x1024x1024 46 against 46, 7x1024x1024 52 against 50
+and 8x1024x1024 47 against 48 (8x4096x1024 63 against 50): the tiles lose little once most of
+a tile's rows are C's.  AVX2 (MR 6): 3-5 x 1024 x 1024 14-21 against 21-28 (MKL 19-26),
+4x64x1024 15 against 31, but 6x1024x1024 30 against 29."""
+
+K_STEPS = 4
+"""k steps a vector of sums takes between its load and its store."""
+
+BLOCK_BYTES = 1 << 10
+"""Bytes of a row of C's block of columns: ``ROWS`` rows of sums (5 KiB) stay in L1 beside
+``K_STEPS`` rows of B's block (4 KiB)."""
+
+
+def block_columns(elem, width: int) -> int:
+    """Columns of C's block: ``BLOCK_BYTES`` of elements, a multiple of ``width``."""
+    columns = BLOCK_BYTES // max(1, elem.width // 8)
+    return max(width, columns - columns % width)
+
+
+def rows_function(lb, module, name: str, elem, blocking) -> str:
+    """``@name``, private: C's columns col_begin..col_end of a product of at most ``ROWS`` rows
+    with B as given (``ROWS_PARAMS``: A, or A^T where ``a_transposed``), in the rows form (the
+    module docstring)."""
+    width = blocking.nr
+    block = block_columns(elem, width)
+    fused = blocking.fma
+    with _form(lb, module, name, elem, ROWS_PARAMS) as args:
+        a, b, c, d, _, m, n, k, ta, alpha, add_d, j0, j1, bias, add_bias, relu = args
+        sums = lb.op("memref.alloca", result=MemRefType([ROWS * block], elem))
+        with lb.for_(j0, j1, block) as blk:
+            c0 = blk.iv
+            c1 = _smaller(lb, c0 + block, j1)
+            with _k_panels(lb, elem, k, blocking.kc, (c, d), (alpha, add_d, add_bias, relu)) as (pc, kc, stores):
+                def at(r, j):  # row r's sum of column j (j from c0)
+                    return r * block - c0 + j
+
+                with lb.for_(0, m) as r:
+                    _columns(lb, c0, c1, width, lambda j, lanes: _put(lb, _zero(lb, elem, lanes), sums,
+                                                                        at(r.iv, j), lanes))
+                grouped = pc + lb.op("arith.divui", kc, lb.index(K_STEPS)) * K_STEPS
+                with lb.for_(pc, grouped, K_STEPS) as p:
+                    _steps(lb, (a, b, sums), (m, n, k, ta), p.iv, K_STEPS, c0, c1, width, at, fused)
+                with lb.for_(grouped, pc + kc) as p:
+                    _steps(lb, (a, b, sums), (m, n, k, ta), p.iv, 1, c0, c1, width, at, fused)
+                with lb.for_(0, m) as r:
+                    _columns(lb, c0, c1, width, lambda j, lanes: finish(
+                        lb, elem, _get(lb, sums, at(r.iv, j), lanes), c, r.iv * n + j, bias, j, stores, fused, lanes))
+    return private_noinline(module, name)
+
+
+def _steps(lb, buffers, sizes, p, steps: int, c0, c1, width: int, at, fused) -> None:
+    """k steps p .. p+steps-1 on the block's columns c0..c1 of every row, in k order: for each
+    vector of columns, B's ``steps`` row vectors loaded once (registers), then a row a trip, its
+    elements of A broadcast, its vector of sums loaded and stored once."""
+    a, b, sums = buffers
+    m, n, k, ta = sizes
+    b_rows = [(p + u) * n for u in range(steps)]  # made once: the library skips LLVM's loop passes
+    a_at = [lb.select(ta, (p + u) * m, p + u) for u in range(steps)]  # row r's element: a_at + r * a_row
+    a_row = lb.select(ta, lb.index(1), k)
+
+    def body(j, lanes):
+        ys = [_get(lb, b, row + j, lanes) for row in b_rows]
+        with lb.for_(0, m) as r:
+            xs = [lb.load(a, [start + r.iv * a_row]) for start in a_at]
+            where = at(r.iv, j)
+            acc = _get(lb, sums, where, lanes)
+            for x, y in zip(xs, ys):
+                acc = multiply_add(lb, fused, lb.splat_vector(x, lanes) if lanes > 1 else x, y, acc)
+            _put(lb, acc, sums, where, lanes)
+
+    _columns(lb, c0, c1, width, body)
+
+
+def _columns(lb, c0, c1, width: int, body, before=None) -> None:
+    """``body(j, lanes)`` for j from c0 to c1: ``width`` columns at a time, then a quarter of that
+    (a 10- or 27-column product is mostly vectors too), then one at a time; ``before(lanes)``,
+    where given, just before each width's loop."""
+    start = c0
+    for lanes in dict.fromkeys((width, max(1, width // 4), 1)):
+        end = c1 if lanes == 1 else start + lb.op("arith.divui", c1 - start, lb.index(lanes)) * lanes
+        if before is not None:
+            before(lanes)
+        with lb.for_(start, end, lanes) as j:
+            body(j.iv, lanes)
+        start = end
+
+
+def _zero(lb, elem, lanes: int):
+    zero = lb.const(0, elem)
+    return lb.splat_vector(zero, lanes) if lanes > 1 else zero
+
+
+def _get(lb, buf, at, lanes: int):
+    return lb.vector_load(buf, [at], lanes) if lanes > 1 else lb.load(buf, [at])
+
+
+def _put(lb, value, buf, at, lanes: int) -> None:
+    (lb.vector_store if lanes > 1 else lb.store)(value, buf, [at])

@@ -14,8 +14,8 @@ sums start from zero in a scratch block on the stack, ``K_STEPS`` k steps at a t
 vector of the block's columns (``width`` lanes, then a quarter of that, then one) the
 ``K_STEPS`` vectors of B's rows are loaded once, then each row of C, a trip of a loop (the rows
 are a run-time count), broadcasts its ``K_STEPS`` elements of A, loads its vector of sums, adds
-the fused steps and stores it.  At the end of the panel every element
-is finished as the tiles finish theirs (``gemm_narrow.finish``, a vector at a time: alpha *
+the fused steps and stores it.  At the end of the panel every element is finished as the tiles
+finish theirs (``gemm_narrow.finish``, a vector at a time: alpha *
 sum + base, then the bias and the ReLU in the last panel).  So each element is the tiles'
 sequence: fused steps from zero in k order within a panel, panels as deep, the same
 additions: the rows form and the tiles give the same bits, and the choice between them
@@ -112,15 +112,12 @@ def _steps(lb, buffers, sizes, p, steps: int, c0, c1, width: int, at, fused) -> 
     _columns(lb, c0, c1, width, body)
 
 
-def _columns(lb, c0, c1, width: int, body, before=None) -> None:
+def _columns(lb, c0, c1, width: int, body) -> None:
     """``body(j, lanes)`` for j from c0 to c1: ``width`` columns at a time, then a quarter of that
-    (a 10- or 27-column product is mostly vectors too), then one at a time; ``before(lanes)``,
-    where given, just before each width's loop."""
+    (a 27-column product is mostly vectors too), then one at a time."""
     start = c0
     for lanes in dict.fromkeys((width, max(1, width // 4), 1)):
         end = c1 if lanes == 1 else start + lb.op("arith.divui", c1 - start, lb.index(lanes)) * lanes
-        if before is not None:
-            before(lanes)
         with lb.for_(start, end, lanes) as j:
             body(j.iv, lanes)
         start = end

@@ -16,8 +16,8 @@ k, and so are B^T's, packed for each K panel in blocks of J rows, W k steps of e
 the other (``copy_column``), so that a step's J vectors sit at constant offsets from one
 index; or, where B^T is given and C has few rows (``DOT_IN_PLACE_ROWS``), read in place, J
 rows at a time down all of C's rows, whatever the product's columns (a small batch's ``x @
-W^T``, which the tiles would pad to MR rows).  An R x J block of C is R * J vectors whose lanes hold the sums of one residue of k
-modulo W; a step loads W k steps of R rows of A and of the J rows of B^T and does R * J
+W^T``, which the tiles would pad to MR rows).  An R x J block of C is R * J vectors whose
+lanes hold the sums of one residue of k modulo W; a step loads W k steps of R rows of A and of the J rows of B^T and does R * J
 multiply-adds on full vectors.  At the end of a K panel a fixed tree of shuffles and adds
 (``fold``) adds each vector's lanes, and the last k % W terms follow one at a time in k order.
 So each element is a sum of fused steps in another (fixed) order than the tiles'.
@@ -83,10 +83,11 @@ DOT_IN_PLACE_ROWS = 12
 rows read in place (``in_place``): the tiles pad so few rows to MR (8 on AVX-512) and pack all of
 B^T for them.  Measured on the Intel Xeon (session 16, a C harness beside MKL, operands 16 bytes
 past a cache line as numpy's are), GFLOP/s of the tiles against the dot form: AVX-512 5x1024x1024
-18 against 31 (MKL 32), 6x256x256 29 against 48, 8x1024x1024 27 against 42, 8x64x1024 49 against
-81, 12x512x512 42 against 56, but 16x1024x1024 52 against 51 and 16x256x256 74 against 68; AVX2
-(``IRC_CPU=x86-64-v3``) 5x1024x1024 20 against 25, 6x256x256 27 against 44, 8x64x1024 22 against
-44, 12x512x512 43 against 46, 16x256x256 41 against 42.  Products of more rows pack B^T for the
+19 against 43 (MKL 34), 8x1024x1024 32 against 62 (36), 8x64x1024 48 against 74 (75),
+12x512x512 54 against 85 (78), 12x27x1024 56 against 70 (75).  With C's rows outer (the first
+version: B^T read again for each R rows), 16x1024x1024 ran 52 against 51 and 16x256x256 74
+against 68; AVX2 (``IRC_CPU=x86-64-v3``) 5x1024x1024 20 against 25, 6x256x256 27 against 44,
+8x64x1024 22 against 44, 12x512x512 43 against 46, 16x256x256 41 against 42.  Products of more rows pack B^T for the
 dot form (a block of it is read by every R rows of C), which read in place ran 256x20x1024 at 110
 GFLOP/s against 102 with aligned operands but 58 against 74 with numpy's offsets (its 9 rows a
 step then each cross cache lines)."""
@@ -171,9 +172,10 @@ def dot_function(lb, module, name: str, elem, blocking) -> str:
                 with layout.then_():  # B^T's rows are contiguous along k, as A's are: read in place
                     _dot_blocks(*sweep, in_place=True)
                 with layout.else_():
-                    # B's columns (B^T's rows, for more rows of C) packed for this panel: blocks of J columns, each W k steps at a
-                    # time as J vectors (zeros past the window's columns and past kc), so that a
-                    # step's J vectors are at constant offsets from one index
+                    # B's columns (B^T's rows, for more rows of C) packed for this panel: blocks of
+                    # J columns, each W k steps at a time as J vectors (zeros past the window's
+                    # columns and past kc), so that a step's J vectors are at constant offsets
+                    # from one index
                     with lb.for_(0, blocks * block_size, w) as at:
                         lb.vector_store(lb.splat_vector(zero, w), packed_b, [at.iv])
                     with lb.for_(0, width) as j:

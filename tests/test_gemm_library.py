@@ -329,6 +329,17 @@ def test_tiles_along_the_rows_in_chunks_of_panels_give_the_same_bits(transposed,
         np.testing.assert_array_equal(results[shape], results[6 + shape])
 
 
+def assert_window_within_bound(c, a, b, d, bias, alpha, add_d, add_bias, relu, window, k, dtype) -> None:
+    """C written in the ``window`` of columns only, each element within the sum's bound of
+    ``relu?(alpha * A @ B + (D) + (bias))`` in f64 (the library's epilogue)."""
+    lo, hi = window
+    assert np.isnan(np.delete(c, np.s_[lo:hi], axis=1)).all()  # the window's columns only
+    exact = alpha * (a.astype(np.float64) @ b) + (d if add_d else 0) + (bias if add_bias else 0)
+    got, want = c[:, lo:hi], (np.maximum(exact, 0) if relu else exact)[:, lo:hi]
+    size = abs(alpha) * (np.abs(a) @ np.abs(b)) + np.abs(d) + np.abs(bias)
+    assert np.all(np.abs(got - want) <= (k + 3) * np.finfo(dtype).eps * size[:, lo:hi]), (c.shape, k)
+
+
 @pytest.mark.parametrize("kind", ["f32", "f64"])
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("form", sorted(NARROW_CASES))
@@ -370,11 +381,7 @@ def test_products_of_few_columns_take_the_narrow_forms_and_agree(form, kind, tb,
                     add_bias, relu)
                 runs.append(c)
             np.testing.assert_array_equal(runs[1], runs[0])
-            assert np.isnan(np.delete(runs[0], np.s_[lo:hi], axis=1)).all()  # the window's columns only
-            exact = alpha * (a.astype(np.float64) @ b) + (d if add_d else 0) + (bias if add_bias else 0)
-            got, want = runs[0][:, lo:hi], (np.maximum(exact, 0) if relu else exact)[:, lo:hi]
-            size = abs(alpha) * (np.abs(a) @ np.abs(b)) + np.abs(d) + np.abs(bias)
-            assert np.all(np.abs(got - want) <= (k + 3) * np.finfo(dtype).eps * size[:, lo:hi]), (m, n, k)
+            assert_window_within_bound(runs[0], a, b, d, bias, alpha, add_d, add_bias, relu, (lo, hi), k, dtype)
             if k >= 23:
                 assert not np.array_equal(runs[2], runs[0])  # the tiles: in k order, KC-deep panels
 
@@ -425,11 +432,7 @@ def test_the_rows_form_computes_the_tiles_bits(kind, blocking):
                   add_bias, relu)
             np.testing.assert_array_equal(runs[1], runs[0])
             np.testing.assert_array_equal(runs[1], c)
-            assert np.isnan(np.delete(runs[0], np.s_[lo:hi], axis=1)).all()  # the window's columns only
-            exact = alpha * (a.astype(np.float64) @ b) + (d if add_d else 0) + (bias if add_bias else 0)
-            want = (np.maximum(exact, 0) if relu else exact)[:, lo:hi]
-            size = abs(alpha) * (np.abs(a) @ np.abs(b)) + np.abs(d) + np.abs(bias)
-            assert np.all(np.abs(runs[0][:, lo:hi] - want) <= (k + 3) * np.finfo(dtype).eps * size[:, lo:hi])
+            assert_window_within_bound(runs[0], a, b, d, bias, alpha, add_d, add_bias, relu, (lo, hi), k, dtype)
 
 
 def test_the_library_takes_the_rows_form_for_few_rows_of_b_as_given():
@@ -480,11 +483,7 @@ def test_products_of_few_rows_with_b_transposed_take_the_dot_form_reading_b_in_p
                     add_bias, relu)
                 runs.append(c)
             np.testing.assert_array_equal(runs[1], runs[0])
-            assert np.isnan(np.delete(runs[0], np.s_[lo:hi], axis=1)).all()
-            exact = alpha * (a.astype(np.float64) @ b) + (d if add_d else 0) + (bias if add_bias else 0)
-            got, want = runs[0][:, lo:hi], (np.maximum(exact, 0) if relu else exact)[:, lo:hi]
-            size = abs(alpha) * (np.abs(a) @ np.abs(b)) + np.abs(d) + np.abs(bias)
-            assert np.all(np.abs(got - want) <= (k + 3) * np.finfo(dtype).eps * size[:, lo:hi]), (m, n, k)
+            assert_window_within_bound(runs[0], a, b, d, bias, alpha, add_d, add_bias, relu, (lo, hi), k, dtype)
             if m <= rows:
                 assert not np.array_equal(runs[2], runs[0])  # the dot form ran, not the tiles
             else:

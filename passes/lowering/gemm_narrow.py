@@ -419,29 +419,37 @@ def panel_flags(lb, elem, c, d, first, last, flags) -> tuple:
     return base.results[0], has_base, add_bias & last, relu & last, alpha
 
 
+def load_lanes(lb, buf, at, lanes: int):
+    """``lanes`` elements of ``buf`` from ``at``: a vector, or the element itself where one."""
+    return lb.vector_load(buf, [at], lanes) if lanes > 1 else lb.load(buf, [at])
+
+
+def store_lanes(lb, value, buf, at, lanes: int) -> None:
+    """``load_lanes``'s store."""
+    (lb.vector_store if lanes > 1 else lb.store)(value, buf, [at])
+
+
+def splat_lanes(lb, x, lanes: int):
+    """``x`` in each of ``lanes`` lanes: a vector, or ``x`` itself where one."""
+    return lb.splat_vector(x, lanes) if lanes > 1 else x
+
+
 def finish(lb, elem, total, c, at, bias, column, stores, fused, lanes: int = 1) -> None:
     """C[at] = alpha * total + base, then + bias[column] and the ReLU where ``stores``
     (``panel_flags``) say: the tiles' stores, one element (or a vector of ``lanes``: C's
     elements from ``at``, the bias's from ``column``)."""
     base_buffer, has_base, add_bias, relu, alpha = stores
-
-    def load(buf, i):
-        return lb.vector_load(buf, [i], lanes) if lanes > 1 else lb.load(buf, [i])
-
-    def splat(x):
-        return lb.splat_vector(x, lanes) if lanes > 1 else x
-
-    zero = splat(lb.const(0, elem))
+    zero = splat_lanes(lb, lb.const(0, elem), lanes)
     kind = zero.type
     with lb.if_(has_base, [kind]) as base:
         with base.then_():
-            base.yield_(load(base_buffer, at))
+            base.yield_(load_lanes(lb, base_buffer, at, lanes))
         with base.else_():
             base.yield_(zero)
-    value = multiply_add(lb, fused, splat(alpha), total, base.results[0])
+    value = multiply_add(lb, fused, splat_lanes(lb, alpha, lanes), total, base.results[0])
     with lb.if_(add_bias, [kind]) as biased:
         with biased.then_():
-            biased.yield_(lb.op("arith.addf", value, load(bias, column)))
+            biased.yield_(lb.op("arith.addf", value, load_lanes(lb, bias, column, lanes)))
         with biased.else_():
             biased.yield_(value)
     with lb.if_(relu, [kind]) as rectified:
@@ -449,4 +457,4 @@ def finish(lb, elem, total, c, at, bias, column, stores, fused, lanes: int = 1) 
             rectified.yield_(lb.op("arith.maximumf", biased.results[0], zero))
         with rectified.else_():
             rectified.yield_(biased.results[0])
-    (lb.vector_store if lanes > 1 else lb.store)(rectified.results[0], c, [at])
+    store_lanes(lb, rectified.results[0], c, at, lanes)

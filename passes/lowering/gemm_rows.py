@@ -26,7 +26,16 @@ from __future__ import annotations
 
 from irc.types import MemRefType
 
-from .gemm_narrow import PARAMS, _form, _k_panels, _smaller, finish
+from .gemm_narrow import (
+    PARAMS,
+    _form,
+    _k_panels,
+    _smaller,
+    finish,
+    load_lanes,
+    splat_lanes,
+    store_lanes,
+)
 from .matmul import multiply_add, private_noinline
 
 ROWS_PARAMS = [("a_transposed" if p == "b_transposed" else p) for p in PARAMS]
@@ -75,9 +84,10 @@ def rows_function(lb, module, name: str, elem, blocking) -> str:
                 def at(r, j):  # row r's sum of column j (j from c0)
                     return r * block - c0 + j
 
+                zero = lb.const(0, elem)
                 with lb.for_(0, m) as r:
-                    _columns(lb, c0, c1, width, lambda j, lanes: _put(lb, _zero(lb, elem, lanes), sums,
-                                                                        at(r.iv, j), lanes))
+                    _columns(lb, c0, c1, width, lambda j, lanes: store_lanes(lb, splat_lanes(lb, zero, lanes), sums,
+                                                                               at(r.iv, j), lanes))
                 grouped = pc + lb.op("arith.divui", kc, lb.index(K_STEPS)) * K_STEPS
                 with lb.for_(pc, grouped, K_STEPS) as p:
                     _steps(lb, (a, b, sums), (m, n, k, ta), p.iv, K_STEPS, c0, c1, width, at, fused)
@@ -85,7 +95,7 @@ def rows_function(lb, module, name: str, elem, blocking) -> str:
                     _steps(lb, (a, b, sums), (m, n, k, ta), p.iv, 1, c0, c1, width, at, fused)
                 with lb.for_(0, m) as r:
                     _columns(lb, c0, c1, width, lambda j, lanes: finish(
-                        lb, elem, _get(lb, sums, at(r.iv, j), lanes), c, r.iv * n + j, bias, j, stores, fused, lanes))
+                        lb, elem, load_lanes(lb, sums, at(r.iv, j), lanes), c, r.iv * n + j, bias, j, stores, fused, lanes))
     return private_noinline(module, name)
 
 
@@ -100,14 +110,14 @@ def _steps(lb, buffers, sizes, p, steps: int, c0, c1, width: int, at, fused) -> 
     a_row = lb.select(ta, lb.index(1), k)
 
     def body(j, lanes):
-        ys = [_get(lb, b, row + j, lanes) for row in b_rows]
+        ys = [load_lanes(lb, b, row + j, lanes) for row in b_rows]
         with lb.for_(0, m) as r:
             xs = [lb.load(a, [start + r.iv * a_row]) for start in a_at]
             where = at(r.iv, j)
-            acc = _get(lb, sums, where, lanes)
+            acc = load_lanes(lb, sums, where, lanes)
             for x, y in zip(xs, ys):
-                acc = multiply_add(lb, fused, lb.splat_vector(x, lanes) if lanes > 1 else x, y, acc)
-            _put(lb, acc, sums, where, lanes)
+                acc = multiply_add(lb, fused, splat_lanes(lb, x, lanes), y, acc)
+            store_lanes(lb, acc, sums, where, lanes)
 
     _columns(lb, c0, c1, width, body)
 
@@ -121,16 +131,3 @@ def _columns(lb, c0, c1, width: int, body) -> None:
         with lb.for_(start, end, lanes) as j:
             body(j.iv, lanes)
         start = end
-
-
-def _zero(lb, elem, lanes: int):
-    zero = lb.const(0, elem)
-    return lb.splat_vector(zero, lanes) if lanes > 1 else zero
-
-
-def _get(lb, buf, at, lanes: int):
-    return lb.vector_load(buf, [at], lanes) if lanes > 1 else lb.load(buf, [at])
-
-
-def _put(lb, value, buf, at, lanes: int) -> None:
-    (lb.vector_store if lanes > 1 else lb.store)(value, buf, [at])

@@ -840,10 +840,14 @@ func.func @step(%w1: tensor<64x64xf32>, %w2: tensor<64x64xf32>, %x: tensor<32x64
     x = rng.standard_normal((32, 64)).astype(np.float32)
     for _ in range(3):
         want = irc.interpret(module, "step", w1, w2, x)
+        separate = exe.step(w1.copy(), w2.copy(), x)
         got = exe.step(w1, w2, x, out=(w1, w2))
         assert got[0] is w1 and got[1] is w2
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+        for g, s, w in zip(got, separate, want):
+            np.testing.assert_array_equal(g, s)
+            # The weights grow to thousands by the third step, so an element of w - g can be a
+            # cancellation of terms that large: float32 rounding of those, not a relative error.
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6 * np.abs(w).max())
     specs = exe.step._specializations
     aliased = [s for key, s in specs.items() if isinstance(key, tuple) and "aliased" in key]
     assert aliased and not out_aliasing.to_copy([w1, w2, x], [w1, w2], aliased[0].in_place)

@@ -31,7 +31,6 @@ class TensorToLoops(Pass):
     vector_bits: int = 0  # the target's vector width, for the GEMM's register tile (0: 512; lowering/matmul.py)
     vector_registers: int = 0  # its number of vector registers (0: 32)
     l1_bytes: int = 0  # the L1 data cache, for the GEMM's panel depth (0: not known)
-    l2_bytes: int = 0  # the L2 cache, for the GEMM library's packed columns of B (0: not known)
     l3_bytes: int = 0  # the last-level cache, for the GEMM's packed block of B (0: not known)
     fma: bool = True  # the target fuses multiply-adds: the GEMM library's steps are math.fma (else mul, add)
     threads: int = 1  # threads the code will run on: a large library GEMM becomes that many calls
@@ -44,7 +43,7 @@ class TensorToLoops(Pass):
                 before = len(func.attributes)
                 bufferize(func, {"blas": self.blas, "gemm_library": self.gemm_library, "vector_bits": self.vector_bits,
                                  "vector_registers": self.vector_registers,
-                                 "l1_bytes": self.l1_bytes, "l2_bytes": self.l2_bytes, "l3_bytes": self.l3_bytes,
+                                 "l1_bytes": self.l1_bytes, "l3_bytes": self.l3_bytes,
                                  "fma": self.fma,
                                  "threads": self.threads, "split_blas": self.split_blas,
                                  "gpu": self.gpu})

@@ -152,10 +152,9 @@ def tensor_stages(options: TensorOptions = TensorOptions(), outputs_for_temporar
             pipeline = "plan-memory{arena=argument outputs=false}"
         if name == "bufferize and lower to loops":
             bits, registers = target_vectors()
-            l1, l2, l3 = host_caches()
+            l1, _, l3 = host_caches()
             flags = ["blas=true"] if options.blas else ["gemm-library=true"]
-            flags += [f"vector-bits={bits}", f"vector-registers={registers}", f"l1-bytes={l1}", f"l2-bytes={l2}",
-                      f"l3-bytes={l3}"]
+            flags += [f"vector-bits={bits}", f"vector-registers={registers}", f"l1-bytes={l1}", f"l3-bytes={l3}"]
             if not target_fma():
                 flags.append("fma=false")
             if options.threads > 1:

@@ -40,7 +40,7 @@ code: MR accumulators of type ``vector<NRxT>`` as iter_args, each k step one vec
 B's panel row, MR broadcasts of A's elements and MR vector ``math.fma``, ``UNROLL`` steps a
 trip where A is packed; the tile comes from matmul.py's host figures (``vector-bits``,
 ``vector-registers``), the K panel's depth from ``l1-bytes`` (``l1_depth``), the columns packed
-at once from ``l2-bytes`` (``along_rows_bytes``).  Products of few columns (NR/2, or up to 3/4
+at once ``ALONG_ROWS_BYTES``.  Products of few columns (NR/2, or up to 3/4
 of NR) have forms of their own (gemm_narrow.py).  Every K panel of a tile sums from zero, and its sum
 is added to the base (D or zero in the first panel, C after) with one more fused
 step, ``alpha * sum + base``, so every element is a sum of fused steps in k order
@@ -141,12 +141,12 @@ class Blocking:
     @staticmethod
     def for_host(elem, options: dict) -> Blocking:
         """The sizes on the host ``options`` describe: matmul.py's register tile, the K panel's
-        depth chosen by the L1 data cache (``l1_depth``), and B packed ``along_rows_bytes`` at a
-        time (the columns a row panel of tiles goes across: ``_tiles``)."""
+        depth chosen by the L1 data cache (``l1_depth``), and B packed ``ALONG_ROWS_BYTES`` at a
+        time (the columns a row panel of tiles goes across: ``_tiles``), whatever the L2."""
         mr, nr = tile_sizes(elem, options.get("vector_bits", 0), options.get("vector_registers", 0))
         kc, _ = block_sizes(elem, nr, options.get("l1_bytes", 0), options.get("l3_bytes", 0))
         kc = l1_depth(elem, mr, nr, options.get("l1_bytes", 0)) or min(KC_MAX, 2 * kc)
-        nc = along_rows_bytes(options.get("l2_bytes", 0)) // (kc * max(1, getattr(elem, "width", 64) // 8))
+        nc = ALONG_ROWS_BYTES // (kc * max(1, getattr(elem, "width", 64) // 8))
         return Blocking(mr, nr, max(mr, MC - MC % mr), kc, max(nr, nc - nc % nr), options.get("fma", True))
 
     def columns(self, depth: int) -> int:
@@ -162,8 +162,7 @@ class Blocking:
 
         Packed B holds a K panel of B's columns up to ``columns(depth)`` (NC, more for shallow
         panels), NC being what ``for_host`` makes the columns a row panel of tiles goes across
-        (``along_rows_bytes``): for an MLP layer (256 x 1024 @
-        1024 x 1024, KC 256) 512 columns, 0.5 MiB, half the result (tensor_cpu.py's MLP arena:
+        (``ALONG_ROWS_BYTES``): for an MLP layer (256 x 1024 @ 1024 x 1024, KC 256) 512 columns, 0.5 MiB, half the result (tensor_cpu.py's MLP arena:
         2.00 activations, 2.09 with all 1024 columns).  Each block of columns packs A again.
         Measured beside MKL in a C harness on the Intel Xeon (session 13), NC 512 against all
         of B's columns: 256x1024x1024 0.92 of MKL against 0.90, 1024^3 0.88 against 0.88, 2048^3
@@ -182,16 +181,6 @@ class Blocking:
         if n <= gemm_narrow.max_columns(self):  # a narrow product's deeper K panels of B^T
             b = max(b, gemm_narrow.scratch_elements(self, n, k))
         return a, max(1, b)
-
-
-def along_rows_bytes(l2_bytes: int) -> int:
-    """The packed columns of B a row panel of tiles goes across on a host whose L2 is
-    ``l2_bytes`` (0: not known): ``ALONG_ROWS_BYTES``, or half the L2 where that is less (Zen 2
-    and 3: 512 KiB, some client cores 256 KiB), so that they stay in L2 there too.  Not measured
-    on such a host; on the Intel Xeon (2 MiB L2; session 14, a C harness beside MKL) 256 KiB of
-    columns ran 256x1024x1024 and 1024^3 at 0.88 and 0.93 of MKL against 512 KiB's 0.91 and
-    0.96, so the cap stays where L2 is large."""
-    return min(ALONG_ROWS_BYTES, l2_bytes // 2) if l2_bytes > 0 else ALONG_ROWS_BYTES
 
 
 def l1_depth(elem, mr: int, nr: int, l1_bytes: int) -> int:
@@ -919,8 +908,8 @@ B_IN_PLACE_ROWS = 4
 ALONG_ROWS_BYTES = 512 << 10
 """The packed columns of B that a row panel of A's tiles go across before the next row panel
 (``_tiles``): half the smallest L2 of current x86-64 server cores (AMD Zen 4 and 5: 1 MiB; Intel
-Xeon: 2 MiB), so that they stay there while A's MR x KC panel stays in L1; half the host's L2
-where that is smaller (``along_rows_bytes``).
+Xeon: 2 MiB), so that they stay there while A's MR x KC panel stays in L1.  Where the L2 is
+smaller (AMD Zen 2 and 3: 512 KiB) they stream from L3, and half the L2 was slower still (below).
 
 Along C's rows, each tile's C rows continue the previous tile's, and C streams through the
 caches in order; down a column panel (the order before session 13) a tile writes 128-byte
@@ -930,7 +919,16 @@ the panels, 22 us along the rows).  In a C harness on the Intel Xeon of docs/ben
 256x1024x1024 0.92 -> 0.96; all of B's columns at once (2 MiB of packed B at 2048 columns)
 took 2048^3 from 0.87 to 0.66, a chunk of 512 KiB to 0.89 (1 MiB: 0.90).  ``Blocking.for_host``
 packs B this much at a time (NC), so a chunk is all of a block of NC columns there; a library of
-a larger NC (a name that a program or an older cache asks for) goes across chunks of it."""
+a larger NC (a name that a program or an older cache asks for) goes across chunks of it.
+
+On the AMD EPYC Zen 3 of docs/benchmarks.md (AVX2, L1 32 KiB, L2 512 KiB; session 17,
+``benchmarks/gemm.py``'s library called beside numpy's OpenBLAS, paired ratios of 20-30
+rounds), half the L2 (256 KiB, 256 columns at KC 256, the rule until then) against 512 KiB:
+256x1024x1024 1.09 -> 1.07 of OpenBLAS's time, 1024^3 1.10 -> 1.05, 2048^3 1.13 -> 1.09, and
+the 16-layer MLP of tensor_cpu.py 0.97 -> 0.93 of numpy's, its arena the same 2.00
+activations.  All of B's columns (1024) ran the products faster still (1.05, 1.02, 1.05), and
+384-deep panels another 1-3% (with 1024 columns 1.03, 1.01, 1.03), but the MLP's arena grew to
+2.09 and 3.34 activations: the packed panel is scratch in it."""
 
 THREAD_MIN_WORK = 1 << 19
 """Multiply-adds below which a product stays on one thread (each part packs all of A): with the

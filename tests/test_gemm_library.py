@@ -22,9 +22,13 @@ SMALL = gl.Blocking(mr=3, nr=4, mc=6, kc=5, nc=8)  # every loop and edge case on
 GROUPED = gl.Blocking(mr=8, nr=16, mc=16, kc=21, nc=32)
 """Panels of GROUP columns: B^T and A packed through register transposes (blocks of 8 k steps
 and a tail of 5 in a 21-deep panel, partial groups past the last column)."""
-GROUPED_SHAPES = [(8, 16, 8), (9, 27, 21), (17, 40, 45), (16, 5, 30), (3, 33, 7), (24, 48, 64)]
+GROUPED_SHAPES = [(8, 16, 8), (9, 27, 21), (17, 40, 45), (16, 5, 30), (3, 33, 7), (24, 48, 64), (17, 70, 45),
+                  (9, 81, 21)]
+"""The last two have more than ``A_IN_PLACE_PANELS`` panels of NR columns: A is packed."""
 SHAPES = [(1, 1, 1), (3, 4, 5), (7, 9, 11), (6, 8, 10), (13, 17, 4), (2, 3, 0), (0, 3, 4), (4, 0, 2), (20, 5, 23),
-          (7, 3, 9), (11, 4, 12)]  # the last two: one column panel (A read in place), rows past the tile
+          (7, 3, 9), (11, 4, 12), (9, 21, 7), (14, 30, 11)]
+"""(7, 3, 9) and (11, 4, 12): one column panel, rows past the tile; the last two, and (13, 17, 4), more
+than ``A_IN_PLACE_PANELS`` panels of NR columns (A packed; the others read it in place)."""
 
 
 def operands(m, n, k, dtype, transposed, seed=0):
@@ -177,15 +181,16 @@ def test_the_library_adds_a_bias_and_takes_the_relu_in_its_last_stores(add_bias,
 
 def test_sizes_that_disagree_fault_before_touching_memory():
     module, exe, name = library("f32")
-    a, b, _, _ = operands(7, 9, 11, np.float32, (False, False))
-    pa, pb = scratch(SMALL, 7, 9, 11, np.float32)
-    cases = [(a, b[:10], np.zeros((7, 9), np.float32), pa, pb),  # B has 10 rows for A's 11 columns
-             (a, b, np.zeros((7, 8), np.float32), pa, pb),  # C is too narrow
-             (a, b, np.zeros((7, 9), np.float32), pa[:3], pb),  # packing scratch too small
-             (a, b, np.zeros((7, 9), np.float32), pa, pb[:3])]
+    n = gl.A_IN_PLACE_PANELS * SMALL.nr + 1  # A is packed
+    a, b, _, _ = operands(7, n, 11, np.float32, (False, False))
+    pa, pb = scratch(SMALL, 7, n, 11, np.float32)
+    cases = [(a, b[:10], np.zeros((7, n), np.float32), pa, pb),  # B has 10 rows for A's 11 columns
+             (a, b, np.zeros((7, n - 1), np.float32), pa, pb),  # C is too narrow
+             (a, b, np.zeros((7, n), np.float32), pa[:3], pb),  # packing scratch too small
+             (a, b, np.zeros((7, n), np.float32), pa, pb[:3])]
     for args in cases:
         args = [*(np.ascontiguousarray(x) for x in args), False, False]
-        args += [args[2], 1.0, False, 0, 9, *no_bias(np.float32)]
+        args += [args[2], 1.0, False, 0, n, *no_bias(np.float32)]
         c = args[2]
         c[:] = 5.0
         with pytest.raises(IRError, match="do not agree"):
@@ -451,6 +456,26 @@ def test_the_library_takes_the_rows_form_for_few_rows_of_b_as_given():
         fn(a_buf, b_buf, c, pa, pb, False, tb, c, 1.0, False, 0, n, *no_bias(np.float32))
         assert within_sum_bound(c, a, b)
         assert (not np.isnan(pa).all()) == packs, (m, tb)  # the tiles pack A's rows
+
+
+@pytest.mark.parametrize("ta", [False, True])
+def test_a_is_read_in_place_for_a_window_of_few_column_panels(ta):
+    """A window of at most A_IN_PLACE_PANELS panels of NR columns reads A (or A^T) in place:
+    the packed-A scratch keeps its NaN; one column more packs it.  Both within the sum's bound."""
+    from irc.passes.lowering import gemm_rows
+
+    name = gl.symbol(FloatType("f32"), SMALL)
+    fn = irc.compile(gl.build(name), cache=False)[name]
+    widest = gl.A_IN_PLACE_PANELS * SMALL.nr
+    m, k = gemm_rows.ROWS + 5, 13  # more rows than the rows form takes
+    for n, packs in [(widest, False), (widest + 1, True), (widest - 3, False)]:
+        a, b, a_buf, b_buf = operands(m, n, k, np.float32, (ta, False), seed=n)
+        pa, pb = scratch(SMALL, m, widest + 1, k, np.float32)
+        c = np.full((m, n), np.nan, np.float32)
+        fn(a_buf, b_buf, c, pa, pb, ta, False, c, 1.0, False, 0, n, *no_bias(np.float32))
+        assert within_sum_bound(c, a, b), n
+        assert (not np.isnan(pa).all()) == packs, n
+    assert SMALL.scratch_sizes(m, widest, k)[0] == 1 and SMALL.scratch_sizes(m, widest + 1, k)[0] > 1
 
 
 @pytest.mark.parametrize("kind", ["f32", "f64"])

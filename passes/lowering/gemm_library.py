@@ -20,7 +20,8 @@ The loop nest is Goto/BLIS's (Van Zee & van de Geijn, "BLIS", TOMS 2015)::
               for jr over the chunk's panels:     along C's rows
                 MR x NR micro-kernel
 
-(Edge tiles, and products of one column panel, go down the panels instead: ``_panels``.)
+(Edge tiles, and products of at most ``A_IN_PLACE_PANELS`` column panels, go down the panels
+instead: ``_panels``.)
 
 Packing A as well as B makes the kernel's loads of A contiguous whatever A's
 layout (A^T's rows are m elements apart: reading them in place strides a line a
@@ -29,8 +30,8 @@ zero padding gives every tile the full MR x NR kernel: an edge tile is computed
 in a small buffer that C's valid part is copied into and out of, so there is no
 slow path for sizes that are not multiples of the tile (the same kernel code runs
 on C or on that buffer, chosen by an ``scf.if`` that yields the memref: one kernel
-to call).  Packing pays only for reuse: a block of A that one column panel uses
-(``panels == 1``), and B (not B^T) when at most ``B_IN_PLACE_ROWS`` rows of tiles
+to call).  Packing pays only for reuse: a block of A that at most ``A_IN_PLACE_PANELS``
+column panels use, and B (not B^T) when at most ``B_IN_PLACE_ROWS`` rows of tiles
 use its panels, are read in place, by the kernel that reads A in place and by the
 packed one reading B from its own rows.  The micro-kernels are private functions of
 the module (``kernel_function``: A packed or in place, NR and NR/2 wide), called once for
@@ -157,13 +158,13 @@ class Blocking:
 
     def scratch_sizes(self, m: int, n: int, k: int) -> tuple[int, int]:
         """Elements of the packed-A and packed-B buffers a product of these sizes needs (none for
-        A when the product has at most NR columns: a block of A that one panel uses is read in
-        place).
+        A when the product has at most ``A_IN_PLACE_PANELS`` panels of NR columns: A is then
+        read in place).
 
         Packed B holds a K panel of B's columns up to ``columns(depth)`` (NC, more for shallow
         panels), NC being what ``for_host`` makes the columns a row panel of tiles goes across
-        (``ALONG_ROWS_BYTES``): for an MLP layer (256 x 1024 @ 1024 x 1024, KC 256) 512 columns, 0.5 MiB, half the result (tensor_cpu.py's MLP arena:
-        2.00 activations, 2.09 with all 1024 columns).  Each block of columns packs A again.
+        (``ALONG_ROWS_BYTES``): for an MLP layer (256 x 1024 @ 1024 x 1024, KC 256) 512
+        columns, 0.5 MiB, half the result (tensor_cpu.py's MLP arena: 2.00 activations, 2.09 with all 1024 columns).  Each block of columns packs A again.
         Measured beside MKL in a C harness on the Intel Xeon (session 13), NC 512 against all
         of B's columns: 256x1024x1024 0.92 of MKL against 0.90, 1024^3 0.88 against 0.88, 2048^3
         0.83 against 0.84.  Before the tiles went along the rows (session 6, AMD EPYC Zen 4,
@@ -175,7 +176,7 @@ class Blocking:
             return -(-x // to) * to
 
         kc = min(self.kc, k)
-        a = 1 if n <= self.nr else max(1, up(min(self.mc, m), self.mr) * kc)
+        a = 1 if n <= A_IN_PLACE_PANELS * self.nr else max(1, up(min(self.mc, m), self.mr) * kc)
         depth = -(-k // -(-k // self.kc)) if k else 0  # the K panels' (balanced) depth
         b = up(min(self.columns(depth), n), self.nr) * depth
         if n <= gemm_narrow.max_columns(self):  # a narrow product's deeper K panels of B^T
@@ -385,8 +386,9 @@ class PackedGemm:
         a_other = self._pick(ta, lb.dim(a, 1), lb.dim(a, 0))
         b_k, b_n = self._pick(tb, lb.dim(b, 1), lb.dim(b, 0)), self._pick(tb, lb.dim(b, 0), lb.dim(b, 1))
         kc_max = self._min(bl.kc, k)
-        one_panel = (col_end - col_begin) <= bl.nr  # A is then read in place (_product's pack_a)
-        need_a = self._pick(one_panel, 0, self._ceil_div(self._min(bl.mc, m), bl.mr) * (bl.mr * kc_max))
+        # A is read in place where the window has few panels (and by any block of one: _product).
+        self.a_in_place = (col_end - col_begin) <= A_IN_PLACE_PANELS * bl.nr
+        need_a = self._pick(self.a_in_place, 0, self._ceil_div(self._min(bl.mc, m), bl.mr) * (bl.mr * kc_max))
         panels = lb.op("arith.maxsi", self._ceil_div(k, bl.kc), lb.index(1))  # k may be 0 here
         depth = self._ceil_div(k, panels)  # the K panels' (Blocking.scratch_sizes)
         need_b = self._ceil_div(self._min(self._columns(depth), n), bl.nr) * (bl.nr * depth)
@@ -479,9 +481,10 @@ class PackedGemm:
         with lb.for_(self.col_begin, self.col_end, nc_step) as jc:
             nc = self._min(nc_step, self.col_end - jc.iv)
             panels = self._ceil_div(nc, bl.nr)
-            # A block that one column panel uses is read in place: packing it would copy all of
-            # A for one pass of the kernel over it (the 10-column products of an MLP's last layer).
-            pack_a = panels > 1
+            # A block that one column panel uses, or A where the whole window has few, is read in
+            # place: packing it would copy all of A for one or a few passes of the kernel over it
+            # (the 10-column products of an MLP's last layer; A_IN_PLACE_PANELS).
+            pack_a = (panels > 1) & lb.compare("eq", self.a_in_place, lb.const(0, i1))
             with lb.for_(0, self.k, kc_step) as pc:
                 kc = self._min(kc_step, self.k - pc.iv)
                 first = pc.iv.eq(0)
@@ -503,11 +506,11 @@ class PackedGemm:
         ``ALONG_ROWS_BYTES`` hold) in one call, then the edge tiles (``_panels``); with one whole
         column panel or none, down it (``_panels``: a call a row panel would cost a shallow
         product's tiles a third of their speed).  Emitted for A packed and for A read in
-        place (A's rows anywhere: only where the product has one column panel)."""
+        place (A's rows anywhere: only where the product has ``A_IN_PLACE_PANELS`` or fewer)."""
         lb, bl = self.lb, self.bl
         whole_rows = lb.op("arith.divui", mc, lb.index(bl.mr))
         whole_panels = lb.op("arith.divui", nc, lb.index(bl.nr))
-        if not packed_a:  # A is read in place only for one column panel: down it
+        if not packed_a:  # A is read in place only for a few column panels: down them
             self._panels(ic, mc, jc, nc, pc, kc, first, packed_a, lb.index(0), whole_rows)
             return
         along = whole_panels > 1
@@ -901,6 +904,19 @@ NARROW_MIN_LANES = 4
 """Smallest half tile width for which the library carries a second, half-width kernel for
 narrow edge panels (a panel of 10 columns runs 16 lanes, not 32: twice as fast), and the dot
 and column forms of products of at most that many columns (gemm_narrow.py)."""
+
+A_IN_PLACE_PANELS = 4
+"""Column panels (NR columns each) of a product's window up to which the kernel reads A (or A^T)
+in place rather than packed (as it does in any block of columns that is one panel wide).
+Packing copies A once per block of columns, and the kernel then reads it once per column
+panel; with few panels the copy costs more than the packed layout saves.  Measured on
+the AMD EPYC Zen 3 (AVX2, NR 16; session 17, the library beside numpy's OpenBLAS, paired
+ratios of 30 rounds), packing A only for more than one panel against more than four:
+256x17x1024 1.58 -> 1.21 of OpenBLAS's time, 256x24x1024 1.44 -> 1.12, 256x20x1024 B^T 1.42 ->
+1.09, 1024x20x256 A^T 1.56 -> 1.17, 256x48x1024 1.16 -> 0.97, 256x64x1024 1.12 -> 1.00,
+2048x32x1024 1.14 -> 0.89, 256x32x4096 1.18 -> 0.91; at 96-256 columns in place was 2-6%
+faster still, at 1024 the same (noise), so the count stays where the gain was clear.  Not
+measured on AVX-512 (NR 32: up to 128 columns)."""
 
 B_IN_PLACE_ROWS = 4
 """Rows of tiles (MR rows each) up to which B is read in place rather than packed."""

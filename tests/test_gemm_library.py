@@ -420,7 +420,7 @@ def test_the_rows_form_computes_the_tiles_bits(kind, blocking):
     name = gl.symbol(FloatType(kind), blocking)
     tiles = irc.compile(gl.build(name), cache=False)[name]
     cases = [(1, 37, 9, False, (0, 37)), (3, 300, 140, False, (5, 290)), (gemm_rows.ROWS, 70, 200, True, (0, 70)),
-             (5, 11, 129, True, (2, 11)), (4, 64, 1, False, (0, 64))]
+             (5, 11, 129, True, (2, 11)), (4, 64, 1, False, (0, 64)), (gemm_rows.max_rows(blocking), 45, 70, False, (3, 45))]
     for m, n, k, ta, (lo, hi) in cases:
         a, b, a_buf, b_buf = operands(m, n, k, dtype, (ta, False), seed=m * 1000 + n + k)
         rng = np.random.default_rng(n)
@@ -440,18 +440,21 @@ def test_the_rows_form_computes_the_tiles_bits(kind, blocking):
             assert_window_within_bound(runs[0], a, b, d, bias, alpha, add_d, add_bias, relu, (lo, hi), k, dtype)
 
 
-def test_the_library_takes_the_rows_form_for_few_rows_of_b_as_given():
-    """Up to ROWS rows with B as given the library runs the rows form, which packs nothing (the
-    scratch buffers keep their NaN); one row more, or B^T, packs A for the tiles."""
+@pytest.mark.parametrize("blocking", [SMALL, gl.Blocking(mr=6, nr=12, mc=12, kc=5, nc=24)], ids=["small", "mr6"])
+def test_the_library_takes_the_rows_form_for_few_rows_of_b_as_given(blocking):
+    """Up to max_rows rows with B as given (ROWS, or MR + 2: 8 where MR is 6) the library runs
+    the rows form, which packs nothing (the scratch buffers keep their NaN); one row more, or
+    B^T, packs A for the tiles."""
     from irc.passes.lowering import gemm_rows
 
-    name = gl.symbol(FloatType("f32"), SMALL)
+    name = gl.symbol(FloatType("f32"), blocking)
     fn = irc.compile(gl.build(name), cache=False)[name]
-    for m, tb, packs in [(gemm_rows.ROWS, False, False), (3, False, False), (gemm_rows.ROWS + 1, False, True),
-                         (3, True, True)]:
-        n, k = 20, 13
+    most = gemm_rows.max_rows(blocking)
+    assert most == max(gemm_rows.ROWS, blocking.mr + 2)
+    for m, tb, packs in [(most, False, False), (3, False, False), (most + 1, False, True), (3, True, True)]:
+        n, k = gl.A_IN_PLACE_PANELS * blocking.nr + 4, 13  # wide enough for the tiles to pack A
         a, b, a_buf, b_buf = operands(m, n, k, np.float32, (False, tb), seed=m)
-        pa, pb = scratch(SMALL, m, n, k, np.float32)
+        pa, pb = scratch(blocking, m, n, k, np.float32)
         c = np.full((m, n), np.nan, np.float32)
         fn(a_buf, b_buf, c, pa, pb, False, tb, c, 1.0, False, 0, n, *no_bias(np.float32))
         assert within_sum_bound(c, a, b)

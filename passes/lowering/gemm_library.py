@@ -462,9 +462,9 @@ class PackedGemm:
 
     def _rows_or_product(self, packed_b) -> None:
         """A product of few rows with B as given (a small batch's ``x @ W``, at most
-        ``gemm_rows.ROWS``) in gemm_rows.py's rows form, any other by ``_product``."""
+        ``gemm_rows.max_rows``) in gemm_rows.py's rows form, any other by ``_product``."""
         lb = self.lb
-        rows = (self.m <= gemm_rows.ROWS) & lb.compare("eq", self.tb, lb.const(0, i1))
+        rows = (self.m <= gemm_rows.max_rows(self.bl)) & lb.compare("eq", self.tb, lb.const(0, i1))
         with lb.if_(rows) as form:
             with form.then_():
                 lb.call(self.kernels["rows"], self.a, self.b, self.c, self.d, packed_b, self.m, self.n, self.k,

@@ -19,7 +19,7 @@ finish theirs (``gemm_narrow.finish``, a vector at a time: alpha *
 sum + base, then the bias and the ReLU in the last panel).  So each element is the tiles'
 sequence: fused steps from zero in k order within a panel, panels as deep, the same
 additions: the rows form and the tiles give the same bits, and the choice between them
-(``ROWS``, on the product's size) changes no result.
+(``max_rows``, on the product's size) changes no result.
 """
 
 from __future__ import annotations
@@ -53,12 +53,24 @@ and 8x1024x1024 47 against 48 (8x4096x1024 63 against 50): the tiles lose little
 a tile's rows are C's.  AVX2 (MR 6): 3-5 x 1024 x 1024 14-21 against 21-28 (MKL 19-26),
 4x64x1024 15 against 31, but 6x1024x1024 30 against 29."""
 
+
+def max_rows(blocking) -> int:
+    """Rows of C up to which a product with B as given takes the rows form: ``ROWS``, or one or
+    two rows past a row panel of tiles (MR + 2), where the tiles would compute a second panel
+    of MR rows for them, whichever is more.  Measured on the AMD EPYC Zen 3 (AVX2, MR 6; session
+    17, the library beside numpy's OpenBLAS, GFLOP/s of the tiles against the rows form):
+    7x1024x1024 18 against 31 (numpy 20), 8x1024x1024 21 against 30 (32), 8x512x512 22 against
+    30 (33), 8x4096x1024 14 against 23 (26); at 6 rows 28 against 28, at 9 and 10 rows 25 and 28
+    against 30 (a slower stretch), at 12 and 16 the same.  Not measured on AVX-512 (MR 8:
+    9 and 10 rows), where the Intel Xeon's 6-8 rows ran alike in both forms."""
+    return max(ROWS, blocking.mr + 2)
+
 K_STEPS = 4
 """k steps a vector of sums takes between its load and its store."""
 
 BLOCK_BYTES = 1 << 10
-"""Bytes of a row of C's block of columns: ``ROWS`` rows of sums (5 KiB) stay in L1 beside
-``K_STEPS`` rows of B's block (4 KiB)."""
+"""Bytes of a row of C's block of columns: ``max_rows`` rows of sums (5-10 KiB) stay in L1
+beside ``K_STEPS`` rows of B's block (4 KiB)."""
 
 
 def block_columns(elem, width: int) -> int:
@@ -68,7 +80,7 @@ def block_columns(elem, width: int) -> int:
 
 
 def rows_function(lb, module, name: str, elem, blocking) -> str:
-    """``@name``, private: C's columns col_begin..col_end of a product of at most ``ROWS`` rows
+    """``@name``, private: C's columns col_begin..col_end of a product of at most ``max_rows`` rows
     with B as given (``ROWS_PARAMS``: A, or A^T where ``a_transposed``), in the rows form (the
     module docstring)."""
     width = blocking.nr
@@ -76,7 +88,7 @@ def rows_function(lb, module, name: str, elem, blocking) -> str:
     fused = blocking.fma
     with _form(lb, module, name, elem, ROWS_PARAMS) as args:
         a, b, c, d, _, m, n, k, ta, alpha, add_d, j0, j1, bias, add_bias, relu = args
-        sums = lb.op("memref.alloca", result=MemRefType([ROWS * block], elem))
+        sums = lb.op("memref.alloca", result=MemRefType([max_rows(blocking) * block], elem))
         with lb.for_(j0, j1, block) as blk:
             c0 = blk.iv
             c1 = _smaller(lb, c0 + block, j1)

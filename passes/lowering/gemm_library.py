@@ -164,7 +164,8 @@ class Blocking:
         Packed B holds a K panel of B's columns up to ``columns(depth)`` (NC, more for shallow
         panels), NC being what ``for_host`` makes the columns a row panel of tiles goes across
         (``ALONG_ROWS_BYTES``): for an MLP layer (256 x 1024 @ 1024 x 1024, KC 256) 512
-        columns, 0.5 MiB, half the result (tensor_cpu.py's MLP arena: 2.00 activations, 2.09 with all 1024 columns).  Each block of columns packs A again.
+        columns, 0.5 MiB, half the result (tensor_cpu.py's MLP arena: 2.00 activations, 2.09
+        with all 1024 columns).  Each block of columns packs A again.
         Measured beside MKL in a C harness on the Intel Xeon (session 13), NC 512 against all
         of B's columns: 256x1024x1024 0.92 of MKL against 0.90, 1024^3 0.88 against 0.88, 2048^3
         0.83 against 0.84.  Before the tiles went along the rows (session 6, AMD EPYC Zen 4,

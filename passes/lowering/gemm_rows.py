@@ -43,8 +43,9 @@ ROWS_PARAMS = [("a_transposed" if p == "b_transposed" else p) for p in PARAMS]
 say whether B's holds B^T (the rows form is for B as given)."""
 
 ROWS = 5
-"""Rows of C up to which a product with B as given takes the rows form (products of one or two
-rows are matmul.py's ``RowStream``, inline, before they reach the library).  Measured on the
+"""Rows of C up to which a product with B as given takes the rows form whatever the tile
+(``max_rows``; products of one or two rows are matmul.py's ``RowStream``, inline, before they
+reach the library).  Measured on the
 Intel Xeon (session 16, a C harness beside MKL, operands 16 bytes past a cache line as numpy's
 are; GFLOP/s of the tiles against the rows form): AVX-512 (MR 8) 3x1024x1024 14 against 20
 (MKL 26), 4x1024x1024 22 against 30 (39), 5x1024x1024 27 against 35 (46), 4x64x1024 20 against

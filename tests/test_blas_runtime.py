@@ -108,14 +108,36 @@ def test_a_split_product_applies_the_next_op_to_each_block(library, monkeypatch)
     assert text.count("segment_of") == 1  # the product and the bias-and-ReLU: one parallel loop
 
 
-def test_mkl_then_numpy_is_bound_first():
-    """MKL where installed (asked for by installing it), else numpy's own gemm."""
+@pytest.mark.parametrize("intel", [True, False])
+def test_mkl_then_numpy_is_bound_first_on_intel_and_numpy_first_elsewhere(intel, monkeypatch):
+    """On an Intel CPU MKL where installed, else numpy's own gemm; on another vendor's (where
+    MKL measured slower than OpenBLAS) numpy's, then scipy's, then MKL."""
+    monkeypatch.setattr(blas_runtime, "intel_cpu", lambda: intel)
     blas_runtime.gemm.cache_clear()
-    found = blas_runtime.gemm("sgemm")
-    first = blas_runtime._mkl_gemm("sgemm") or blas_runtime._numpy_gemm("sgemm")
+    try:
+        found = blas_runtime.gemm("sgemm")
+    finally:
+        blas_runtime.gemm.cache_clear()
+    mkl, numpy_ = blas_runtime._mkl_gemm("sgemm"), blas_runtime._numpy_gemm("sgemm")
+    first = (mkl or numpy_) if intel else (numpy_ or blas_runtime._scipy_gemm("sgemm") or mkl)
     if first is None:
         pytest.skip("neither MKL nor numpy's Fortran-ABI gemm is here")
     assert found == first
+    order = [f.__name__ for f in blas_runtime.libraries()]
+    assert order == (["_mkl_gemm", "_numpy_gemm", "_scipy_gemm"] if intel else
+                     ["_numpy_gemm", "_scipy_gemm", "_mkl_gemm"])
+
+
+def test_the_cpu_vendor_is_read_from_proc_cpuinfo():
+    """``intel_cpu`` reads Linux's vendor_id (where there is none, MKL keeps its place)."""
+    import pathlib
+
+    info = pathlib.Path("/proc/cpuinfo")
+    if not info.exists():
+        assert blas_runtime.intel_cpu()
+        return
+    vendors = {line.split(":", 1)[1].strip() for line in info.read_text().splitlines() if line.startswith("vendor_id")}
+    assert blas_runtime.intel_cpu() == (vendors == {"GenuineIntel"} if vendors else True)
 
 
 def test_mkl_runs_on_the_calling_thread_only():

@@ -12,18 +12,22 @@ computes C's columns ``col_begin`` to ``col_end`` only (the shim's last two para
 same gemm on those columns of B and C, their leading dimensions unchanged, so that irc's
 threads can each compute a block of columns (passes/lowering/blas.py, ``split-blas``).
 
-Which gemm (``LIBRARIES``, first found wins):
+Which gemm (``libraries()``, first found wins):
 
-1. Intel's MKL where the ``mkl`` package is installed (``pip install 'irc[mkl]'``): its one
+1. Intel's MKL where the ``mkl`` package is installed (``pip install 'irc[mkl]'``) and the CPU is
+   Intel's (``intel_cpu``; on another vendor's, after numpy's and scipy's): its one
    dynamic library ``libmkl_rt`` in the environment's ``lib``, 32-bit integers, switched to its
    sequential layer: a product runs on the thread that calls it, so ``threads=1`` means one
    thread, and MKL's own threads never fight irc's pool or torch's OpenMP team for the cores
    (its threaded layers would bring a second OpenMP runtime).  With ``threads`` > 1 irc splits each large
    product by columns across its own threads, a call each (``split_across_threads``); numpy's
    OpenBLAS gets whole products and runs them on its own threads instead
-   (``OPENBLAS_NUM_THREADS``).  Installing it is asking for it: on Intel's AVX-512
-   Xeons its sgemm is the fastest here, 15-30% ahead of OpenBLAS's in docs/benchmarks.md
-   (session 11); on AMD's it may not be.
+   (``OPENBLAS_NUM_THREADS``).  On Intel's AVX-512 Xeons its sgemm is the fastest here, 15-30%
+   ahead of OpenBLAS's in docs/benchmarks.md (session 11).  On an AMD EPYC Zen 3 (session 17)
+   it ran 1024^3 f32 at 69-85 GFLOP/s against numpy's OpenBLAS's 90-92 in the same runs, and
+   tensor_cpu.py's MLP on the BLAS path in 1.04x numpy's time against 0.99x with OpenBLAS
+   (MKL chooses its kernels by the CPU's vendor as well as its features), so there it comes
+   after numpy's and scipy's, for a numpy without a Fortran-ABI BLAS.
 2. numpy's own BLAS when it exports a Fortran gemm (numpy's wheels bundle scipy-openblas with
    64-bit integers, ``scipy_sgemm_64_``), looked up through numpy's ``_multiarray_umath``
    (dlsym searches the libraries it links), so that the BLAS path runs the very gemm
@@ -147,13 +151,34 @@ def _scipy_gemm(name: str) -> Gemm | None:
 
 
 LIBRARIES = (_mkl_gemm, _numpy_gemm, _scipy_gemm)
-"""Where a gemm is looked for, in order."""
+"""Where a gemm is looked for, in order, on an Intel CPU (``libraries``)."""
+
+
+@cache
+def intel_cpu() -> bool:
+    """Whether this machine's CPU is Intel's (``vendor_id`` in Linux's /proc/cpuinfo); True
+    where that cannot be read, so that an installed MKL is used as asked."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            for line in info:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip() == "GenuineIntel"
+    except OSError:
+        pass
+    return True
+
+
+def libraries() -> tuple:
+    """``LIBRARIES``, MKL's last where the CPU is not Intel's (the module docstring)."""
+    if _mkl_gemm in LIBRARIES and not intel_cpu():
+        return tuple(f for f in LIBRARIES if f is not _mkl_gemm) + (_mkl_gemm,)
+    return LIBRARIES
 
 
 @cache
 def gemm(name: str) -> Gemm | None:
     """The gemm ``name`` (``sgemm``/``dgemm``) the BLAS path calls, or None where no library has it."""
-    for find in LIBRARIES:
+    for find in libraries():
         found = find(name)
         if found is not None:
             return found

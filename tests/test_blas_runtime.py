@@ -7,6 +7,8 @@ transpose shim's products are checked against numpy in float64.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from irc.runtime.cpu import blas as blas_runtime
@@ -126,6 +128,25 @@ def test_mkl_then_numpy_is_bound_first_on_intel_and_numpy_first_elsewhere(intel,
     order = [f.__name__ for f in blas_runtime.libraries()]
     assert order == (["_mkl_gemm", "_numpy_gemm", "_scipy_gemm"] if intel else
                      ["_numpy_gemm", "_scipy_gemm", "_mkl_gemm"])
+
+
+def test_numpy_s_openblas_is_split_across_irc_s_threads_only_when_held_to_one_thread():
+    """numpy's OpenBLAS runs a call on the calling thread when it is held to one thread
+    (``OPENBLAS_NUM_THREADS=1``): irc then splits products across its own threads, as for
+    MKL; with threads of its own it takes whole products.  Checked in fresh processes."""
+    import subprocess
+    import sys
+
+    probe = ("from irc.runtime.cpu import blas; g = blas._numpy_gemm('sgemm'); "
+             "print('none' if g is None else g.on_calling_thread)")
+    found = {}
+    for threads in ("1", "2"):
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": threads}
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+        found[threads] = out.stdout.strip()
+    if found["1"] == "none":
+        pytest.skip("numpy has no Fortran-ABI gemm here")
+    assert found == {"1": "True", "2": "False"}
 
 
 def test_the_cpu_vendor_is_read_from_proc_cpuinfo():

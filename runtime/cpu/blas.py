@@ -22,7 +22,7 @@ Which gemm (``libraries()``, first found wins):
    (its threaded layers would bring a second OpenMP runtime).  With ``threads`` > 1 irc splits each large
    product by columns across its own threads, a call each (``split_across_threads``); numpy's
    OpenBLAS gets whole products and runs them on its own threads instead
-   (``OPENBLAS_NUM_THREADS``).  On Intel's AVX-512 Xeons its sgemm is the fastest here, 15-30%
+   (``OPENBLAS_NUM_THREADS``), unless it is held to one, when irc splits them as for MKL.  On Intel's AVX-512 Xeons its sgemm is the fastest here, 15-30%
    ahead of OpenBLAS's in docs/benchmarks.md (session 11).  On an AMD EPYC Zen 3 (session 17)
    it ran 1024^3 f32 at 69-85 GFLOP/s against numpy's OpenBLAS's 90-92 in the same runs, and
    tensor_cpu.py's MLP on the BLAS path in 1.04x numpy's time against 0.99x with OpenBLAS
@@ -130,7 +130,25 @@ def _numpy_gemm(name: str) -> Gemm | None:
     for symbol, bits in ((f"scipy_{name}_64_", 64), (f"{name}_64_", 64), (f"scipy_{name}_", 32)):
         address = _address(lib, symbol)
         if address:
-            return Gemm(address, bits, f"numpy's BLAS ({symbol})")
+            return Gemm(address, bits, f"numpy's BLAS ({symbol})", on_calling_thread=_openblas_threads(lib) == 1)
+    return None
+
+
+OPENBLAS_THREADS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
+                    "scipy_openblas_get_num_threads", "openblas_get_num_threads")
+"""The names OpenBLAS's builds export its thread count under (scipy-openblas's prefix and 64-bit suffix)."""
+
+
+def _openblas_threads(lib: ctypes.CDLL) -> int | None:
+    """The threads OpenBLAS runs a call on (``OPENBLAS_NUM_THREADS``, else the cores), when
+    ``lib`` reaches an OpenBLAS.  One thread: a call runs on the thread that makes it, and irc
+    splits products across its own threads as it does for MKL (``split_across_threads``);
+    more: OpenBLAS's own threads take each whole product.  Read once, when the gemm is bound."""
+    for symbol in OPENBLAS_THREADS:
+        fn = getattr(lib, symbol, None)
+        if fn is not None:
+            fn.restype, fn.argtypes = ctypes.c_int, []
+            return fn()
     return None
 
 
@@ -192,8 +210,8 @@ def available() -> bool:
 def split_across_threads() -> bool:
     """Whether irc's threads should split BLAS products by columns (``tensor-to-loops``'s
     ``split-blas``): where the gemm runs each call on the calling thread (MKL's sequential
-    layer), not where it has threads of its own (OpenBLAS's, ``OPENBLAS_NUM_THREADS``), which
-    a second caller would only contend with."""
+    layer, an OpenBLAS held to one thread), not where it has threads of its own (OpenBLAS's,
+    ``OPENBLAS_NUM_THREADS``), which a second caller would only contend with."""
     found = [gemm(blas) for blas, _, _ in SHIMS.values()]
     return all(g is not None and g.on_calling_thread for g in found)
 

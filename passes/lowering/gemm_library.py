@@ -203,8 +203,12 @@ def l1_depth(elem, mr: int, nr: int, l1_bytes: int) -> int:
     the size (tensor_cpu.py's MLP arena: 3.19 -> 2.09 activations).  Along the rows (session 13)
     512 was slower again in a C harness beside MKL: 1024^3 at 0.93 of MKL against 1.00, 256 x
     1024 x 1024 0.91 against 0.94.  At most ``KC_L1_MAX`` deep (256): the AVX2 tiles (6 x 16 f32)
-    took 512 on a 48 KiB L1, and ran 2-4% slower than at 256.  Not measured on a 32 KiB L1
-    with the AVX2 tiles (6 x 16 f32: 256 by the cap, 320 without it)."""
+    took 512 on a 48 KiB L1, and ran 2-4% slower than at 256.  On a 32 KiB L1 with the AVX2
+    tiles (AMD EPYC Zen 3, L2 512 KiB; session 17, beside numpy's OpenBLAS) 384-deep panels
+    (342 for K 1024) ran 1-4% faster than 256 with 512 columns packed (256x1024x1024 1.03
+    against 1.07 of OpenBLAS's time, 2048^3 1.08 against 1.09) and tensor_cpu.py's MLP 1-2%
+    (0.92 against 0.93-0.94 of numpy's), but with the columns ``ALONG_ROWS_BYTES`` makes of
+    them (336) no faster than 256: not adopted."""
     if l1_bytes <= 0:
         return 0
     size = max(1, getattr(elem, "width", 64) // 8)

@@ -19,11 +19,12 @@ Which gemm (``libraries()``, first found wins):
    dynamic library ``libmkl_rt`` in the environment's ``lib``, 32-bit integers, switched to its
    sequential layer: a product runs on the thread that calls it, so ``threads=1`` means one
    thread, and MKL's own threads never fight irc's pool or torch's OpenMP team for the cores
-   (its threaded layers would bring a second OpenMP runtime).  With ``threads`` > 1 irc splits each large
-   product by columns across its own threads, a call each (``split_across_threads``); numpy's
-   OpenBLAS gets whole products and runs them on its own threads instead
-   (``OPENBLAS_NUM_THREADS``), unless it is held to one, when irc splits them as for MKL.  On Intel's AVX-512 Xeons its sgemm is the fastest here, 15-30%
-   ahead of OpenBLAS's in docs/benchmarks.md (session 11).  On an AMD EPYC Zen 3 (session 17)
+   (its threaded layers would bring a second OpenMP runtime).  With ``threads`` > 1 irc splits
+   each large product by columns across its own threads, a call each
+   (``split_across_threads``); numpy's OpenBLAS gets whole products and runs them on its own
+   threads instead (``OPENBLAS_NUM_THREADS``), unless it is held to one, when irc splits them
+   as for MKL.  On Intel's AVX-512 Xeons MKL's sgemm is the fastest here, 15-30% ahead of
+   OpenBLAS's in docs/benchmarks.md (session 11).  On an AMD EPYC Zen 3 (session 17)
    it ran 1024^3 f32 at 69-85 GFLOP/s against numpy's OpenBLAS's 90-92 in the same runs, and
    tensor_cpu.py's MLP on the BLAS path in 1.04x numpy's time against 0.99x with OpenBLAS
    (MKL chooses its kernels by the CPU's vendor as well as its features), so there it comes

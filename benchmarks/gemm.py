@@ -298,7 +298,8 @@ def mlp_threads(threads: int, rounds, per_round, blas: bool = False) -> list[tup
 
 def blockings_part(rounds, per_round) -> None:
     """The library function called directly at the host's blocking and its neighbours: K panels
-    half and twice as deep, A blocks half and twice as tall, and tiles with more rows (packing
+    half and twice as deep, A blocks half and twice as tall, B packed half and twice as many
+    columns at a time, and tiles with more rows (packing
     A makes its rows contiguous, so a tall tile's rows no longer share L1 sets) as far as the
     registers hold MR x 2 accumulators, 2 panel vectors and a broadcast."""
     from irc.passes.lowering import gemm_library as gl
@@ -314,6 +315,7 @@ def blockings_part(rounds, per_round) -> None:
           f"L1 {options['l1_bytes'] >> 10} KiB, L3 {options['l3_bytes'] >> 20} MiB)")
     variants = {(host.mr, host.nr, host.mc, kc, host.nc) for kc in (host.kc // 2, host.kc, 2 * host.kc)}
     variants |= {(host.mr, host.nr, mc, host.kc, host.nc) for mc in (host.mc // 2, 2 * host.mc)}
+    variants |= {(host.mr, host.nr, host.mc, host.kc, nc) for nc in (host.nc // 2, 2 * host.nc)}
     for mr in range(host.mr + 2, (options["vector_registers"] - 3) // 2 + 1, 2):
         if mr * host.nr <= gl.MAX_TILE:
             variants.add((mr, host.nr, host.mc - host.mc % mr or mr, host.kc, host.nc))

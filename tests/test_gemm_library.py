@@ -420,7 +420,8 @@ def test_the_rows_form_computes_the_tiles_bits(kind, blocking):
     name = gl.symbol(FloatType(kind), blocking)
     tiles = irc.compile(gl.build(name), cache=False)[name]
     cases = [(1, 37, 9, False, (0, 37)), (3, 300, 140, False, (5, 290)), (gemm_rows.ROWS, 70, 200, True, (0, 70)),
-             (5, 11, 129, True, (2, 11)), (4, 64, 1, False, (0, 64)), (gemm_rows.max_rows(blocking), 45, 70, False, (3, 45))]
+             (5, 11, 129, True, (2, 11)), (4, 64, 1, False, (0, 64)),
+             (gemm_rows.max_rows(blocking), 45, 70, False, (3, 45))]
     for m, n, k, ta, (lo, hi) in cases:
         a, b, a_buf, b_buf = operands(m, n, k, dtype, (ta, False), seed=m * 1000 + n + k)
         rng = np.random.default_rng(n)
@@ -451,14 +452,22 @@ def test_the_library_takes_the_rows_form_for_few_rows_of_b_as_given(blocking):
     fn = irc.compile(gl.build(name), cache=False)[name]
     most = gemm_rows.max_rows(blocking)
     assert most == max(gemm_rows.ROWS, blocking.mr + 2)
+    n, k = gl.A_IN_PLACE_PANELS * blocking.nr + 4, 13  # wide enough for the tiles to pack A
     for m, tb, packs in [(most, False, False), (3, False, False), (most + 1, False, True), (3, True, True)]:
-        n, k = gl.A_IN_PLACE_PANELS * blocking.nr + 4, 13  # wide enough for the tiles to pack A
-        a, b, a_buf, b_buf = operands(m, n, k, np.float32, (False, tb), seed=m)
-        pa, pb = scratch(blocking, m, n, k, np.float32)
-        c = np.full((m, n), np.nan, np.float32)
-        fn(a_buf, b_buf, c, pa, pb, False, tb, c, 1.0, False, 0, n, *no_bias(np.float32))
-        assert within_sum_bound(c, a, b)
-        assert (not np.isnan(pa).all()) == packs, (m, tb)  # the tiles pack A's rows
+        assert packs_a(fn, blocking, (m, n, k), (False, tb), scratch_n=n) == packs, (m, tb)
+
+
+def packs_a(fn, blocking, shape, transposed, scratch_n) -> bool:
+    """Whether the library function ``fn`` wrote its packed-A scratch (sized for ``scratch_n``
+    columns, NaN before the call) for an f32 product of ``shape``, which is within the sum's
+    bound."""
+    m, n, k = shape
+    a, b, a_buf, b_buf = operands(m, n, k, np.float32, transposed, seed=m * 100 + n)
+    pa, pb = scratch(blocking, m, scratch_n, k, np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    fn(a_buf, b_buf, c, pa, pb, *transposed, c, 1.0, False, 0, n, *no_bias(np.float32))
+    assert within_sum_bound(c, a, b), shape
+    return not np.isnan(pa).all()
 
 
 @pytest.mark.parametrize("ta", [False, True])
@@ -472,12 +481,7 @@ def test_a_is_read_in_place_for_a_window_of_few_column_panels(ta):
     widest = gl.A_IN_PLACE_PANELS * SMALL.nr
     m, k = gemm_rows.ROWS + 5, 13  # more rows than the rows form takes
     for n, packs in [(widest, False), (widest + 1, True), (widest - 3, False)]:
-        a, b, a_buf, b_buf = operands(m, n, k, np.float32, (ta, False), seed=n)
-        pa, pb = scratch(SMALL, m, widest + 1, k, np.float32)
-        c = np.full((m, n), np.nan, np.float32)
-        fn(a_buf, b_buf, c, pa, pb, ta, False, c, 1.0, False, 0, n, *no_bias(np.float32))
-        assert within_sum_bound(c, a, b), n
-        assert (not np.isnan(pa).all()) == packs, n
+        assert packs_a(fn, SMALL, (m, n, k), (ta, False), scratch_n=widest + 1) == packs, n
     assert SMALL.scratch_sizes(m, widest, k)[0] == 1 and SMALL.scratch_sizes(m, widest + 1, k)[0] > 1
 
 

@@ -371,7 +371,7 @@ def _host_options() -> dict:
     """tensor-to-loops' host options, as the tensor pipeline sets them for this CPU."""
     from irc.runtime.tensor_function import host_caches, target_vectors
 
-    (bits, registers), (l1, _, l3) = target_vectors(), host_caches()
+    (bits, registers), (l1, l3) = target_vectors(), host_caches()
     return {"vector_bits": bits, "vector_registers": registers, "l1_bytes": l1, "l3_bytes": l3}
 
 

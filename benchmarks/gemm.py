@@ -92,9 +92,10 @@ NARROW_SHAPES = [  # a little wider than one vector: gemm_narrow.py's DOT_FILL a
     ("20 columns, A^T", 1024, 20, 256, True, False),
 ]
 """Also without a target: products of 17-24 columns, which fill few of the full tiles' lanes."""
-SMALL_BATCH_SHAPES = [  # a few rows: gemm_rows.py (B as given, up to 5), gemm_narrow.py's DOT_IN_PLACE_ROWS (B^T)
+SMALL_BATCH_SHAPES = [  # a few rows: gemm_rows.py (B as given, up to max_rows), gemm_narrow.py's DOT_IN_PLACE_ROWS (B^T)
     ("batch 4, x @ W", 4, 1024, 1024, False, False),
     ("batch 8, x @ W", 8, 1024, 1024, False, False),
+    ("batch 12, x @ W", 12, 1024, 1024, False, False),
     ("batch 4, 27 columns", 4, 27, 1024, False, False),
     ("batch 8, x @ W^T", 8, 1024, 1024, False, True),
     ("batch 12, x @ W^T", 12, 512, 512, False, True),

@@ -56,21 +56,29 @@ a tile's rows are C's.  AVX2 (MR 6): 3-5 x 1024 x 1024 14-21 against 21-28 (MKL 
 
 
 def max_rows(blocking) -> int:
-    """Rows of C up to which a product with B as given takes the rows form: ``ROWS``, or one or
-    two rows past a row panel of tiles (MR + 2), where the tiles would compute a second panel
-    of MR rows for them, whichever is more.  Measured on the AMD EPYC Zen 3 (AVX2, MR 6; session
-    17, the library beside numpy's OpenBLAS, GFLOP/s of the tiles against the rows form):
+    """Rows of C up to which a product with B as given takes the rows form: ``ROWS``, or up to
+    half a row panel past one (MR + MR/2), where the tiles would compute a second panel of MR
+    rows for them, half of it or more padding, whichever is more.
+
+    Measured with the library beside numpy's OpenBLAS (GFLOP/s of the tiles against the rows
+    form, or paired ratios of time to numpy's).  AMD EPYC Zen 3 (AVX2, MR 6; session 17):
     7x1024x1024 18 against 31 (numpy 20), 8x1024x1024 21 against 30 (32), 8x512x512 22 against
     30 (33), 8x4096x1024 14 against 23 (26); at 6 rows 28 against 28, at 9 and 10 rows 25 and 28
-    against 30 (a slower stretch), at 12 and 16 the same.  Not measured on AVX-512 (MR 8:
-    9 and 10 rows), where the Intel Xeon's 6-8 rows ran alike in both forms."""
-    return max(ROWS, blocking.mr + 2)
+    against 30 (a slower stretch), at 12 and 16 the same.  AMD EPYC Zen 5 (AVX-512, MR 8; session
+    18, numpy's OpenBLAS on its Haswell kernels, 30-40 paired rounds), time / numpy's, tiles
+    against the rows form: 9x1024x1024 0.69 against 0.48, 10x 0.87 against 0.44, 11x 0.55-0.65
+    against 0.35-0.39, 12x 0.85-0.96 against 0.65-0.68, 11x4096x1024 0.91 against 0.60,
+    12x2048x512 0.88 against 0.59, 12x1024x4096 0.90 against 0.57 (12x256x288 0.66 against
+    0.70); at 13 rows alike (0.72 against 0.68), at 14 and 16 the tiles ahead (0.59 against 0.64,
+    0.58 against 0.87), and at MR rows mixed (8x1024x1024 0.47 against 0.52, 8x4096x1024 0.71
+    against 0.53).  The Intel Xeon's 6-8 rows (AVX-512) ran alike in both forms (session 16)."""
+    return max(ROWS, blocking.mr + blocking.mr // 2)
 
 K_STEPS = 4
 """k steps a vector of sums takes between its load and its store."""
 
 BLOCK_BYTES = 1 << 10
-"""Bytes of a row of C's block of columns: ``max_rows`` rows of sums (5-10 KiB) stay in L1
+"""Bytes of a row of C's block of columns: ``max_rows`` rows of sums (5-12 KiB) stay in L1
 beside ``K_STEPS`` rows of B's block (4 KiB)."""
 
 

@@ -920,8 +920,13 @@ ratios of 30 rounds), packing A only for more than one panel against more than f
 256x17x1024 1.58 -> 1.21 of OpenBLAS's time, 256x24x1024 1.44 -> 1.12, 256x20x1024 B^T 1.42 ->
 1.09, 1024x20x256 A^T 1.56 -> 1.17, 256x48x1024 1.16 -> 0.97, 256x64x1024 1.12 -> 1.00,
 2048x32x1024 1.14 -> 0.89, 256x32x4096 1.18 -> 0.91; at 96-256 columns in place was 2-6%
-faster still, at 1024 the same (noise), so the count stays where the gain was clear.  Not
-measured on AVX-512 (NR 32: up to 128 columns)."""
+faster still, at 1024 the same (noise), so the count stays where the gain was clear.  On
+the AMD EPYC Zen 5 (AVX-512, NR 32: up to 128 columns; session 18, through ``irc.compile``,
+beside numpy's OpenBLAS on its Haswell kernels, 30 paired rounds, time / numpy's at 1, 2, 4
+and 8 panels): 256x48x1024 0.66 0.58 0.58 0.58, 256x64x1024 0.57 0.49 0.50 0.49, 256x96x1024
+0.55 0.56 0.50 0.50, 1024x64x256 A^T 0.65 0.50 0.50 0.50, 256x96x1024 B^T 0.56 0.58 0.51 0.51,
+2048x64x1024 0.56 0.46 0.46 0.47; at 160 and 256 columns 8 panels against 4 gained 1-4%, within
+the rounds' spread."""
 
 B_IN_PLACE_ROWS = 4
 """Rows of tiles (MR rows each) up to which B is read in place rather than packed."""

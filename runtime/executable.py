@@ -166,12 +166,13 @@ def compile(module, target: str = "cpu", opt_level: int = 2, checks: bool = True
 
 
 def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math_approx, threads,
-             extern: dict, owned: bool = False) -> Executable:
+             extern: dict, owned: bool = False, runtime_cache: bool | None = None) -> Executable:
     """``compile`` after its checks; irc's tensor pipeline calls it on the modules it lowers
     (which may declare irc's own runtime functions, see cpu/blas.py), with ``owned`` (see
     ``prepare``) and without this cache (its specialisation cache keys them already, by the
     program before lowering: printing the lowered module for a second key costs more than
-    the hits it would find)."""
+    the hits it would find), but with the user's for the GEMM library they call
+    (``runtime_cache``; None: as ``cache``)."""
     tensor_funcs = [f for f in module.functions if not f.is_declaration and tensor_function.has_tensors(f)]
     if tensor_funcs:
         if blas is None:
@@ -197,7 +198,7 @@ def _compile(module, options: CompileOptions, cache: bool, cache_dir, blas, math
     funcs = [f for f in lowered.functions if not f.is_declaration and not internal_only(f)]
     names = [symbols.jit_symbol(f.sym_name) for f in funcs]
     exports = names + [fastcall.fast_name(f.sym_name) for f in funcs if fastcall.has_fast_entry(f.function_type)]
-    link_extras = _link_extras(lowered, extern)
+    link_extras = _link_extras(lowered, extern, cache if runtime_cache is None else runtime_cache, cache_dir)
     cpu, features = engine.target_cpu()
     budget = stack.stack_budget()
     key = memory_key = None
@@ -323,12 +324,13 @@ def object_code(module, options: CompileOptions = CompileOptions(), owned: bool 
     return _machine_code(lowered, options, stack.stack_budget(), timings, fast_entries=False)[2]
 
 
-def runtime_links(declared) -> dict:
+def runtime_links(declared, cache: bool = True, cache_dir: str | None = None) -> dict:
     """What irc's own runtime declarations among the names ``declared`` link to: BLAS shims
-    (cpu/blas.py), GEMM library functions (cpu/gemm_library.py) and the thread pool
-    (cpu/pool.py), as ``engine.load``'s ``extra_ir`` and ``imports``."""
+    (cpu/blas.py), GEMM library functions (cpu/gemm_library.py: built once, kept in the disk
+    cache ``cache`` and ``cache_dir`` say) and the thread pool (cpu/pool.py), as
+    ``engine.load``'s ``extra_ir`` and ``imports``."""
     extra_ir, imports = blas_runtime.link_extras(set(declared))
-    imports.update(gemm_library.imports(set(declared)))
+    imports.update(gemm_library.imports(set(declared), cache, cache_dir))
     if PARALLEL_FOR in declared:
         imports.update(pool.addresses())
     return {"extra_ir": extra_ir, "imports": imports}
@@ -344,11 +346,12 @@ def runtime_names(lowered) -> list[str]:
     return sorted(names)
 
 
-def _link_extras(lowered, extern: dict) -> dict:
-    """What the module's declarations link to: runtime shims (BLAS gemm: see cpu/blas.py) and the
-    addresses of the ``extern`` functions it declares (an IRError at a declaration not found)."""
+def _link_extras(lowered, extern: dict, cache: bool = True, cache_dir: str | None = None) -> dict:
+    """What the module's declarations link to: runtime shims (BLAS gemm: see cpu/blas.py), GEMM
+    library functions (kept in the module's disk cache) and the addresses of the ``extern``
+    functions it declares (an IRError at a declaration not found)."""
     declared = {f.sym_name: f for f in lowered.functions if f.is_declaration}
-    links = runtime_links(set(runtime_names(lowered)) - extern.keys())
+    links = runtime_links(set(runtime_names(lowered)) - extern.keys(), cache, cache_dir)
     extra_ir, imports = links["extra_ir"], links["imports"]
     for name in sorted(declared.keys() & extern.keys()):
         address = extern[name] or symbols.process_address(name)

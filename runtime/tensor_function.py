@@ -432,7 +432,8 @@ class TensorFunction:
         # LLVM's unroller grows the vectorised loops of tensor code (which the vectoriser has
         # interleaved already) for no measured gain: ~15% of LLVM's time on a training step.
         options = dataclasses.replace(self.compile_options["options"], loop_unrolling=False)
-        exe = compile_module(module, **{**self.compile_options, "cache": False, "options": options}, owned=True)
+        exe = compile_module(module, **{**self.compile_options, "cache": False, "options": options}, owned=True,
+                             runtime_cache=self.compile_options.get("cache", True))
         arena_bytes = arena.value if arena is not None else None
         if disk_key is not None and exe.cache_entry is not None:
             from . import specialization_cache
@@ -474,7 +475,7 @@ class TensorFunction:
             funcs = specialization_cache.declarations(record)
             if self.name not in funcs:
                 raise ValueError("the entry is missing")
-            links = runtime_links(record["declared"])
+            links = runtime_links(record["declared"], True, cache_dir)
             library, addresses = engine.load([symbols.jit_symbol(n) for n in funcs], object_code=entry.object_code,
                                              **links)
         except (IRError, RuntimeError, ValueError):  # not what we wrote, or it needs what is not here

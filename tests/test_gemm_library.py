@@ -636,6 +636,40 @@ print(runtime.address({name!r}) > 0)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]
 
 
+def test_the_library_is_kept_in_the_programs_cache_and_nowhere_with_cache_false(tmp_path):
+    """A program compiled with ``cache_dir`` keeps the GEMM library it calls there, not in the
+    default directory; with ``cache=False`` nothing is written anywhere (a new process each:
+    the library is built once per process)."""
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import sys, numpy as np, irc
+from irc.runtime import cache
+from irc.runtime.cpu import engine, gemm_library as runtime
+src = '''func.func @mm(%a: tensor<64x48xf32>, %b: tensor<48x40xf32>) -> tensor<64x40xf32> {
+  %c = graph.matmul %a, %b : (tensor<64x48xf32>, tensor<48x40xf32>) -> tensor<64x40xf32>
+  func.return %c : tensor<64x40xf32>
+}'''
+options = {"cache": False} if sys.argv[1] == "off" else {"cache_dir": sys.argv[1]}
+exe = irc.compile(irc.parse(src), threads=1, **options)
+a, b = np.ones((64, 48), np.float32), np.ones((48, 40), np.float32)
+assert (exe.mm(a, b) == 48).all()
+names = [name for (name, _) in runtime._loaded]
+assert len(names) == 1, names
+print(cache.load(runtime._key(names[0], *engine.target_cpu()), sys.argv[2]) is not None)
+"""
+    default, mine = tmp_path / "default", tmp_path / "mine"
+    env = {**os.environ, "IRC_CACHE_DIR": str(default)}
+    out = subprocess.run([sys.executable, "-c", script, str(mine), str(mine)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr[-2000:]
+    assert not list(default.rglob("*.o"))
+    out = subprocess.run([sys.executable, "-c", script, "off", str(default)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr[-2000:]
+    assert not list(default.rglob("*.o"))
+
+
 def test_a_d_of_the_wrong_size_faults_when_added():
     module, exe, name = library("f32")
     a, b, _, _ = operands(7, 9, 11, np.float32, (False, False))

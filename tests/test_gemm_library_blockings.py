@@ -22,7 +22,8 @@ from irc.types import FloatType
 
 AVX2 = gl.Blocking(mr=6, nr=16, mc=12, kc=19, nc=32)
 NARROW = gl.Blocking(mr=6, nr=8, mc=12, kc=11, nc=16)
-SHAPES = [(6, 16, 8), (5, 7, 3), (13, 21, 19), (7, 33, 27), (12, 9, 41)]
+SHAPES = [(6, 16, 8), (5, 7, 3), (13, 21, 19), (7, 33, 27), (12, 9, 41),
+          (40, 50, 27)]  # B packed (more than B_IN_PLACE_ROWS rows of tiles): PACK_ROWS k steps and the rest
 
 
 @pytest.mark.parametrize("kind, blocking", [("f32", AVX2), ("f64", NARROW)])

@@ -408,8 +408,9 @@ def rows_form(kind: str, blocking):
 @pytest.mark.parametrize("kind", ["f32", "f64"])
 @pytest.mark.parametrize("blocking", [EVEN, gl.Blocking(mr=8, nr=32, mc=96, kc=64, nc=512)], ids=["even", "avx512"])
 def test_the_rows_form_computes_the_tiles_bits(kind, blocking):
-    """gemm_rows.py's rows form (a small batch's x @ W): for 1 to ROWS rows, A or A^T, columns
-    past the vectors (a quarter vector, single columns), several K panels and blocks of columns,
+    """gemm_rows.py's rows form (a small batch's x @ W): for 1 to max_rows rows, A or A^T, columns
+    past the vectors (a quarter vector, single columns), several K panels and blocks of columns
+    (as wide as the rows allow: ``block_columns``),
     a window, D, alpha, the bias and the ReLU: the interpreter's bits, the tiles' bits (the same
     fused steps and additions, so the library's choice of form changes no result), and numpy's
     within the sum's bound."""
@@ -421,7 +422,8 @@ def test_the_rows_form_computes_the_tiles_bits(kind, blocking):
     tiles = irc.compile(gl.build(name), cache=False)[name]
     cases = [(1, 37, 9, False, (0, 37)), (3, 300, 140, False, (5, 290)), (gemm_rows.ROWS, 70, 200, True, (0, 70)),
              (5, 11, 129, True, (2, 11)), (4, 64, 1, False, (0, 64)),
-             (gemm_rows.max_rows(blocking), 45, 70, False, (3, 45))]
+             (gemm_rows.max_rows(blocking), 45, 70, False, (3, 45)),
+             (3, 1100, 6, False, (30, 1090)), (gemm_rows.max_rows(blocking), 600, 5, True, (0, 600))]  # blocks
     for m, n, k, ta, (lo, hi) in cases:
         a, b, a_buf, b_buf = operands(m, n, k, dtype, (ta, False), seed=m * 1000 + n + k)
         rng = np.random.default_rng(n)

@@ -86,7 +86,9 @@ time / numpy's (OpenBLAS on its Haswell kernels), median of 30 paired rounds), a
 of 1 KiB a row whatever the rows (before; the same scratch block): 3x1024x1024 0.24 against
 0.30, 4x1024x1024 0.55 against 0.60, 4x4096x1024 0.54 against 0.60, 5x1024x1024 0.33 against
 0.37, 6x1024x1024 0.40 against 0.38, 8x1024x1024 0.52 against 0.58, 12x1024x1024 0.67 against
-0.67.  With the scratch block sized for 4 KiB rows of every row (64 KiB), every fixed block from
+0.67; held to AVX2 (``IRC_CPU=x86-64-v3``, max_rows 9): 3x1024x1024 0.27 against 0.35,
+4x1024x1024 0.65 against 0.74, 6x1024x1024 0.49 against 0.53, 8x1024x1024 0.78 against 0.84,
+9x1024x1024 0.58 against 0.64.  With the scratch block sized for 4 KiB rows of every row (64 KiB), every fixed block from
 1 to 4 KiB a row was slower than this rule (4x4096x1024 0.50-0.60 against 0.46, 6x1024x1024
 0.39-0.45 against 0.31, 8x1024x1024 0.55-0.73 against 0.44): the scratch block stays small."""
 

@@ -1319,7 +1319,7 @@ def matmul_first_calls(results: list[Result], sizes: tuple) -> list[tuple[str, b
                    "the GEMM library in the disk cache "
                    + (f"({cached:.2f} s)" if cached is not None else f"(failed: {why})"),
                    None if cached is None else cached <= KERNEL_FIRST_CALL_S))
-    print(f"matmul: irc native's first call in a new process with the GEMM library in the disk cache: "
+    print("matmul: irc native's first call in a new process with the GEMM library in the disk cache: "
           + (f"{cached:.2f} s" if cached is not None else f"failed: {why}"))
     return checks
 

@@ -475,7 +475,7 @@ class TensorFunction:
             funcs = specialization_cache.declarations(record)
             if self.name not in funcs:
                 raise ValueError("the entry is missing")
-            links = runtime_links(record["declared"], True, cache_dir)
+            links = runtime_links(record["declared"], cache_dir=cache_dir)
             library, addresses = engine.load([symbols.jit_symbol(n) for n in funcs], object_code=entry.object_code,
                                              **links)
         except (IRError, RuntimeError, ValueError):  # not what we wrote, or it needs what is not here

@@ -9,8 +9,8 @@ docs/benchmarks.md), that took 1.3-1.6x the best peer's time on 3-6 rows of a la
 **The rows form** (``rows_function``) streams B's rows in order instead, as matmul.py's
 ``RowStream`` does for one or two rows (inline code, compiled per shape; here the library
 carries it, compiled once per host): C's window of columns goes in blocks (``SUMS_BYTES`` of
-sums over the rows); for each block and K panel (the tiles' panels, so the same bits: below), the panel's
-sums start from zero in a scratch block on the stack, ``K_STEPS`` k steps at a time: for each
+sums over the rows); for each block and K panel (the tiles' panels, so the same bits: below),
+the panel's sums start from zero in a scratch block on the stack, ``K_STEPS`` k steps at a time: for each
 vector of the block's columns (``width`` lanes, then a quarter of that, then one) the
 ``K_STEPS`` vectors of B's rows are loaded once, then each row of C, a trip of a loop (the rows
 are a run-time count), broadcasts its ``K_STEPS`` elements of A, loads its vector of sums, adds
@@ -88,9 +88,10 @@ of 1 KiB a row whatever the rows (before; the same scratch block): 3x1024x1024 0
 0.37, 6x1024x1024 0.40 against 0.38, 8x1024x1024 0.52 against 0.58, 12x1024x1024 0.67 against
 0.67; held to AVX2 (``IRC_CPU=x86-64-v3``, max_rows 9): 3x1024x1024 0.27 against 0.35,
 4x1024x1024 0.65 against 0.74, 6x1024x1024 0.49 against 0.53, 8x1024x1024 0.78 against 0.84,
-9x1024x1024 0.58 against 0.64.  With the scratch block sized for 4 KiB rows of every row (64 KiB), every fixed block from
-1 to 4 KiB a row was slower than this rule (4x4096x1024 0.50-0.60 against 0.46, 6x1024x1024
-0.39-0.45 against 0.31, 8x1024x1024 0.55-0.73 against 0.44): the scratch block stays small."""
+9x1024x1024 0.58 against 0.64.  With the scratch block sized for 4 KiB rows of every row (64
+KiB), every fixed block from 1 to 4 KiB a row was slower than this rule (4x4096x1024 0.50-0.60
+against 0.46, 6x1024x1024 0.39-0.45 against 0.31, 8x1024x1024 0.55-0.73 against 0.44): the
+scratch block stays small."""
 
 BLOCK_MIN_BYTES = 1 << 10
 """Bytes of a row of C's block at least (``SUMS_BYTES``)."""
@@ -99,23 +100,27 @@ BLOCK_MAX_BYTES = 4 << 10
 """Bytes of a row of C's block at most (``SUMS_BYTES``)."""
 
 
+def _block_bounds(elem, width: int) -> tuple[int, int]:
+    """The fewest and most columns of a block (``BLOCK_MIN_BYTES``, ``BLOCK_MAX_BYTES``), in ``width``'s."""
+    size = max(1, elem.width // 8)
+    return tuple(max(width, b // size // width * width) for b in (BLOCK_MIN_BYTES, BLOCK_MAX_BYTES))
+
+
 def block_columns(lb, elem, width: int, rows):
     """Columns of C's block for a product of ``rows`` rows (a run-time value): ``SUMS_BYTES`` of
-    sums over the rows, within ``BLOCK_MIN_BYTES`` and ``BLOCK_MAX_BYTES`` a row, a multiple of
-    ``width``."""
-    size = max(1, elem.width // 8)
-    least, most = (max(width, b // size // width * width) for b in (BLOCK_MIN_BYTES, BLOCK_MAX_BYTES))
-    columns = lb.op("arith.divui", lb.index(SUMS_BYTES // size), lb.op("arith.maxui", rows, lb.index(1)))
-    columns = lb.op("arith.minui", lb.op("arith.maxui", columns, lb.index(least)), lb.index(most))
+    sums over the rows, within ``_block_bounds``, a multiple of ``width``."""
+    least, most = _block_bounds(elem, width)
+    per_rows = lb.op("arith.divui", lb.index(SUMS_BYTES // max(1, elem.width // 8)),
+                     lb.op("arith.maxui", rows, lb.index(1)))
+    columns = lb.op("arith.minui", lb.op("arith.maxui", per_rows, lb.index(least)), lb.index(most))
     return lb.op("arith.divui", columns, lb.index(width)) * width
 
 
 def sums_elements(elem, blocking) -> int:
     """Elements of the scratch block of sums: ``block_columns`` of up to ``max_rows`` rows hold
-    at most ``SUMS_BYTES``, or ``BLOCK_MIN_BYTES`` a row where that is more."""
-    size = max(1, elem.width // 8)
-    least = max(blocking.nr, BLOCK_MIN_BYTES // size // blocking.nr * blocking.nr)
-    return max(max_rows(blocking) * least, SUMS_BYTES // size)
+    at most ``SUMS_BYTES``, or the fewest columns a row where that is more."""
+    least, _ = _block_bounds(elem, blocking.nr)
+    return max(max_rows(blocking) * least, SUMS_BYTES // max(1, elem.width // 8))
 
 
 def rows_function(lb, module, name: str, elem, blocking) -> str:

@@ -5,9 +5,9 @@
 module.  Here a declared name that parses as one gets its machine code: from this
 process's table, else from the disk cache the calling module was compiled with (its
 ``cache_dir``; none with ``cache=False``) under a key made of the name, the host, llvmlite's
-version and a hash of irc's own source (``cache.compiler_fingerprint``: the name says everything the
-function is built from, so nothing needs building to look it up), else built and compiled
-once and stored there.  Its C-ABI entry's address is imported into the module being
+version and a hash of irc's own source (``cache.compiler_fingerprint``: the name says
+everything the function is built from, so nothing needs building to look it up), else built
+and compiled once and stored there.  Its C-ABI entry's address is imported into the module being
 linked, the way runtime shims are (blas.py); the machine code stays loaded for the process.
 """
 
@@ -61,7 +61,7 @@ def address(name: str, cache_dir: str | None = None, cache: bool = True) -> int 
     with _lock:
         hit = _loaded.get((name, target))
         if hit is None:
-            hit = _loaded[name, target] = _load_or_build(name, cache_dir if cache else None, cache)
+            hit = _loaded[name, target] = _load_or_build(name, cache_dir, cache)
     return hit[1]
 
 
@@ -107,7 +107,7 @@ def imports(declared, cache: bool = True, cache_dir: str | None = None) -> dict[
     found = {}
     for name in sorted(declared):
         if name.startswith("irc_gemm_"):
-            where = address(name, cache_dir, cache)
+            where = address(name, cache_dir=cache_dir, cache=cache)
             if where is not None:
                 found[name] = where
     return found

@@ -10,10 +10,10 @@ docs/benchmarks.md), that took 1.3-1.6x the best peer's time on 3-6 rows of a la
 ``RowStream`` does for one or two rows (inline code, compiled per shape; here the library
 carries it, compiled once per host): C's window of columns goes in blocks (``SUMS_BYTES`` of
 sums over the rows); for each block and K panel (the tiles' panels, so the same bits: below),
-the panel's sums start from zero in a scratch block on the stack, ``K_STEPS`` k steps at a time: for each
-vector of the block's columns (``width`` lanes, then a quarter of that, then one) the
-``K_STEPS`` vectors of B's rows are loaded once, then each row of C, a trip of a loop (the rows
-are a run-time count), broadcasts its ``K_STEPS`` elements of A, loads its vector of sums, adds
+the panel's sums start from zero in a scratch block on the stack, ``k_steps`` k steps at a
+time: for each vector of the block's columns (``width`` lanes, then a quarter of that, then
+one) the ``k_steps`` vectors of B's rows are loaded once, then each row of C, a trip of a loop (the rows
+are a run-time count), broadcasts its ``k_steps`` elements of A, loads its vector of sums, adds
 the fused steps and stores it.  At the end of the panel every element is finished as the tiles
 finish theirs (``gemm_narrow.finish``, a vector at a time: alpha *
 sum + base, then the bias and the ReLU in the last panel).  So each element is the tiles'
@@ -74,13 +74,25 @@ def max_rows(blocking) -> int:
     against 0.53).  The Intel Xeon's 6-8 rows (AVX-512) ran alike in both forms (session 16)."""
     return max(ROWS, blocking.mr + blocking.mr // 2)
 
-K_STEPS = 4
-"""k steps a vector of sums takes between its load and its store."""
+def k_steps(blocking) -> int:
+    """k steps a vector of sums takes between its load and its store: as many as the tile has
+    rows (MR), so that B's vectors of those steps take the registers the tile's sums take (MR
+    vectors of NR lanes; the rows form keeps one vector of sums and a broadcast beside them, as
+    the tile keeps B's vector and a broadcast).  More steps a load and store of the sums: the
+    rows form's loads and stores, not its multiply-adds, were what bound it.  Measured on the
+    AMD EPYC Zen 5 (session 18, through ``irc.compile``, time / numpy's (OpenBLAS on its Haswell
+    kernels), 30 paired rounds), 4 steps (before) against MR: AVX-512 (MR 8) 3x1024x1024 0.25
+    against 0.22, 4x1024x1024 0.52 against 0.44, 8x1024x1024 0.54 against 0.45, 12x1024x1024
+    0.69 against 0.59, 12x4096x1024 0.67 against 0.50, 6x256x256 0.32 against 0.24 (6 steps:
+    0.24, 0.49, 0.50, 0.69, 0.59, 0.28); AVX2 (MR 6) 6x1024x1024 0.50 against 0.49, 9x4096x1024
+    0.56 against 0.51, 6x256x256 0.41 against 0.37, and 8 steps (past the 16 registers) 0.65,
+    0.59 and 0.48."""
+    return max(1, blocking.mr)
 
 SUMS_BYTES = 12 << 10
 """Bytes of the sums of C's block of columns, all its rows together: a block of a row is
 ``SUMS_BYTES`` / rows (``block_columns``), from ``BLOCK_MIN_BYTES`` to ``BLOCK_MAX_BYTES``, so
-that the sums stay in L1 beside ``K_STEPS`` rows of B's block while few rows read B in longer
+that the sums stay in L1 beside ``k_steps`` rows of B's block while few rows read B in longer
 runs.  Measured on the AMD EPYC Zen 5 (AVX-512, L1 48 KiB; session 18, through ``irc.compile``,
 time / numpy's (OpenBLAS on its Haswell kernels), median of 30 paired rounds), against blocks
 of 1 KiB a row whatever the rows (before; the same scratch block): 3x1024x1024 0.24 against
@@ -144,9 +156,10 @@ def rows_function(lb, module, name: str, elem, blocking) -> str:
                 with lb.for_(0, m) as r:
                     _columns(lb, c0, c1, width, lambda j, lanes: store_lanes(lb, splat_lanes(lb, zero, lanes), sums,
                                                                                at(r.iv, j), lanes))
-                grouped = pc + lb.op("arith.divui", kc, lb.index(K_STEPS)) * K_STEPS
-                with lb.for_(pc, grouped, K_STEPS) as p:
-                    _steps(lb, (a, b, sums), (m, n, k, ta), p.iv, K_STEPS, c0, c1, width, at, fused)
+                steps = k_steps(blocking)
+                grouped = pc + lb.op("arith.divui", kc, lb.index(steps)) * steps
+                with lb.for_(pc, grouped, steps) as p:
+                    _steps(lb, (a, b, sums), (m, n, k, ta), p.iv, steps, c0, c1, width, at, fused)
                 with lb.for_(grouped, pc + kc) as p:
                     _steps(lb, (a, b, sums), (m, n, k, ta), p.iv, 1, c0, c1, width, at, fused)
                 with lb.for_(0, m) as r:

@@ -71,7 +71,10 @@ def max_rows(blocking) -> int:
     12x2048x512 0.88 against 0.59, 12x1024x4096 0.90 against 0.57 (12x256x288 0.66 against
     0.70); at 13 rows alike (0.72 against 0.68), at 14 and 16 the tiles ahead (0.59 against 0.64,
     0.58 against 0.87), and at MR rows mixed (8x1024x1024 0.47 against 0.52, 8x4096x1024 0.71
-    against 0.53).  The Intel Xeon's 6-8 rows (AVX-512) ran alike in both forms (session 16)."""
+    against 0.53).  Held to AVX2 there (``IRC_CPU=x86-64-v3``, MR 6, the rows form with
+    ``k_steps``), 9 rows in the rows form against the tiles: 9x1024x1024 0.54 against 1.26,
+    9x4096x1024 0.53 against 1.10, 9x512x512 0.42 against 0.65, 9x256x288 0.52 against 0.71.
+    The Intel Xeon's 6-8 rows (AVX-512) ran alike in both forms (session 16)."""
     return max(ROWS, blocking.mr + blocking.mr // 2)
 
 def k_steps(blocking) -> int:

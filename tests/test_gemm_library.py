@@ -445,7 +445,7 @@ def test_the_rows_form_computes_the_tiles_bits(kind, blocking):
 
 @pytest.mark.parametrize("blocking", [SMALL, gl.Blocking(mr=6, nr=12, mc=12, kc=5, nc=24)], ids=["small", "mr6"])
 def test_the_library_takes_the_rows_form_for_few_rows_of_b_as_given(blocking):
-    """Up to max_rows rows with B as given (ROWS, or MR + MR/2: 9 where MR is 6) the library runs
+    """Up to max_rows rows with B as given (ROWS, or 2 MR - 1: 11 where MR is 6) the library runs
     the rows form, which packs nothing (the scratch buffers keep their NaN); one row more, or
     B^T, packs A for the tiles."""
     from irc.passes.lowering import gemm_rows
@@ -453,7 +453,7 @@ def test_the_library_takes_the_rows_form_for_few_rows_of_b_as_given(blocking):
     name = gl.symbol(FloatType("f32"), blocking)
     fn = irc.compile(gl.build(name), cache=False)[name]
     most = gemm_rows.max_rows(blocking)
-    assert most == max(gemm_rows.ROWS, blocking.mr + blocking.mr // 2)
+    assert most == max(gemm_rows.ROWS, 2 * blocking.mr - 1)
     n, k = gl.A_IN_PLACE_PANELS * blocking.nr + 4, 13  # wide enough for the tiles to pack A
     for m, tb, packs in [(most, False, False), (3, False, False), (most + 1, False, True), (3, True, True)]:
         assert packs_a(fn, blocking, (m, n, k), (False, tb), scratch_n=n) == packs, (m, tb)

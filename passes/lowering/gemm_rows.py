@@ -56,9 +56,10 @@ a tile's rows are C's.  AVX2 (MR 6): 3-5 x 1024 x 1024 14-21 against 21-28 (MKL 
 
 
 def max_rows(blocking) -> int:
-    """Rows of C up to which a product with B as given takes the rows form: ``ROWS``, or up to
-    half a row panel past one (MR + MR/2), where the tiles would compute a second panel of MR
-    rows for them, half of it or more padding, whichever is more.
+    """Rows of C up to which a product with B as given takes the rows form: ``ROWS``, or short
+    of two row panels of tiles (2 MR - 1), where the tiles would compute a second, partial panel
+    of MR rows, whichever is more.  Until ``k_steps`` the rule was MR + 2, then MR + MR/2 (the
+    measurements below); with it the rows form won up to 2 MR - 1 rows on both tiles.
 
     Measured with the library beside numpy's OpenBLAS (GFLOP/s of the tiles against the rows
     form, or paired ratios of time to numpy's).  AMD EPYC Zen 3 (AVX2, MR 6; session 17):
@@ -74,8 +75,15 @@ def max_rows(blocking) -> int:
     against 0.53).  Held to AVX2 there (``IRC_CPU=x86-64-v3``, MR 6, the rows form with
     ``k_steps``), 9 rows in the rows form against the tiles: 9x1024x1024 0.54 against 1.26,
     9x4096x1024 0.53 against 1.10, 9x512x512 0.42 against 0.65, 9x256x288 0.52 against 0.71.
+    With ``k_steps``, on the Zen 5, rows form against tiles: AVX-512 13x1024x1024 0.49 against
+    0.72, 14x1024x1024 0.49 against 0.56, 14x4096x1024 0.44 against 0.66, 14x256x288 0.46
+    against 0.48, 15x1024x1024 0.41 against 0.47, 15x4096x1024 0.38 against 0.55, 15x256x288
+    0.31 against 0.39, 15x2048x2048 0.35 against 0.63, but at 16 rows (two whole panels)
+    16x1024x1024 0.61 against 0.60 and 16x256x288 0.58 against 0.43; AVX2 10x1024x1024 0.56
+    against 1.16, 11x1024x1024 0.47 against 0.88, 11x256x288 0.46 against 0.54, 10x4096x1024
+    0.52 against 1.12 (12x1024x1024 0.87 against 1.36: not taken).
     The Intel Xeon's 6-8 rows (AVX-512) ran alike in both forms (session 16)."""
-    return max(ROWS, blocking.mr + blocking.mr // 2)
+    return max(ROWS, 2 * blocking.mr - 1)
 
 def k_steps(blocking) -> int:
     """k steps a vector of sums takes between its load and its store: as many as the tile has

@@ -58,8 +58,9 @@ a tile's rows are C's.  AVX2 (MR 6): 3-5 x 1024 x 1024 14-21 against 21-28 (MKL 
 def max_rows(blocking) -> int:
     """Rows of C up to which a product with B as given takes the rows form: ``ROWS``, or short
     of two row panels of tiles (2 MR - 1), where the tiles would compute a second, partial panel
-    of MR rows, whichever is more.  Until ``k_steps`` the rule was MR + 2, then MR + MR/2 (the
-    measurements below); with it the rows form won up to 2 MR - 1 rows on both tiles.
+    of MR rows, whichever is more.  The rule was MR + 2 (session 17), then MR + MR/2 (session
+    18, before ``k_steps``: the first measurements below); with ``k_steps`` the rows form won up
+    to 2 MR - 1 rows with AVX-512's tile and AVX2's (the last ones).
 
     Measured with the library beside numpy's OpenBLAS (GFLOP/s of the tiles against the rows
     form, or paired ratios of time to numpy's).  AMD EPYC Zen 3 (AVX2, MR 6; session 17):
@@ -81,7 +82,8 @@ def max_rows(blocking) -> int:
     0.31 against 0.39, 15x2048x2048 0.35 against 0.63, but at 16 rows (two whole panels)
     16x1024x1024 0.61 against 0.60 and 16x256x288 0.58 against 0.43; AVX2 10x1024x1024 0.56
     against 1.16, 11x1024x1024 0.47 against 0.88, 11x256x288 0.46 against 0.54, 10x4096x1024
-    0.52 against 1.12 (12x1024x1024 0.87 against 1.36: not taken).
+    0.52 against 1.12 (and at 12 rows, two whole panels, 12x1024x1024 0.87 against 1.36: one
+    measurement, not taken).
     The Intel Xeon's 6-8 rows (AVX-512) ran alike in both forms (session 16)."""
     return max(ROWS, 2 * blocking.mr - 1)
 

@@ -981,6 +981,19 @@ def blas_child(sizes: tuple, repeat: int) -> dict:
     return {"ok": ok, "max_err": max_err, "why": why, "times": times, "cores": openblas_cores()}
 
 
+def child_json(args: list[str], env: dict) -> tuple[dict | None, str]:
+    """This script run in a new process with ``args`` (one of its hidden child modes): the JSON
+    of its last line of output, or None and why (its last line of errors, or the time out)."""
+    try:
+        proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env, timeout=600)
+    except subprocess.TimeoutExpired:
+        return None, "timed out after 600 s"
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return None, f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or ['no output'])[-1]}"
+    return json.loads(lines[-1]), ""
+
+
 def library_cached_child(sizes: tuple) -> dict:
     """The first call of a new program that multiplies as the matmul workload does (its function
     renamed: nothing of it is cached), in a new process whose disk cache (``IRC_CACHE``) holds
@@ -999,12 +1012,10 @@ def library_cached_child(sizes: tuple) -> dict:
 
 def library_cached_first_call(sizes: tuple) -> tuple[float | None, str]:
     """``library_cached_child``'s first call in seconds (None and why where it failed)."""
-    cmd = [sys.executable, __file__, "--library-cached-child", ",".join(map(str, sizes)), "--irc-cache", IRC_CACHE]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **THREAD_ENV}, timeout=600)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        return None, (proc.stderr.strip().splitlines() or ["no output"])[-1]
-    got = json.loads(lines[-1])
+    got, why = child_json(["--library-cached-child", ",".join(map(str, sizes)), "--irc-cache", IRC_CACHE],
+                          {**os.environ, **THREAD_ENV})
+    if got is None:
+        return None, why
     return (got["first_call_s"], "") if got["ok"] else (None, got["why"])
 
 
@@ -1012,13 +1023,10 @@ def own_kernel_result(sizes: tuple, repeat: int) -> Result:
     """numpy's matmul where the environment does not pin OpenBLAS's kernels (see the matmul notes)."""
     r = Result(Contender(OWN_KERNEL, "out=", None))
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    cmd = [sys.executable, __file__, "--blas-child", ",".join(map(str, (*sizes, repeat)))]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        r.status, r.detail = "error", (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    got, why = child_json(["--blas-child", ",".join(map(str, (*sizes, repeat)))], env)
+    if got is None:
+        r.status, r.detail = "error", why
         return r
-    got = json.loads(lines[-1])
     r.max_err = got["max_err"]
     if not got["ok"]:
         r.status, r.detail = "wrong", got["why"]
@@ -1116,19 +1124,9 @@ def measure_memory(sizes: tuple, names: list[str]) -> dict[str, dict]:
     results = {}
     env = {**os.environ, **THREAD_ENV, **MALLOC_ENV}
     for name in names:
-        cmd = [sys.executable, __file__, "--memory-child", name, "--mlp-sizes", ",".join(map(str, sizes)),
-               "--irc-cache", IRC_CACHE]  # the machine code compiled here: no second cold compile there
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-        except subprocess.TimeoutExpired:
-            results[name] = {"error": "timed out after 600 s"}
-            continue
-        lines = proc.stdout.strip().splitlines()
-        if proc.returncode != 0 or not lines:
-            err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            results[name] = {"error": f"exit {proc.returncode}: {err}"}
-            continue
-        results[name] = json.loads(lines[-1])
+        got, why = child_json(["--memory-child", name, "--mlp-sizes", ",".join(map(str, sizes)),
+                               "--irc-cache", IRC_CACHE], env)  # the machine code compiled here: no second cold compile
+        results[name] = got if got is not None else {"error": why}
     return results
 
 

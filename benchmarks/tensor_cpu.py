@@ -1376,6 +1376,17 @@ def report_memory(sizes: tuple, mem: dict[str, dict]) -> list[tuple[str, bool]]:
     return checks
 
 
+def positive_ints(text: str) -> tuple[int, ...]:
+    """A comma-separated list of positive integers (the child modes' sizes), for argparse."""
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return values
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few runs, no torch.compile (smoke test)")
@@ -1385,10 +1396,10 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu", choices=sorted(CPU_LEVELS),
                         help="hold irc and every peer to this x86-64 level's instructions (CPU_LEVELS)")
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
-    parser.add_argument("--mlp-sizes", help=argparse.SUPPRESS)
-    parser.add_argument("--blas-child", help=argparse.SUPPRESS)
+    parser.add_argument("--mlp-sizes", type=positive_ints, help=argparse.SUPPRESS)
+    parser.add_argument("--blas-child", type=positive_ints, help=argparse.SUPPRESS)
     parser.add_argument("--irc-cache", help=argparse.SUPPRESS)
-    parser.add_argument("--library-cached-child", help=argparse.SUPPRESS)
+    parser.add_argument("--library-cached-child", type=positive_ints, help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
 
     if opts.irc_cache:
@@ -1396,16 +1407,16 @@ def main(argv=None) -> int:
         IRC_CACHE = opts.irc_cache
 
     if opts.blas_child:
-        *sizes, repeat = (int(s) for s in opts.blas_child.split(","))
+        *sizes, repeat = opts.blas_child
         print(json.dumps(blas_child(tuple(sizes), repeat)))
         return 0
 
     if opts.library_cached_child:
-        print(json.dumps(library_cached_child(tuple(int(s) for s in opts.library_cached_child.split(",")))))
+        print(json.dumps(library_cached_child(opts.library_cached_child)))
         return 0
 
     if opts.memory_child:
-        sizes = tuple(int(s) for s in opts.mlp_sizes.split(","))
+        sizes = opts.mlp_sizes
         print(json.dumps(memory_child(opts.memory_child, sizes)))
         return 0
 
